@@ -1,0 +1,279 @@
+// Package actuator owns fencegate's outputs: it admits each command through
+// the durable fence record and only then drives the output.
+//
+// # Concepts
+//
+// A [Bank] holds the configured actuators, each bound to a [Pin] that a board
+// provides, and the fence scope each belongs to. [Bank.Handle] takes one
+// [fence.Command] through the whole path: admission and durable record
+// (package fencelog), then the drive, then the answer.
+//
+// # Safety
+//
+//   - Per scope, admission, the fsynced record and the drive happen under one
+//     lock, so no interleaving lets a lower fence's drive land after a higher
+//     fence's drive. Different scopes proceed independently.
+//   - An output is driven only after fencelog reported the new fence durable.
+//     If the record fails, nothing is driven and the answer is failed.
+//   - [Bank.Reconcile] drives every output to its recorded state (boot: last)
+//     or to its boot state (boot: on/off, recorded without touching the
+//     fence) before any command is handled.
+package actuator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/fencelog"
+)
+
+// Pin is one physical (or simulated) output, as a board provides it.
+type Pin interface {
+	// Out drives the pin high (true) or low (false).
+	Out(high bool) error
+	// Level reads back the level the pin is at, without reconfiguring it.
+	Level() (high bool, err error)
+}
+
+// Boot is an actuator's start policy.
+type Boot string
+
+// Boot policies.
+const (
+	BootLast Boot = "last" // drive to the recorded state (off, recorded, if none)
+	BootOff  Boot = "off"  // drive off and record off; the fence is untouched
+	BootOn   Boot = "on"   // drive on and record on; the fence is untouched
+)
+
+// Spec describes one actuator for New.
+type Spec struct {
+	Name      string
+	Scope     string // fence scope; empty means Name
+	PinName   string // for people: the board's name for Pin
+	ActiveLow bool   // on drives the pin low
+	Boot      Boot   // empty means BootLast
+	Pin       Pin
+}
+
+// Options configure a Bank. Nil or zero values are usable.
+type Options struct {
+	// Logger receives drive failures. Nil discards.
+	Logger *slog.Logger
+	// AfterCommit, if set, is called after a command's fence was recorded
+	// durably and before its output is driven. It exists for crash tests
+	// and the simulator's crash scenario.
+	AfterCommit func(fence.Command)
+}
+
+// Bank is the set of configured actuators. Its methods are safe for
+// concurrent use.
+type Bank struct {
+	log   *fencelog.Log
+	opts  Options
+	outs  map[string]*output // immutable after New
+	order []string           // actuator names in configuration order
+	locks map[string]*sync.Mutex
+}
+
+type output struct {
+	Spec
+}
+
+// Status is an actuator's recorded state together with its read-back level.
+type Status struct {
+	fence.Output
+	PinName   string
+	ActiveLow bool
+	// High is the level read back from the pin; valid if LevelErr is nil.
+	High     bool
+	LevelErr error
+}
+
+// New builds a Bank over log. Actuator names must be unique and non-empty,
+// and every Spec needs a Pin.
+func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
+	b := &Bank{log: log, outs: make(map[string]*output), locks: make(map[string]*sync.Mutex)}
+	if opts != nil {
+		b.opts = *opts
+	}
+	if b.opts.Logger == nil {
+		b.opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	for _, s := range specs {
+		if s.Name == "" {
+			return nil, errors.New("actuator: empty actuator name")
+		}
+		if _, dup := b.outs[s.Name]; dup {
+			return nil, fmt.Errorf("actuator: duplicate actuator %q", s.Name)
+		}
+		if s.Pin == nil {
+			return nil, fmt.Errorf("actuator: %s: no pin", s.Name)
+		}
+		if s.Scope == "" {
+			s.Scope = s.Name
+		}
+		switch s.Boot {
+		case "":
+			s.Boot = BootLast
+		case BootLast, BootOff, BootOn:
+		default:
+			return nil, fmt.Errorf("actuator: %s: unknown boot policy %q", s.Name, s.Boot)
+		}
+		b.outs[s.Name] = &output{Spec: s}
+		b.order = append(b.order, s.Name)
+		if b.locks[s.Scope] == nil {
+			b.locks[s.Scope] = new(sync.Mutex)
+		}
+	}
+	return b, nil
+}
+
+// Names returns the actuator names in configuration order.
+func (b *Bank) Names() []string { return append([]string(nil), b.order...) }
+
+// Reconcile drives every output according to its boot policy. Call it once
+// at start, before handling commands. It stops at the first failure.
+func (b *Bank) Reconcile() error {
+	for _, name := range b.order {
+		o := b.outs[name]
+		mu := b.locks[o.Scope]
+		mu.Lock()
+		err := b.reconcile(o)
+		mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Bank) reconcile(o *output) error {
+	var state fence.State
+	switch o.Boot {
+	case BootLast:
+		rec, err := b.log.Output(o.Scope, o.Name)
+		if err != nil {
+			return fmt.Errorf("actuator: %s: %w", o.Name, err)
+		}
+		state = rec.State
+		if state == fence.StateNone {
+			// Never commanded: off, and recorded so, so that the state
+			// topic and the API say what the output does.
+			state = fence.StateOff
+			if _, err := b.log.SetState(o.Scope, o.Name, state, "boot"); err != nil {
+				return fmt.Errorf("actuator: %s: %w", o.Name, err)
+			}
+		}
+	case BootOff, BootOn:
+		state = fence.StateOff
+		if o.Boot == BootOn {
+			state = fence.StateOn
+		}
+		if _, err := b.log.SetState(o.Scope, o.Name, state, "boot"); err != nil {
+			return fmt.Errorf("actuator: %s: %w", o.Name, err)
+		}
+	}
+	if err := o.Pin.Out(o.level(state)); err != nil {
+		return fmt.Errorf("actuator: %s: drive %s at boot: %w", o.Name, state, err)
+	}
+	return nil
+}
+
+func (o *output) level(s fence.State) bool { return (s == fence.StateOn) != o.ActiveLow }
+
+// Handle takes c through admission, durable record and drive, and returns the
+// answer. It never panics on bad input; an unknown actuator is rejected.
+func (b *Bank) Handle(ctx context.Context, c fence.Command) fence.Result {
+	o, ok := b.outs[c.Actuator]
+	if !ok {
+		return b.Reject(c, fmt.Errorf("unknown actuator %q", c.Actuator))
+	}
+	mu := b.locks[o.Scope]
+	mu.Lock()
+	defer mu.Unlock()
+
+	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}
+	adm, err := b.log.Admit(o.Scope, c)
+	if err != nil {
+		res.Outcome = fence.Failed
+		res.Error = "fence not recorded, nothing driven: " + err.Error()
+		if cur, err := b.log.Output(o.Scope, o.Name); err == nil {
+			res.Fence, res.State = cur.Fence, cur.State
+		}
+		return res
+	}
+	res.Outcome = adm.Outcome
+	res.Fence, res.State = adm.Output.Fence, adm.Output.State
+	switch adm.Outcome {
+	case fence.Duplicate:
+		res.Fence, res.State = adm.Original.Fence, adm.Original.State
+		if res.State == fence.StateNone {
+			res.State = adm.Output.State
+		}
+	case fence.Stale:
+		res.Error = adm.Reason
+	case fence.Applied:
+		if b.opts.AfterCommit != nil {
+			b.opts.AfterCommit(c)
+		}
+		if c.State == fence.StateNone {
+			break
+		}
+		if err := o.Pin.Out(o.level(c.State)); err != nil {
+			res.Outcome = fence.Failed
+			res.Error = fmt.Sprintf("fence %s recorded but %s could not be driven %s: %v", c.Fence, o.Name, c.State, err)
+			b.opts.Logger.Error("drive failed", "actuator", o.Name, "pin", o.PinName, "state", c.State.String(), "err", err)
+			b.log.Record(fencelog.Entry{Scope: o.Scope, Actuator: o.Name, ID: c.ID, Holder: c.Holder,
+				Command: c.Fence, State: c.State, Outcome: fence.Failed, Fence: res.Fence, Error: res.Error})
+		}
+	}
+	return res
+}
+
+// Reject answers c as rejected for reason, audits it, and changes nothing.
+// The answer carries the actuator's current fence and state when the
+// actuator exists.
+func (b *Bank) Reject(c fence.Command, reason error) fence.Result {
+	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence, Outcome: fence.Rejected, Error: reason.Error()}
+	e := fencelog.Entry{Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Command: c.Fence, State: c.State,
+		Outcome: fence.Rejected, Error: res.Error}
+	if o, ok := b.outs[c.Actuator]; ok {
+		e.Scope = o.Scope
+		if cur, err := b.log.Output(o.Scope, o.Name); err == nil {
+			res.Fence, res.State = cur.Fence, cur.State
+			e.Fence = cur.Fence
+		}
+	}
+	b.log.Record(e)
+	return res
+}
+
+// Output returns the recorded state of the named actuator.
+func (b *Bank) Output(name string) (fence.Output, error) {
+	o, ok := b.outs[name]
+	if !ok {
+		return fence.Output{}, fmt.Errorf("actuator: unknown actuator %q", name)
+	}
+	return b.log.Output(o.Scope, o.Name)
+}
+
+// Statuses returns every actuator's recorded state and read-back level, in
+// configuration order.
+func (b *Bank) Statuses() ([]Status, error) {
+	out := make([]Status, 0, len(b.order))
+	for _, name := range b.order {
+		o := b.outs[name]
+		rec, err := b.log.Output(o.Scope, o.Name)
+		if err != nil {
+			return nil, err
+		}
+		st := Status{Output: rec, PinName: o.PinName, ActiveLow: o.ActiveLow}
+		st.High, st.LevelErr = o.Pin.Level()
+		out = append(out, st)
+	}
+	return out, nil
+}

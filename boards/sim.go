@@ -1,0 +1,152 @@
+package boards
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Sim is the simulated board. Its output levels live in a small JSON file
+// (the latch), so they outlive the gateway process as a real output does,
+// and anyone can read them: {"GPIO17":"high","GPIO27":"low"}.
+//
+// The latch is rewritten atomically (temporary file and rename) on every
+// change, so a reader never sees a torn file. It is not fsynced: it models
+// a process crash, not a power cut.
+type Sim struct {
+	path string
+
+	mu     sync.Mutex // guards faults and serialises latch writes
+	faults map[string]error
+}
+
+// OpenSim opens (or creates) the latch file at path.
+func OpenSim(path string) (*Sim, error) {
+	s := &Sim{path: path, faults: make(map[string]error)}
+	if _, err := ReadLatch(path); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path returns the latch file's name.
+func (s *Sim) Path() string { return s.path }
+
+// Pin returns the output named name (any form Canonical accepts).
+func (s *Sim) Pin(name string) (Pin, error) {
+	g, err := Canonical(name)
+	if err != nil {
+		return nil, err
+	}
+	return &simPin{board: s, name: g}, nil
+}
+
+// SetFault makes every drive of the named pin fail with err (nil clears it).
+// It is the simulator's fault injection.
+func (s *Sim) SetFault(name string, err error) error {
+	g, cerr := Canonical(name)
+	if cerr != nil {
+		return cerr
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		delete(s.faults, g)
+	} else {
+		s.faults[g] = err
+	}
+	return nil
+}
+
+// ReadLatch reads a sim latch file: canonical pin name → high. A missing
+// file is an empty latch (every line low).
+func ReadLatch(path string) (map[string]bool, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]bool{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("boards: sim latch: %w", err)
+	}
+	var raw map[string]string
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("boards: sim latch %s: %w", path, err)
+	}
+	m := make(map[string]bool, len(raw))
+	for k, v := range raw {
+		switch v {
+		case "high":
+			m[k] = true
+		case "low":
+			m[k] = false
+		default:
+			return nil, fmt.Errorf("boards: sim latch %s: pin %s has level %q (want high or low)", path, k, v)
+		}
+	}
+	return m, nil
+}
+
+func (s *Sim) write(pin string, high bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.faults[pin]; err != nil {
+		return err
+	}
+	m, err := ReadLatch(s.path)
+	if err != nil {
+		return err
+	}
+	m[pin] = high
+	raw := make(map[string]string, len(m))
+	for k, v := range m {
+		raw[k] = "low"
+		if v {
+			raw[k] = "high"
+		}
+	}
+	b, err := json.Marshal(raw) // encoding/json sorts map keys
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("boards: sim latch: %w", err)
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("boards: sim latch: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("boards: sim latch: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), s.path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("boards: sim latch: %w", err)
+	}
+	return nil
+}
+
+type simPin struct {
+	board *Sim
+	name  string
+}
+
+func (p *simPin) String() string { return "sim " + Describe(p.name) }
+
+// Out implements Pin.
+func (p *simPin) Out(high bool) error { return p.board.write(p.name, high) }
+
+// Level implements Pin: it reads the latch file.
+func (p *simPin) Level() (bool, error) {
+	m, err := ReadLatch(p.board.path)
+	if err != nil {
+		return false, err
+	}
+	return m[p.name], nil
+}

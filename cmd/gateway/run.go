@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/fencelog"
+	"github.com/fencegate/fencegate/service"
+)
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("gateway "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage{err}
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return nil, usageErr("--config is required")
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, errUsage{err}
+	}
+	return cfg, nil
+}
+
+func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlags("run", stderr)
+	cfgPath := fs.String("config", "", "configuration file (YAML)")
+	initStore := fs.Bool("init", false, "create the fence store if it is missing")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, *level)
+	if err != nil {
+		return err
+	}
+	err = service.Run(ctx, cfg, service.Options{Init: *initStore, Logger: log, AfterCommit: failpoint()})
+	if errors.Is(err, fencelog.ErrNotExist) || errors.Is(err, fencelog.ErrNotStore) {
+		return errUsage{err}
+	}
+	return err
+}
+
+func cmdCheck(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("check", stderr)
+	cfgPath := fs.String("config", "", "configuration file (YAML)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: ok: gateway %q, %d actuators, store %s\n", *cfgPath, cfg.ID, len(cfg.Actuators), cfg.Store)
+	return nil
+}
+
+func cmdInspect(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("inspect", stderr)
+	store := fs.String("store", "", "fence store file")
+	n := fs.Int("audit", 20, "number of audit entries to print")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *store == "" {
+		return usageErr("--store is required")
+	}
+	l, err := fencelog.Open(*store, &fencelog.Options{AuditFlush: -1})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	fences, err := l.Fences()
+	if err != nil {
+		return err
+	}
+	scopes := make([]string, 0, len(fences))
+	for s := range fences {
+		scopes = append(scopes, s)
+	}
+	sort.Strings(scopes)
+	audit, err := l.Audit(*n)
+	if err != nil {
+		return err
+	}
+	type scope struct {
+		Scope string `json:"scope"`
+		Token uint64 `json:"token"`
+		Seq   uint64 `json:"seq"`
+	}
+	out := struct {
+		Fences []scope          `json:"fences"`
+		Audit  []fencelog.Entry `json:"audit"`
+	}{Audit: audit}
+	for _, s := range scopes {
+		out.Fences = append(out.Fences, scope{s, fences[s].Token, fences[s].Seq})
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

@@ -1,0 +1,608 @@
+// Package fencelog is fencegate's durable fence record: per fence scope, the
+// highest (token, seq) admitted, the window of recently applied commands, the
+// intended state of each actuator, and a bounded audit trail, kept in a bbolt
+// file.
+//
+// # Safety
+//
+// [Log.Admit] compares a command with the scope's fence and, if it passes,
+// records the new fence and the intended state in one bbolt read-write
+// transaction whose commit is fsynced before Admit returns. A caller that
+// drives an output only after Admit returned Applied therefore never drives
+// an output whose fence is not on disk. The comparison inside that
+// transaction is authoritative: the read-only fast path that answers stale
+// and duplicate commands without writing can never admit anything.
+//
+// After a failed commit the Log refuses every further write with
+// [ErrBroken]: whether a failed fsync left the data on disk cannot be known,
+// so the only safe continuation is to reopen the file (restart the process)
+// and read what is really there.
+//
+// # Audit
+//
+// Every decision is audited. Applied decisions are written in the same
+// transaction as the fence. Stale, duplicate and rejected decisions cost no
+// fsync of their own: they are buffered in memory and written with the next
+// fence transaction, or by a background flush at most once per
+// [Options.AuditFlush]. A crash can lose at most that buffer. The trail keeps
+// the newest [Options.AuditLimit] entries.
+//
+// This package imports neither MQTT nor GPIO code.
+package fencelog
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// Errors returned by Open.
+var (
+	// ErrNotExist is returned by Open when the store file is missing and
+	// Options.Create is false. A silently recreated store would forget every
+	// fence and let old commands win again.
+	ErrNotExist = errors.New("fencelog: store does not exist")
+	// ErrNotStore is returned by Open for a bbolt file that fencegate did not create.
+	ErrNotStore = errors.New("fencelog: file is not a fencegate store")
+	// ErrLocked is returned by Open when another process holds the store.
+	ErrLocked = errors.New("fencelog: store is locked by another process")
+)
+
+// Errors returned by a Log's methods.
+var (
+	// ErrBroken is returned by every write after a commit failed.
+	ErrBroken = errors.New("fencelog: store refused after a failed write; restart to reopen it")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("fencelog: store is closed")
+)
+
+// OutcomeBoot marks an audit entry for a state set at start by an
+// actuator's boot policy (boot: on or boot: off); the fence is not touched.
+const OutcomeBoot fence.Outcome = "boot"
+
+const formatVersion = "1"
+
+var (
+	bucketMeta   = []byte("meta")
+	bucketScopes = []byte("scopes")
+	bucketAudit  = []byte("audit")
+	keyFormat    = []byte("format")
+)
+
+// Options configure Open. The zero value (or nil) is usable.
+type Options struct {
+	// Create makes Open create a missing store (and its directory).
+	Create bool
+	// Timeout bounds the wait for the store's file lock. Zero means one
+	// second, so a restarted gateway fails fast on a stale lock instead of hanging.
+	Timeout time.Duration
+	// AuditLimit is the number of audit entries kept. Zero means 10000.
+	AuditLimit int
+	// AuditFlush is the interval of the background flush of buffered audit
+	// entries. Zero means one second; negative disables the background
+	// flush (entries are then written with the next fence and on Close).
+	AuditFlush time.Duration
+	// Now stamps records and audit entries for people to read. No decision
+	// uses it. Nil means time.Now.
+	Now func() time.Time
+	// Logger receives background flush errors. Nil discards.
+	Logger *slog.Logger
+}
+
+// Entry is one audit record.
+type Entry struct {
+	// Seq numbers entries in the order they were decided; set when read back.
+	Seq      uint64        `json:"seq,omitempty"`
+	At       time.Time     `json:"at"`
+	Scope    string        `json:"scope,omitempty"`
+	Actuator string        `json:"actuator"`
+	ID       string        `json:"id,omitempty"`
+	Holder   string        `json:"holder,omitempty"`
+	Command  fence.Fence   `json:"command"`
+	State    fence.State   `json:"state,omitempty"`
+	Outcome  fence.Outcome `json:"outcome"`
+	// Fence is the scope's fence after the decision.
+	Fence fence.Fence `json:"fence"`
+	Error string      `json:"error,omitempty"`
+}
+
+// Admission is what Admit decided and the actuator's record afterwards.
+type Admission struct {
+	fence.Decision
+	// Output is the actuator's recorded state after the decision; its Fence
+	// is the scope's fence.
+	Output fence.Output
+}
+
+// Log is an open store. Its methods are safe for concurrent use.
+type Log struct {
+	db   *bolt.DB
+	opts Options
+	path string
+
+	mu      sync.Mutex // guards the fields below
+	pending []Entry
+	dropped uint64
+	broken  error
+	closed  bool
+
+	stop       chan struct{}
+	done       chan struct{}
+	brokenOnce sync.Once
+	brokenCh   chan struct{}
+}
+
+type scopeRecord struct {
+	Fence   fence.Fence             `json:"fence"`
+	Recent  []fence.AppliedCommand  `json:"recent,omitempty"`
+	Outputs map[string]outputRecord `json:"outputs,omitempty"`
+}
+
+type outputRecord struct {
+	State     fence.State `json:"state"`
+	Holder    string      `json:"holder,omitempty"`
+	ChangedAt time.Time   `json:"changed_at"`
+}
+
+// Open opens the store at path. See Options for creating one.
+func Open(path string, opts *Options) (*Log, error) {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Timeout == 0 {
+		o.Timeout = time.Second
+	}
+	if o.AuditLimit <= 0 {
+		o.AuditLimit = 10000
+	}
+	if o.AuditFlush == 0 {
+		o.AuditFlush = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	fi, statErr := os.Stat(path)
+	existed := statErr == nil
+	switch {
+	case statErr == nil && fi.Size() == 0 && !o.Create:
+		return nil, fmt.Errorf("%w: %s is empty", ErrNotStore, path)
+	case statErr == nil:
+	case errors.Is(statErr, fs.ErrNotExist) && o.Create:
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, fmt.Errorf("fencelog: create store directory: %w", err)
+		}
+	case errors.Is(statErr, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: %s (create it with --init; never recreate the store of a gateway whose controllers still hold tokens)", ErrNotExist, path)
+	default:
+		return nil, fmt.Errorf("fencelog: open %s: %w", path, statErr)
+	}
+
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.Timeout})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fencelog: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			if !o.Create || !isEmpty(tx) {
+				return ErrNotStore
+			}
+			var err error
+			if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+				return err
+			}
+			if err := meta.Put(keyFormat, []byte(formatVersion)); err != nil {
+				return err
+			}
+		}
+		if v := string(meta.Get(keyFormat)); v != formatVersion {
+			return fmt.Errorf("fencelog: unsupported store format %q (this build reads %q)", v, formatVersion)
+		}
+		for _, name := range [][]byte{bucketScopes, bucketAudit} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		if errors.Is(err, ErrNotStore) {
+			return nil, fmt.Errorf("%w: %s", ErrNotStore, path)
+		}
+		return nil, fmt.Errorf("fencelog: open %s: %w", path, err)
+	}
+	if !existed {
+		// Make the new file's directory entry durable too.
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("fencelog: sync store directory: %w", err)
+		}
+	}
+
+	l := &Log{db: db, opts: o, path: path, stop: make(chan struct{}), done: make(chan struct{}), brokenCh: make(chan struct{})}
+	if o.AuditFlush > 0 {
+		go l.flusher()
+	} else {
+		close(l.done)
+	}
+	return l, nil
+}
+
+func isEmpty(tx *bolt.Tx) bool {
+	empty := true
+	_ = tx.ForEach(func([]byte, *bolt.Bucket) error {
+		empty = false
+		return nil
+	})
+	return empty
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Path returns the store's file name.
+func (l *Log) Path() string { return l.path }
+
+// Admit decides command c for scope and, if it is applied, records the new
+// fence, the intended state (unless c is fence-only) and the audit entry in
+// one fsynced transaction before returning.
+//
+// A non-nil error means nothing was recorded and nothing may be driven; the
+// caller answers failed. Stale and duplicate decisions write nothing
+// synchronously.
+func (l *Log) Admit(scope string, c fence.Command) (Admission, error) {
+	if err := l.usable(); err != nil {
+		return Admission{}, err
+	}
+	// Fast path: a read-only decision answers stale and duplicate commands
+	// without a write. It can never admit: only the transaction below can.
+	var rec scopeRecord
+	if err := l.db.View(func(tx *bolt.Tx) error {
+		var err error
+		rec, err = readScope(tx, scope)
+		return err
+	}); err != nil {
+		return Admission{}, fmt.Errorf("fencelog: read scope %q: %w", scope, err)
+	}
+	d := fence.Decide(rec.Fence, rec.Recent, c)
+	if d.Outcome != fence.Applied {
+		adm := Admission{Decision: d, Output: rec.output(scope, c.Actuator)}
+		l.Record(l.entry(scope, c, adm))
+		return adm, nil
+	}
+
+	pending := l.takePending()
+	var adm Admission
+	err := l.db.Update(func(tx *bolt.Tx) error {
+		rec, err := readScope(tx, scope)
+		if err != nil {
+			return err
+		}
+		// Decide again inside the transaction: this is the decision that counts.
+		d := fence.Decide(rec.Fence, rec.Recent, c)
+		if d.Outcome == fence.Applied {
+			rec.Fence = c.Fence
+			rec.Recent = fence.Remember(rec.Recent, c)
+			if c.State != fence.StateNone {
+				if rec.Outputs == nil {
+					rec.Outputs = make(map[string]outputRecord)
+				}
+				rec.Outputs[c.Actuator] = outputRecord{State: c.State, Holder: c.Holder, ChangedAt: l.opts.Now().UTC()}
+			}
+			if err := writeScope(tx, scope, rec); err != nil {
+				return err
+			}
+		}
+		adm = Admission{Decision: d, Output: rec.output(scope, c.Actuator)}
+		return l.appendAudit(tx, append(pending, l.entry(scope, c, adm)))
+	})
+	if err != nil {
+		return Admission{}, l.fail("admit", err)
+	}
+	return adm, nil
+}
+
+// SetState records state as actuator's intended state without touching the
+// scope's fence; it is used by the boot policies "on" and "off". The write is
+// fsynced before SetState returns.
+func (l *Log) SetState(scope, actuator string, state fence.State, holder string) (fence.Output, error) {
+	if err := l.usable(); err != nil {
+		return fence.Output{}, err
+	}
+	pending := l.takePending()
+	var out fence.Output
+	err := l.db.Update(func(tx *bolt.Tx) error {
+		rec, err := readScope(tx, scope)
+		if err != nil {
+			return err
+		}
+		if rec.Outputs == nil {
+			rec.Outputs = make(map[string]outputRecord)
+		}
+		rec.Outputs[actuator] = outputRecord{State: state, Holder: holder, ChangedAt: l.opts.Now().UTC()}
+		if err := writeScope(tx, scope, rec); err != nil {
+			return err
+		}
+		out = rec.output(scope, actuator)
+		e := Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: actuator, Holder: holder,
+			State: state, Outcome: OutcomeBoot, Fence: rec.Fence}
+		return l.appendAudit(tx, append(pending, e))
+	})
+	if err != nil {
+		return fence.Output{}, l.fail("set state", err)
+	}
+	return out, nil
+}
+
+// Output returns the recorded state of actuator in scope. An actuator never
+// set has State fence.StateNone.
+func (l *Log) Output(scope, actuator string) (fence.Output, error) {
+	var out fence.Output
+	err := l.db.View(func(tx *bolt.Tx) error {
+		rec, err := readScope(tx, scope)
+		out = rec.output(scope, actuator)
+		return err
+	})
+	if err != nil {
+		return fence.Output{}, fmt.Errorf("fencelog: read scope %q: %w", scope, err)
+	}
+	return out, nil
+}
+
+// Fences returns every scope's fence.
+func (l *Log) Fences() (map[string]fence.Fence, error) {
+	m := make(map[string]fence.Fence)
+	err := l.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketScopes).ForEach(func(k, v []byte) error {
+			var rec scopeRecord
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return fmt.Errorf("scope %q: %w", k, err)
+			}
+			m[string(k)] = rec.Fence
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fencelog: read fences: %w", err)
+	}
+	return m, nil
+}
+
+// Record adds e to the audit trail without a write of its own: it is
+// buffered and written with the next fence transaction or background flush.
+// Entry.At is set if zero.
+func (l *Log) Record(e Entry) {
+	if e.At.IsZero() {
+		e.At = l.opts.Now().UTC()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.pending) >= l.opts.AuditLimit {
+		n := len(l.pending) - l.opts.AuditLimit + 1
+		l.pending = append(l.pending[:0], l.pending[n:]...)
+		l.dropped += uint64(n)
+	}
+	l.pending = append(l.pending, e)
+}
+
+// Audit returns up to n of the newest audit entries, oldest first,
+// including buffered ones not yet written.
+func (l *Log) Audit(n int) ([]Entry, error) {
+	var out []Entry
+	err := l.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketAudit).Cursor()
+		for k, v := c.Last(); k != nil && len(out) < n; k, v = c.Prev() {
+			var e Entry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return err
+			}
+			e.Seq = binary.BigEndian.Uint64(k)
+			out = append(out, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fencelog: read audit: %w", err)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	l.mu.Lock()
+	out = append(out, l.pending...)
+	l.mu.Unlock()
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out, nil
+}
+
+// Flush writes buffered audit entries now.
+func (l *Log) Flush() error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	pending := l.takePending()
+	if len(pending) == 0 {
+		return nil
+	}
+	if err := l.db.Update(func(tx *bolt.Tx) error { return l.appendAudit(tx, pending) }); err != nil {
+		return l.fail("flush audit", err)
+	}
+	return nil
+}
+
+// Broken returns a channel that is closed when a write fails and the Log
+// starts refusing writes. A gateway should then exit and be restarted.
+func (l *Log) Broken() <-chan struct{} { return l.brokenCh }
+
+// Err returns ErrBroken (wrapping the original failure) once a write has
+// failed, ErrClosed after Close, and nil otherwise.
+func (l *Log) Err() error { return l.usable() }
+
+// Close flushes buffered audit entries and closes the store.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.done
+	flushErr := l.Flush()
+	if errors.Is(flushErr, ErrBroken) {
+		flushErr = nil // already reported by the write that broke the store
+	}
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	if err := l.db.Close(); err != nil {
+		return fmt.Errorf("fencelog: close: %w", err)
+	}
+	return flushErr
+}
+
+func (l *Log) flusher() {
+	defer close(l.done)
+	t := time.NewTicker(l.opts.AuditFlush)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			if err := l.Flush(); err != nil && !errors.Is(err, ErrBroken) {
+				l.opts.Logger.Error("audit flush failed", "err", err)
+			}
+		}
+	}
+}
+
+func (l *Log) usable() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.broken
+}
+
+func (l *Log) fail(op string, err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		return fmt.Errorf("fencelog: %s: %w", op, ErrClosed)
+	}
+	if l.broken == nil {
+		l.broken = fmt.Errorf("%w (first failure: %s: %v)", ErrBroken, op, err)
+		l.brokenOnce.Do(func() { close(l.brokenCh) })
+	}
+	return fmt.Errorf("fencelog: %s: %w", op, errors.Join(ErrBroken, err))
+}
+
+func (l *Log) takePending() []Entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.pending
+	l.pending = nil
+	return p
+}
+
+func (l *Log) entry(scope string, c fence.Command, adm Admission) Entry {
+	e := Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: c.Actuator, ID: c.ID, Holder: c.Holder,
+		Command: c.Fence, State: c.State, Outcome: adm.Outcome, Fence: adm.Output.Fence, Error: adm.Reason}
+	return e
+}
+
+// appendAudit writes entries and trims the trail to AuditLimit.
+func (l *Log) appendAudit(tx *bolt.Tx, entries []Entry) error {
+	b := tx.Bucket(bucketAudit)
+	var last uint64
+	for _, e := range entries {
+		seq, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		e.Seq = 0
+		v, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(u64(seq), v); err != nil {
+			return err
+		}
+		last = seq
+	}
+	if last <= uint64(l.opts.AuditLimit) {
+		return nil
+	}
+	cutoff := last - uint64(l.opts.AuditLimit)
+	var old [][]byte
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= cutoff; k, _ = c.Next() {
+		old = append(old, append([]byte(nil), k...))
+	}
+	for _, k := range old {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func u64(v uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return b[:]
+}
+
+func readScope(tx *bolt.Tx, scope string) (scopeRecord, error) {
+	var rec scopeRecord
+	v := tx.Bucket(bucketScopes).Get([]byte(scope))
+	if v == nil {
+		return rec, nil
+	}
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return rec, fmt.Errorf("corrupt record for scope %q: %w", scope, err)
+	}
+	return rec, nil
+}
+
+func writeScope(tx *bolt.Tx, scope string, rec scopeRecord) error {
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketScopes).Put([]byte(scope), v)
+}
+
+func (rec scopeRecord) output(scope, actuator string) fence.Output {
+	o := rec.Outputs[actuator]
+	return fence.Output{Actuator: actuator, Scope: scope, State: o.State, Fence: rec.Fence, Holder: o.Holder, ChangedAt: o.ChangedAt}
+}

@@ -1,0 +1,271 @@
+package mqttlink
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// MaxPayload is the largest command payload accepted, in bytes.
+const MaxPayload = 1024
+
+// MaxText is the largest id or holder accepted, in bytes.
+const MaxText = 128
+
+// Topics names the topics of one gateway.
+type Topics struct {
+	Prefix    string // default "fencegate"
+	GatewayID string
+}
+
+// Set returns the command topic of actuator.
+func (t Topics) Set(actuator string) string { return t.base() + actuator + "/set" }
+
+// Result returns the answer topic of actuator.
+func (t Topics) Result(actuator string) string { return t.base() + actuator + "/result" }
+
+// State returns the retained state topic of actuator.
+func (t Topics) State(actuator string) string { return t.base() + actuator + "/state" }
+
+// Status returns the gateway's retained availability topic.
+func (t Topics) Status() string { return t.Prefix + "/" + t.GatewayID + "/status" }
+
+// SetFilter is the subscription filter for every command topic.
+func (t Topics) SetFilter() string { return t.base() + "+/set" }
+
+func (t Topics) base() string { return t.Prefix + "/" + t.GatewayID + "/" }
+
+// Actuator returns the actuator named by a command topic.
+func (t Topics) Actuator(topic string) (string, bool) {
+	rest, ok := strings.CutPrefix(topic, t.base())
+	if !ok {
+		return "", false
+	}
+	name, ok := strings.CutSuffix(rest, "/set")
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return name, true
+}
+
+// DecodeCommand parses a command payload for actuator. It is strict: the
+// payload must be one JSON object with only the fields id, token, seq, state
+// and holder, each at most once and of the right type. On error the returned
+// Command still carries whatever could be read (its ID, for the answer).
+//
+// A payload without "state" is a fence-only command.
+func DecodeCommand(actuator string, payload []byte) (fence.Command, error) {
+	c := fence.Command{Actuator: actuator}
+	if len(payload) > MaxPayload {
+		return c, fmt.Errorf("payload is %d bytes; the limit is %d", len(payload), MaxPayload)
+	}
+	if len(bytes.TrimSpace(payload)) == 0 {
+		return c, errors.New("empty payload; want a JSON object with a token")
+	}
+	if !utf8.Valid(payload) {
+		return c, errors.New("payload is not valid UTF-8")
+	}
+	// Read the id first, on its own, so that even a command rejected for a
+	// later field is answered with its id.
+	var peek struct {
+		ID any `json:"id"`
+	}
+	if json.Unmarshal(payload, &peek) == nil {
+		if s, ok := peek.ID.(string); ok && len(s) <= MaxText {
+			c.ID = s
+		}
+	}
+
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return c, fmt.Errorf("payload is not JSON: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return c, errors.New("payload must be a JSON object")
+	}
+	seen := make(map[string]bool)
+	var hasToken bool
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return c, fmt.Errorf("payload is not JSON: %v", err)
+		}
+		key := kt.(string) // object keys are always strings
+		if seen[key] {
+			return c, fmt.Errorf("field %q appears twice", key)
+		}
+		seen[key] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return c, fmt.Errorf("payload is not JSON: %v", err)
+		}
+		switch key {
+		case "id":
+			c.ID, err = text(key, raw)
+		case "holder":
+			c.Holder, err = text(key, raw)
+		case "token":
+			c.Fence.Token, err = integer(key, raw, 1, fence.MaxToken)
+			hasToken = true
+		case "seq":
+			c.Fence.Seq, err = integer(key, raw, 0, fence.MaxSeq)
+		case "state":
+			var s string
+			if s, err = text(key, raw); err == nil {
+				c.State, err = fence.ParseState(s)
+				if err != nil {
+					err = fmt.Errorf("state %q is not \"on\" or \"off\"", s)
+				}
+			}
+		default:
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, holder)", key)
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return c, fmt.Errorf("payload is not JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return c, errors.New("payload has data after the JSON object")
+	}
+	if !hasToken {
+		return c, errors.New("token is required (an integer from 1 to 2^63-1)")
+	}
+	return c, nil
+}
+
+func text(key string, raw json.RawMessage) (string, error) {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", fmt.Errorf("%s must be a string, got %s", key, abbrev(raw))
+	}
+	if len(s) > MaxText {
+		return "", fmt.Errorf("%s is %d bytes; the limit is %d", key, len(s), MaxText)
+	}
+	return s, nil
+}
+
+func integer(key string, raw json.RawMessage, lo, hi uint64) (uint64, error) {
+	s := string(raw)
+	want := fmt.Sprintf("%s must be an integer from %d to 2^63-1", key, lo)
+	if s == "" || strings.ContainsAny(s, ".eE") || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) {
+		return 0, fmt.Errorf("%s, got %s", want, abbrev(raw))
+	}
+	if s[0] == '-' {
+		return 0, fmt.Errorf("%s, got negative %s", want, s)
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v > hi {
+		return 0, fmt.Errorf("%s, got %s (too large)", want, abbrev(raw))
+	}
+	if v < lo {
+		return 0, fmt.Errorf("%s, got %s", want, s)
+	}
+	return v, nil
+}
+
+func abbrev(raw json.RawMessage) string {
+	s := string(raw)
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	return s
+}
+
+// EncodeCommand is the inverse of DecodeCommand, for controllers.
+func EncodeCommand(c fence.Command) []byte {
+	m := wireCommand{ID: c.ID, Token: c.Fence.Token, Seq: c.Fence.Seq, State: c.State.String(), Holder: c.Holder}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+type wireCommand struct {
+	ID     string `json:"id,omitempty"`
+	Token  uint64 `json:"token"`
+	Seq    uint64 `json:"seq"`
+	State  string `json:"state,omitempty"`
+	Holder string `json:"holder,omitempty"`
+}
+
+type wireResult struct {
+	ID       string        `json:"id"`
+	Actuator string        `json:"actuator"`
+	Outcome  fence.Outcome `json:"outcome"`
+	Token    uint64        `json:"token"`
+	Seq      uint64        `json:"seq"`
+	Fence    fence.Fence   `json:"fence"`
+	State    string        `json:"state,omitempty"`
+	Error    string        `json:"error,omitempty"`
+}
+
+// EncodeResult formats an answer.
+func EncodeResult(r fence.Result) []byte {
+	b, _ := json.Marshal(wireResult{ID: r.ID, Actuator: r.Actuator, Outcome: r.Outcome,
+		Token: r.Command.Token, Seq: r.Command.Seq, Fence: r.Fence, State: r.State.String(), Error: r.Error})
+	return b
+}
+
+// DecodeResult parses an answer, for controllers and tests.
+func DecodeResult(payload []byte) (fence.Result, error) {
+	var w wireResult
+	if err := json.Unmarshal(payload, &w); err != nil {
+		return fence.Result{}, fmt.Errorf("mqttlink: decode result: %w", err)
+	}
+	r := fence.Result{ID: w.ID, Actuator: w.Actuator, Outcome: w.Outcome,
+		Command: fence.Fence{Token: w.Token, Seq: w.Seq}, Fence: w.Fence, Error: w.Error}
+	if w.State != "" {
+		s, err := fence.ParseState(w.State)
+		if err != nil {
+			return fence.Result{}, fmt.Errorf("mqttlink: decode result: %w", err)
+		}
+		r.State = s
+	}
+	return r, nil
+}
+
+type wireState struct {
+	Actuator  string      `json:"actuator"`
+	State     string      `json:"state,omitempty"`
+	Fence     fence.Fence `json:"fence"`
+	Holder    string      `json:"holder,omitempty"`
+	ChangedAt *time.Time  `json:"changed_at"`
+}
+
+// EncodeState formats an actuator's retained state message.
+func EncodeState(o fence.Output) []byte {
+	w := wireState{Actuator: o.Actuator, State: o.State.String(), Fence: o.Fence, Holder: o.Holder}
+	if !o.ChangedAt.IsZero() {
+		t := o.ChangedAt
+		w.ChangedAt = &t
+	}
+	b, _ := json.Marshal(w)
+	return b
+}
+
+// DecodeState parses a retained state message.
+func DecodeState(payload []byte) (fence.Output, error) {
+	var w wireState
+	if err := json.Unmarshal(payload, &w); err != nil {
+		return fence.Output{}, fmt.Errorf("mqttlink: decode state: %w", err)
+	}
+	o := fence.Output{Actuator: w.Actuator, Fence: w.Fence, Holder: w.Holder}
+	if err := o.State.UnmarshalText([]byte(w.State)); err != nil {
+		return fence.Output{}, fmt.Errorf("mqttlink: decode state: %w", err)
+	}
+	if w.ChangedAt != nil {
+		o.ChangedAt = *w.ChangedAt
+	}
+	return o, nil
+}

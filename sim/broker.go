@@ -1,0 +1,68 @@
+// Package sim is fencegate's laptop simulator: an embedded MQTT broker and
+// example configurations, so that the gateway can be seen and tested without
+// a Raspberry Pi or an installed broker.
+//
+// The embedded broker is github.com/mochi-mqtt/server/v2. Only this package
+// (and tests) import it; the path that `gateway run` takes does not.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"syscall"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+)
+
+// ErrAddrInUse is returned by StartBroker when the address is taken, for
+// example by a Mosquitto already running on 1883.
+var ErrAddrInUse = errors.New("sim: address already in use")
+
+// Broker is a running embedded MQTT broker that allows every client.
+type Broker struct {
+	srv  *mochi.Server
+	addr string
+}
+
+// StartBroker starts a broker listening on addr ("127.0.0.1:0" picks a
+// free port). Close stops it.
+func StartBroker(addr string, log *slog.Logger) (*Broker, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: log})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		return nil, fmt.Errorf("sim: broker: %w", err)
+	}
+	tcp := listeners.NewTCP(listeners.Config{ID: "tcp", Address: addr})
+	if err := srv.AddListener(tcp); err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("%w: %s", ErrAddrInUse, addr)
+		}
+		return nil, fmt.Errorf("sim: broker listen %s: %w", addr, err)
+	}
+	if err := srv.Serve(); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("sim: broker: %w", err)
+	}
+	return &Broker{srv: srv, addr: tcp.Address()}, nil
+}
+
+// Addr returns the host:port the broker listens on.
+func (b *Broker) Addr() string { return b.addr }
+
+// URL returns the broker's URL for clients, tcp://host:port.
+func (b *Broker) URL() string { return "tcp://" + b.addr }
+
+// Port returns the port the broker listens on.
+func (b *Broker) Port() string {
+	_, p, _ := net.SplitHostPort(b.addr)
+	return p
+}
+
+// Close stops the broker and disconnects its clients.
+func (b *Broker) Close() error { return b.srv.Close() }
