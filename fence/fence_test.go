@@ -1,0 +1,138 @@
+package fence
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestLess(t *testing.T) {
+	tests := []struct {
+		a, b Fence
+		want bool
+	}{
+		{Fence{41, 0}, Fence{42, 0}, true},
+		{Fence{42, 0}, Fence{41, 9}, false},
+		{Fence{42, 0}, Fence{42, 1}, true},
+		{Fence{42, 1}, Fence{42, 1}, false},
+		{Fence{42, 2}, Fence{42, 1}, false},
+		{Fence{0, 0}, Fence{1, 0}, true},
+		{Fence{MaxToken, 0}, Fence{MaxToken, MaxSeq}, true},
+		{Fence{41, MaxSeq}, Fence{42, 0}, true}, // token first
+	}
+	for _, tt := range tests {
+		if got := tt.a.Less(tt.b); got != tt.want {
+			t.Errorf("%v.Less(%v) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	recent := []AppliedCommand{
+		{ID: "b-1", Actuator: "pump", Fence: Fence{42, 0}, State: StateOff},
+		{ID: "b-2", Actuator: "pump", Fence: Fence{42, 1}, State: StateOn},
+		{ID: "", Actuator: "fan", Fence: Fence{42, 2}, State: StateOn},
+	}
+	current := Fence{42, 2}
+	cmd := func(id, act string, token, seq uint64, s State) Command {
+		return Command{ID: id, Actuator: act, Fence: Fence{token, seq}, State: s}
+	}
+	tests := []struct {
+		name   string
+		c      Command
+		want   Outcome
+		reason string // fragment of Reason
+	}{
+		{"higher token", cmd("c-1", "pump", 43, 0, StateOn), Applied, ""},
+		{"same token higher seq", cmd("b-3", "pump", 42, 3, StateOn), Applied, ""},
+		{"higher token lower seq", cmd("c-1", "pump", 43, 0, StateOff), Applied, ""},
+		{"fence only above", cmd("c-1", "pump", 43, 0, StateNone), Applied, ""},
+		{"paused controller", cmd("a-1", "pump", 41, 0, StateOn), Stale, "below the fence 42/2"},
+		{"paused controller high seq", cmd("a-1", "pump", 41, 99, StateOn), Stale, "below the fence"},
+		{"equal pair new id", cmd("x", "fan", 42, 2, StateOn), Stale, "equals the fence"},
+		{"equal pair other id", cmd("x", "pump", 42, 2, StateOff), Stale, "equals the fence"},
+		{"redelivery of newest", cmd("", "fan", 42, 2, StateOn), Duplicate, ""},
+		{"redelivery after newer", cmd("b-1", "pump", 42, 0, StateOff), Duplicate, ""},
+		{"same id pair other state", cmd("b-1", "pump", 42, 0, StateOn), Stale, "differs"},
+		{"same id pair other actuator", cmd("b-1", "fan", 42, 0, StateOff), Stale, "differs"},
+		{"same id other pair", cmd("b-1", "pump", 41, 0, StateOff), Stale, "below the fence"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decide(current, recent, tt.c)
+			if d.Outcome != tt.want {
+				t.Fatalf("Decide(%v, %+v) = %v (%s), want %v", current, tt.c, d.Outcome, d.Reason, tt.want)
+			}
+			if !strings.Contains(d.Reason, tt.reason) {
+				t.Errorf("Decide reason = %q, want it to contain %q", d.Reason, tt.reason)
+			}
+			if d.Outcome == Duplicate && (d.Original == nil || d.Original.ID != tt.c.ID || d.Original.Fence != tt.c.Fence) {
+				t.Errorf("Decide duplicate Original = %+v, want the command %+v", d.Original, tt.c)
+			}
+		})
+	}
+}
+
+func TestDecideEmptyScope(t *testing.T) {
+	if d := Decide(Fence{}, nil, Command{Fence: Fence{1, 0}}); d.Outcome != Applied {
+		t.Errorf("first command (1,0) on an empty scope = %v, want applied", d.Outcome)
+	}
+	// (0,0) can never be sent (tokens start at 1) but must not pass an empty fence either.
+	if d := Decide(Fence{}, nil, Command{Fence: Fence{0, 0}}); d.Outcome != Stale {
+		t.Errorf("(0,0) on an empty scope = %v, want stale", d.Outcome)
+	}
+}
+
+func TestRememberWindow(t *testing.T) {
+	var recent []AppliedCommand
+	for i := range Window + 10 {
+		prev := recent
+		recent = Remember(recent, Command{ID: fmt.Sprint(i), Fence: Fence{uint64(i + 1), 0}})
+		if len(prev) > 0 && &prev[0] == &recent[0] {
+			t.Fatal("Remember reused its input's array")
+		}
+	}
+	if len(recent) != Window {
+		t.Fatalf("len(recent) = %d, want %d", len(recent), Window)
+	}
+	if got, want := recent[0].ID, fmt.Sprint(10); got != want {
+		t.Errorf("oldest kept = %q, want %q", got, want)
+	}
+	if got, want := recent[Window-1].ID, fmt.Sprint(Window+9); got != want {
+		t.Errorf("newest kept = %q, want %q", got, want)
+	}
+	// The newest Window applied commands are all recognised as duplicates.
+	cur := recent[Window-1].Fence
+	for _, a := range recent {
+		c := Command{ID: a.ID, Fence: a.Fence}
+		if d := Decide(cur, recent, c); d.Outcome != Duplicate {
+			t.Errorf("redelivery of %q = %v, want duplicate", a.ID, d.Outcome)
+		}
+	}
+	// One that fell out of the window is stale, never applied.
+	if d := Decide(cur, recent, Command{ID: "0", Fence: Fence{1, 0}}); d.Outcome != Stale {
+		t.Errorf("redelivery outside the window = %v, want stale", d.Outcome)
+	}
+}
+
+func TestStateText(t *testing.T) {
+	for _, s := range []State{StateNone, StateOff, StateOn} {
+		b, _ := s.MarshalText()
+		var got State
+		if err := got.UnmarshalText(b); err != nil || got != s {
+			t.Errorf("round trip of %v = %v, %v", s, got, err)
+		}
+	}
+	if _, err := ParseState("ON"); err == nil {
+		t.Error(`ParseState("ON") succeeded, want an error (states are lower case)`)
+	}
+}
+
+func ExampleDecide() {
+	// Controller B holds token 42 and switched the pump off; A, paused with
+	// token 41, wakes and sends "on".
+	recent := []AppliedCommand{{ID: "b-7", Actuator: "pump", Fence: Fence{42, 0}, State: StateOff}}
+	a := Command{ID: "a-1", Actuator: "pump", Fence: Fence{41, 0}, State: StateOn}
+	fmt.Println(Decide(Fence{42, 0}, recent, a).Outcome)
+	// Output: stale
+}

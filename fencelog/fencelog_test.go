@@ -1,0 +1,405 @@
+package fencelog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/testenv"
+)
+
+// openLog creates a store in a temporary directory. At cleanup it closes
+// the log, reopens the file and checks that every record decodes and that
+// no remembered command lies above its scope's fence.
+func openLog(t *testing.T, opts *Options) (*Log, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fence.db")
+	o := Options{Create: true, AuditFlush: -1}
+	if opts != nil {
+		o = *opts
+		o.Create = true
+	}
+	l, err := Open(path, &o)
+	if err != nil {
+		t.Fatalf("Open(%s) = %v", path, err)
+	}
+	t.Cleanup(func() {
+		l.Close()
+		checkStore(t, path)
+	})
+	return l, path
+}
+
+func checkStore(t *testing.T, path string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Errorf("reopen %s: %v", path, err)
+		return
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			return err
+		}
+		return tx.Bucket(bucketScopes).ForEach(func(k, v []byte) error {
+			rec, err := readScope(tx, string(k))
+			if err != nil {
+				return err
+			}
+			for _, a := range rec.Recent {
+				if rec.Fence.Less(a.Fence) {
+					return fmt.Errorf("scope %s: remembered %v above fence %v", k, a.Fence, rec.Fence)
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Errorf("store check: %v", err)
+	}
+}
+
+func cmd(id, act string, token, seq uint64, s fence.State) fence.Command {
+	return fence.Command{ID: id, Actuator: act, Holder: "h-" + id, Fence: fence.Fence{Token: token, Seq: seq}, State: s}
+}
+
+func admit(t *testing.T, l *Log, scope string, c fence.Command, want fence.Outcome) Admission {
+	t.Helper()
+	adm, err := l.Admit(scope, c)
+	if err != nil {
+		t.Fatalf("Admit(%s, %+v) error: %v", scope, c, err)
+	}
+	if adm.Outcome != want {
+		t.Fatalf("Admit(%s, %+v) = %v (%s), want %v", scope, c, adm.Outcome, adm.Reason, want)
+	}
+	return adm
+}
+
+func TestAdmitSequence(t *testing.T) {
+	l, _ := openLog(t, nil)
+	on, off := fence.StateOn, fence.StateOff
+	admit(t, l, "pump", cmd("a-1", "pump", 41, 0, on), fence.Applied)
+	adm := admit(t, l, "pump", cmd("b-1", "pump", 42, 0, off), fence.Applied)
+	if adm.Output.State != off || adm.Output.Fence != (fence.Fence{Token: 42}) || adm.Output.Holder != "h-b-1" {
+		t.Errorf("after b-1: output = %+v, want off at 42/0 held by h-b-1", adm.Output)
+	}
+	// A wakes with its old token: stale, and the answer carries B's fence and state.
+	adm = admit(t, l, "pump", cmd("a-2", "pump", 41, 1, on), fence.Stale)
+	if adm.Output.State != off || adm.Output.Fence.Token != 42 {
+		t.Errorf("stale answer output = %+v, want off at 42", adm.Output)
+	}
+	admit(t, l, "pump", cmd("b-2", "pump", 42, 1, on), fence.Applied)
+	admit(t, l, "pump", cmd("b-1", "pump", 42, 0, off), fence.Duplicate) // late redelivery
+	admit(t, l, "pump", cmd("b-x", "pump", 42, 1, on), fence.Stale)      // same pair, other id
+	// Fence-only raises the fence, keeps the state.
+	adm = admit(t, l, "pump", cmd("c-0", "pump", 50, 0, fence.StateNone), fence.Applied)
+	if adm.Output.State != on || adm.Output.Fence.Token != 50 {
+		t.Errorf("after fence-only: output = %+v, want on at 50", adm.Output)
+	}
+	admit(t, l, "pump", cmd("b-3", "pump", 42, 2, off), fence.Stale)
+	// Scopes are independent.
+	admit(t, l, "valve", cmd("v-1", "valve", 1, 0, on), fence.Applied)
+}
+
+func TestPersistsAcrossReopen(t *testing.T) {
+	l, path := openLog(t, nil)
+	admit(t, l, "climate", cmd("b-1", "fan", 42, 0, fence.StateOn), fence.Applied)
+	admit(t, l, "climate", cmd("b-2", "heater", 42, 1, fence.StateOff), fence.Applied)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(path, &Options{AuditFlush: -1})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer l2.Close()
+	admit(t, l2, "climate", cmd("a-1", "heater", 41, 5, fence.StateOn), fence.Stale)
+	admit(t, l2, "climate", cmd("b-1", "fan", 42, 0, fence.StateOn), fence.Duplicate)
+	out, err := l2.Output("climate", "fan")
+	if err != nil || out.State != fence.StateOn || out.Fence != (fence.Fence{Token: 42, Seq: 1}) {
+		t.Errorf("Output(climate, fan) = %+v, %v; want on at 42/1", out, err)
+	}
+	f, err := l2.Fences()
+	if err != nil || f["climate"] != (fence.Fence{Token: 42, Seq: 1}) {
+		t.Errorf("Fences() = %v, %v; want climate 42/1", f, err)
+	}
+}
+
+func TestOpenRefusesToGuess(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "sub", "fence.db")
+	if _, err := Open(missing, nil); !errors.Is(err, ErrNotExist) {
+		t.Errorf("Open(missing) = %v, want ErrNotExist", err)
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); !os.IsNotExist(err) {
+		t.Errorf("Open(missing) created its directory")
+	}
+
+	empty := filepath.Join(dir, "empty.db")
+	os.WriteFile(empty, nil, 0o600)
+	if _, err := Open(empty, nil); !errors.Is(err, ErrNotStore) {
+		t.Errorf("Open(empty file) = %v, want ErrNotStore", err)
+	}
+	if fi, _ := os.Stat(empty); fi.Size() != 0 {
+		t.Errorf("Open(empty file) wrote %d bytes to it", fi.Size())
+	}
+
+	garbage := filepath.Join(dir, "garbage.db")
+	os.WriteFile(garbage, []byte(strings.Repeat("not a database ", 1000)), 0o600)
+	if _, err := Open(garbage, nil); err == nil {
+		t.Error("Open(garbage) succeeded")
+	}
+
+	foreign := filepath.Join(dir, "foreign.db")
+	db, err := bolt.Open(foreign, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("other")); return err })
+	db.Close()
+	for _, create := range []bool{false, true} {
+		if _, err := Open(foreign, &Options{Create: create}); !errors.Is(err, ErrNotStore) {
+			t.Errorf("Open(foreign bbolt, Create=%v) = %v, want ErrNotStore", create, err)
+		}
+	}
+
+	l, err := Open(missing, &Options{Create: true})
+	if err != nil {
+		t.Fatalf("Open(missing, Create) = %v", err)
+	}
+	if _, err := Open(missing, &Options{Timeout: 50 * time.Millisecond}); !errors.Is(err, ErrLocked) {
+		t.Errorf("second Open of a held store = %v, want ErrLocked", err)
+	}
+	l.Close()
+	// --init on an existing store keeps it.
+	l, err = Open(missing, &Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admit(t, l, "s", cmd("1", "a", 7, 0, fence.StateOn), fence.Applied)
+	l.Close()
+	l, err = Open(missing, &Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	admit(t, l, "s", cmd("2", "a", 6, 0, fence.StateOn), fence.Stale)
+}
+
+func TestAuditBounded(t *testing.T) {
+	l, _ := openLog(t, &Options{AuditLimit: 10, AuditFlush: -1})
+	for i := range 25 {
+		admit(t, l, "s", cmd(fmt.Sprint("a", i), "x", uint64(i+1), 0, fence.StateOn), fence.Applied)
+		admit(t, l, "s", cmd(fmt.Sprint("s", i), "x", 1, 0, fence.StateOff), fence.Stale)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	es, err := l.Audit(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 10 {
+		t.Fatalf("Audit(100) returned %d entries, want 10 (the limit)", len(es))
+	}
+	last := es[len(es)-1]
+	if last.ID != "s24" || last.Outcome != fence.Stale || last.Fence.Token != 25 || last.Error == "" {
+		t.Errorf("newest audit entry = %+v, want stale s24 at fence 25 with a reason", last)
+	}
+	for i := 1; i < len(es); i++ {
+		if es[i].Seq <= es[i-1].Seq {
+			t.Errorf("audit out of order: seq %d after %d", es[i].Seq, es[i-1].Seq)
+		}
+	}
+	var n int
+	l.db.View(func(tx *bolt.Tx) error { n = tx.Bucket(bucketAudit).Stats().KeyN; return nil })
+	if n != 10 {
+		t.Errorf("audit bucket holds %d entries, want 10", n)
+	}
+}
+
+// A flood of stale and duplicate commands must not cost a write (an fsync)
+// each: they are decided read-only and audited in one later write.
+func TestStaleFloodWritesOnce(t *testing.T) {
+	l, _ := openLog(t, nil)
+	admit(t, l, "s", cmd("b", "x", 42, 0, fence.StateOn), fence.Applied)
+	writes := func() int64 { st := l.db.Stats(); return st.TxStats.GetWrite() }
+	before := writes()
+	for i := range 1000 {
+		admit(t, l, "s", cmd(fmt.Sprint("a", i), "x", 41, uint64(i), fence.StateOff), fence.Stale)
+		admit(t, l, "s", cmd("b", "x", 42, 0, fence.StateOn), fence.Duplicate)
+	}
+	if got := writes() - before; got != 0 {
+		t.Fatalf("2000 stale/duplicate decisions made %d page writes, want 0", got)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	es, _ := l.Audit(3000)
+	if len(es) != 2001 {
+		t.Errorf("audit has %d entries, want 2001", len(es))
+	}
+}
+
+func TestBackgroundFlush(t *testing.T) {
+	l, _ := openLog(t, &Options{AuditFlush: 20 * time.Millisecond})
+	admit(t, l, "s", cmd("b", "x", 42, 0, fence.StateOn), fence.Applied)
+	admit(t, l, "s", cmd("a", "x", 41, 0, fence.StateOn), fence.Stale)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var n int
+		l.db.View(func(tx *bolt.Tx) error { n = tx.Bucket(bucketAudit).Stats().KeyN; return nil })
+		if n == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("buffered audit entry not flushed: %d entries on disk, want 2", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSetStateKeepsFence(t *testing.T) {
+	l, _ := openLog(t, nil)
+	admit(t, l, "s", cmd("b", "pump", 42, 3, fence.StateOn), fence.Applied)
+	out, err := l.SetState("s", "pump", fence.StateOff, "boot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.State != fence.StateOff || out.Fence != (fence.Fence{Token: 42, Seq: 3}) || out.Holder != "boot" {
+		t.Errorf("SetState = %+v, want off, fence 42/3 unchanged, holder boot", out)
+	}
+	admit(t, l, "s", cmd("a", "pump", 42, 3, fence.StateOff), fence.Stale)
+}
+
+// Concurrent admissions to one scope without any outside lock: the decision
+// inside the write transaction keeps the fence strictly increasing and
+// admits each pair at most once.
+func TestConcurrentAdmitsNeverRegress(t *testing.T) {
+	l, _ := openLog(t, nil)
+	var mu sync.Mutex
+	var applied []fence.Fence
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				tok := uint64((i*7+g*13)%50 + 1)
+				adm, err := l.Admit("s", cmd(fmt.Sprint(g, "-", i), "x", tok, uint64(g), fence.StateOn))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if adm.Outcome == fence.Applied {
+					mu.Lock()
+					applied = append(applied, adm.Output.Fence)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[fence.Fence]bool{}
+	var max fence.Fence
+	for _, f := range applied {
+		if seen[f] {
+			t.Errorf("pair %v applied twice", f)
+		}
+		seen[f] = true
+		if max.Less(f) {
+			max = f
+		}
+	}
+	fs, _ := l.Fences()
+	if fs["s"] != max {
+		t.Errorf("fence = %v, want the highest applied %v", fs["s"], max)
+	}
+}
+
+// TestDiskFull fills a small real filesystem until a commit fails: the
+// command is not admitted, the store refuses further writes, and after a
+// reopen the fence is what was durably recorded before.
+func TestDiskFull(t *testing.T) {
+	testenv.Need(t, os.Geteuid() == 0, "mounting a small tmpfs needs root")
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
+		testenv.Need(t, false, "mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	path := filepath.Join(dir, "fence.db")
+	l, err := Open(path, &Options{Create: true, AuditFlush: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admit(t, l, "s", cmd("b", "x", 42, 0, fence.StateOn), fence.Applied)
+	// Fill the filesystem.
+	f, _ := os.Create(filepath.Join(dir, "filler"))
+	f.Write(make([]byte, 1<<20))
+	f.Close()
+
+	var failed error
+	holder := strings.Repeat("h", 100)
+	for i := range 2000 {
+		c := cmd(fmt.Sprint("c", i), fmt.Sprint("act", i), 43+uint64(i), 0, fence.StateOn)
+		c.Holder = holder
+		if _, err := l.Admit(fmt.Sprint("scope", i), c); err != nil {
+			failed = err
+			break
+		}
+	}
+	if failed == nil {
+		t.Fatal("no commit failed on a full filesystem")
+	}
+	if !errors.Is(failed, ErrBroken) {
+		t.Errorf("failed Admit error = %v, want ErrBroken", failed)
+	}
+	select {
+	case <-l.Broken():
+	default:
+		t.Error("Broken() not closed after a failed commit")
+	}
+	if _, err := l.Admit("s", cmd("b2", "x", 99, 0, fence.StateOff)); !errors.Is(err, ErrBroken) {
+		t.Errorf("Admit after a failed commit = %v, want ErrBroken", err)
+	}
+	l.Close()
+	os.Remove(filepath.Join(dir, "filler"))
+	l, err = Open(path, &Options{AuditFlush: -1})
+	if err != nil {
+		t.Fatalf("reopen after disk full: %v", err)
+	}
+	defer l.Close()
+	fs, _ := l.Fences()
+	if fs["s"] != (fence.Fence{Token: 42}) {
+		t.Errorf("fence of s after disk full = %v, want 42/0", fs["s"])
+	}
+	admit(t, l, "s", cmd("a", "x", 41, 0, fence.StateOn), fence.Stale)
+}
+
+func ExampleLog_Admit() {
+	dir, _ := os.MkdirTemp("", "fencelog")
+	defer os.RemoveAll(dir)
+	l, _ := Open(filepath.Join(dir, "fence.db"), &Options{Create: true})
+	defer l.Close()
+
+	b := fence.Command{ID: "b-7", Actuator: "pump", Fence: fence.Fence{Token: 42}, State: fence.StateOff}
+	a := fence.Command{ID: "a-1", Actuator: "pump", Fence: fence.Fence{Token: 41}, State: fence.StateOn}
+	for _, c := range []fence.Command{b, a, b} {
+		adm, _ := l.Admit("pump", c)
+		fmt.Println(c.ID, adm.Outcome, adm.Output.Fence)
+	}
+	// Output:
+	// b-7 applied 42/0
+	// a-1 stale 42/0
+	// b-7 duplicate 42/0
+}

@@ -1,0 +1,128 @@
+// Package testenv starts the real parts fencegate's tests run against:
+// brokers (embedded and Mosquitto) on free loopback ports, small
+// filesystems, and programs that may be missing on a laptop.
+//
+// A test that needs an external program skips when it is missing, except
+// under CI (CI=true), where a missing program is a failure.
+package testenv
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/sim"
+)
+
+// InCI reports whether the tests run under CI, where nothing may skip.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Need skips t (or, under CI, fails it) with the reason why.
+func Need(t testing.TB, ok bool, format string, a ...any) {
+	t.Helper()
+	if ok {
+		return
+	}
+	msg := fmt.Sprintf(format, a...)
+	if InCI() {
+		t.Fatalf("CI=true and %s", msg)
+	}
+	t.Skip(msg)
+}
+
+// Program returns the path of an external program, skipping t (failing it
+// under CI) if it is not installed.
+func Program(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	Need(t, err == nil, "%s is not installed (.ci/run installs it)", name)
+	return p
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// EmbeddedBroker starts the simulator's embedded broker on a free loopback
+// port and returns its URL. It stops when t ends.
+func EmbeddedBroker(t testing.TB) string {
+	t.Helper()
+	b, err := sim.StartBroker("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatalf("embedded broker: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b.URL()
+}
+
+// Mosquitto starts a real Mosquitto on a free loopback port, with
+// set_tcp_nodelay on, and returns its URL. It is killed when t ends.
+func Mosquitto(t testing.TB) string {
+	t.Helper()
+	bin := Program(t, "mosquitto")
+	dir := t.TempDir()
+	port := FreePort(t)
+	conf := filepath.Join(dir, "mosquitto.conf")
+	text := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\npersistence false\nmax_inflight_messages 100\n", port)
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "mosquitto.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-c", conf)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start mosquitto: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+		logf.Close()
+	})
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return "tcp://" + addr
+		}
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("mosquitto exited at start: %s", strings.TrimSpace(string(b)))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mosquitto did not listen on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Brokers returns the brokers a protocol test should run against: the
+// embedded one always, Mosquitto when installed (always under CI). Each
+// entry starts its broker when called.
+func Brokers() map[string]func(testing.TB) string {
+	return map[string]func(testing.TB) string{
+		"embedded":  EmbeddedBroker,
+		"mosquitto": Mosquitto,
+	}
+}
