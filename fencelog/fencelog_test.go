@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -331,22 +330,14 @@ func TestConcurrentAdmitsNeverRegress(t *testing.T) {
 // command is not admitted, the store refuses further writes, and after a
 // reopen the fence is what was durably recorded before.
 func TestDiskFull(t *testing.T) {
-	testenv.Need(t, os.Geteuid() == 0, "mounting a small tmpfs needs root")
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
-		testenv.Need(t, false, "mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	dir := testenv.SmallFS(t, "256k")
 	path := filepath.Join(dir, "fence.db")
 	l, err := Open(path, &Options{Create: true, AuditFlush: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	admit(t, l, "s", cmd("b", "x", 42, 0, fence.StateOn), fence.Applied)
-	// Fill the filesystem.
-	f, _ := os.Create(filepath.Join(dir, "filler"))
-	f.Write(make([]byte, 1<<20))
-	f.Close()
+	testenv.Fill(t, dir)
 
 	var failed error
 	holder := strings.Repeat("h", 100)

@@ -126,3 +126,33 @@ func Brokers() map[string]func(testing.TB) string {
 		"mosquitto": Mosquitto,
 	}
 }
+
+// SmallFS mounts a tmpfs of the given size (e.g. "256k") on a new temporary
+// directory and returns it; it is unmounted when t ends. It needs root: it
+// skips without it, and fails under CI.
+func SmallFS(t testing.TB, size string) string {
+	t.Helper()
+	Need(t, os.Geteuid() == 0, "mounting a small tmpfs needs root")
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		Need(t, false, "mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	return dir
+}
+
+// Fill writes into dir until its filesystem is full.
+func Fill(t testing.TB, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			return
+		}
+	}
+}
