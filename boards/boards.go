@@ -39,6 +39,9 @@ var header = [41]string{
 // HeaderPosition returns the physical header position of a canonical GPIO
 // name ("GPIO17" → 11), or 0 if it is not on the header.
 func HeaderPosition(gpio string) int {
+	if !strings.HasPrefix(gpio, "GPIO") {
+		return 0 // the table also names power and ground positions
+	}
 	for i, v := range header {
 		if v == gpio {
 			return i

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -102,11 +103,19 @@ func Parse(b []byte) (*Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
+	// A type error (unknown key, wrong type) still decodes the rest, so the
+	// checks below run too and every problem is reported at once.
+	var typeErr error
 	if err := dec.Decode(&c); err != nil {
-		if errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		switch {
+		case errors.Is(err, io.EOF):
 			return nil, errors.New("empty configuration")
+		case errors.As(err, &te):
+			typeErr = friendly(err)
+		default:
+			return nil, friendly(err)
 		}
-		return nil, friendly(err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -121,7 +130,7 @@ func Parse(b []byte) (*Config, error) {
 			}
 		}
 	}
-	if err := c.check(); err != nil {
+	if err := errors.Join(typeErr, c.check()); err != nil {
 		return nil, err
 	}
 	return &c, nil
@@ -195,7 +204,11 @@ func (c *Config) check() error {
 		bad("board %q is unknown (want sim)", c.Board)
 	}
 	if c.HTTP != nil && *c.HTTP != "" {
-		if _, _, err := net.SplitHostPort(*c.HTTP); err != nil {
+		_, port, err := net.SplitHostPort(*c.HTTP)
+		if err == nil {
+			_, err = strconv.ParseUint(port, 10, 16)
+		}
+		if err != nil {
 			bad("http %q: want host:port, e.g. 127.0.0.1:8080, or \"\" to disable", *c.HTTP)
 		}
 	}
@@ -258,6 +271,9 @@ func checkBroker(s string) error {
 	}
 	if u.Host == "" {
 		return errors.New("no host; want e.g. tcp://127.0.0.1:1883")
+	}
+	if u.Port() == "" && u.Scheme != "ws" && u.Scheme != "wss" {
+		return errors.New("no port; want e.g. tcp://127.0.0.1:1883")
 	}
 	return nil
 }

@@ -64,24 +64,25 @@ func (t Topics) Actuator(topic string) (string, bool) {
 // A payload without "state" is a fence-only command.
 func DecodeCommand(actuator string, payload []byte) (fence.Command, error) {
 	c := fence.Command{Actuator: actuator}
+	// Read the id first, on its own, so that even a command rejected for its
+	// size or a later field is answered with its id.
+	valid := utf8.Valid(payload)
+	var peek struct {
+		ID any `json:"id"`
+	}
+	if valid && json.Unmarshal(payload, &peek) == nil {
+		if s, ok := peek.ID.(string); ok && len(s) <= MaxText {
+			c.ID = s
+		}
+	}
 	if len(payload) > MaxPayload {
 		return c, fmt.Errorf("payload is %d bytes; the limit is %d", len(payload), MaxPayload)
 	}
 	if len(bytes.TrimSpace(payload)) == 0 {
 		return c, errors.New("empty payload; want a JSON object with a token")
 	}
-	if !utf8.Valid(payload) {
+	if !valid {
 		return c, errors.New("payload is not valid UTF-8")
-	}
-	// Read the id first, on its own, so that even a command rejected for a
-	// later field is answered with its id.
-	var peek struct {
-		ID any `json:"id"`
-	}
-	if json.Unmarshal(payload, &peek) == nil {
-		if s, ok := peek.ID.(string); ok && len(s) <= MaxText {
-			c.ID = s
-		}
 	}
 
 	dec := json.NewDecoder(bytes.NewReader(payload))
@@ -185,18 +186,57 @@ func abbrev(raw json.RawMessage) string {
 }
 
 // EncodeCommand is the inverse of DecodeCommand, for controllers.
+//
+// Its output is never longer than a payload DecodeCommand accepted for the
+// same command, so it never exceeds MaxPayload: strings are escaped only
+// where JSON requires it (encoding/json would also escape <, >, & and U+2028,
+// up to six times longer) and seq is left out when it is 0.
 func EncodeCommand(c fence.Command) []byte {
-	m := wireCommand{ID: c.ID, Token: c.Fence.Token, Seq: c.Fence.Seq, State: c.State.String(), Holder: c.Holder}
-	b, _ := json.Marshal(m)
-	return b
+	b := []byte{'{'}
+	if c.ID != "" {
+		b = appendString(append(b, `"id":`...), c.ID)
+		b = append(b, ',')
+	}
+	b = strconv.AppendUint(append(b, `"token":`...), c.Fence.Token, 10)
+	if c.Fence.Seq != 0 {
+		b = strconv.AppendUint(append(b, `,"seq":`...), c.Fence.Seq, 10)
+	}
+	if s := c.State.String(); s != "" {
+		b = appendString(append(b, `,"state":`...), s)
+	}
+	if c.Holder != "" {
+		b = appendString(append(b, `,"holder":`...), c.Holder)
+	}
+	return append(b, '}')
 }
 
-type wireCommand struct {
-	ID     string `json:"id,omitempty"`
-	Token  uint64 `json:"token"`
-	Seq    uint64 `json:"seq"`
-	State  string `json:"state,omitempty"`
-	Holder string `json:"holder,omitempty"`
+// appendString appends s as a JSON string with the shortest escapes. Invalid
+// UTF-8 becomes U+FFFD, as with encoding/json.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for _, r := range s {
+		switch r {
+		case '"', '\\':
+			b = append(b, '\\', byte(r))
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\f':
+			b = append(b, '\\', 'f')
+		default:
+			if r < 0x20 {
+				b = fmt.Appendf(b, `\u%04x`, r)
+			} else {
+				b = utf8.AppendRune(b, r)
+			}
+		}
+	}
+	return append(b, '"')
 }
 
 type wireResult struct {

@@ -20,10 +20,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/fencegate/fencegate/fence"
 )
@@ -115,26 +117,33 @@ func Run(ctx context.Context, opts Options, h Handler) error {
 		SetMaxReconnectInterval(10*time.Second).
 		SetKeepAlive(30*time.Second).
 		SetConnectTimeout(5*time.Second).
-		SetWill(t.Status(), "offline", 1, true)
-	co.SetDefaultPublishHandler(func(mqtt.Client, mqtt.Message) {}) // ignore anything not subscribed
+		SetWill(t.Status(), "offline", 1, true).
+		SetStore(sessionStore{mqtt.NewMemoryStore()})
+	// Commands redelivered from the persistent session can arrive before
+	// the subscription of this connection is in place, so the dispatcher is
+	// also the default handler: no command is ever dropped unanswered.
+	dispatch := func(c mqtt.Client, m mqtt.Message) {
+		name, ok := t.Actuator(m.Topic())
+		if !ok && m.Topic() != t.Set(name) {
+			m.Ack() // not a command topic of ours
+			return
+		}
+		if ch := work[name]; ch != nil {
+			ch <- delivery{c, m}
+			return
+		}
+		serve(ctx, c, t, h, name, m) // rejected at once: unknown actuator
+	}
+	co.SetDefaultPublishHandler(dispatch)
 	co.SetConnectionLostHandler(func(_ mqtt.Client, err error) {
 		log.Warn("broker connection lost", "broker", opts.Broker, "err", err)
 	})
 	co.SetOnConnectHandler(func(c mqtt.Client) {
 		log.Info("connected to broker", "broker", opts.Broker, "client_id", opts.ClientID)
-		c.Publish(t.Status(), 1, true, "online")
 		for _, name := range opts.Actuators {
 			publishState(c, t, h, name, log)
 		}
-		tok := c.Subscribe(t.SetFilter(), 1, func(c mqtt.Client, m mqtt.Message) {
-			name, ok := t.Actuator(m.Topic())
-			ch := work[name]
-			if !ok || ch == nil {
-				serve(ctx, c, t, h, name, m) // rejected at once: unknown actuator
-				return
-			}
-			ch <- delivery{c, m}
-		})
+		tok := c.Subscribe(t.SetFilter(), 1, dispatch)
 		go func() {
 			if !tok.WaitTimeout(10 * time.Second) {
 				log.Error("subscribe timed out", "topic", t.SetFilter())
@@ -144,6 +153,8 @@ func Run(ctx context.Context, opts Options, h Handler) error {
 				log.Error("subscribe failed", "topic", t.SetFilter(), "err", err)
 				return
 			}
+			// online means: subscribed, commands are taken.
+			c.Publish(t.Status(), 1, true, "online")
 			if opts.Ready != nil {
 				readyOnce.Do(opts.Ready)
 			}
@@ -207,4 +218,24 @@ func publishState(c mqtt.Client, t Topics, h Handler, name string, log *slog.Log
 		return
 	}
 	c.Publish(t.State(name), 1, true, EncodeState(o))
+}
+
+// sessionStore is paho's memory store without outbound publishes.
+//
+// paho resends stored outbound publishes when a session resumes, and does so
+// concurrently with publishes made from the connect handler or by workers
+// right after a reconnect, racing on the same packet (paho issue #703) and
+// sending answers twice. fencegate needs no resend: an answer whose publish
+// was lost with the connection was followed on the same connection by the
+// command's acknowledgement, which was lost too, so the broker redelivers the
+// command and the gateway answers it again (as a duplicate). States and the
+// status are republished on every connect.
+type sessionStore struct{ mqtt.Store }
+
+// Put implements mqtt.Store.
+func (s sessionStore) Put(key string, m packets.ControlPacket) {
+	if _, ok := m.(*packets.PublishPacket); ok && strings.HasPrefix(key, "o.") {
+		return
+	}
+	s.Store.Put(key, m)
 }

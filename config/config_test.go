@@ -1,0 +1,378 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const validYAML = `id: greenhouse-1
+mqtt:
+  broker: tcp://127.0.0.1:1883
+  topic_prefix: fencegate
+store: /var/lib/fencegate/fence.db
+board: sim
+http: 127.0.0.1:8080
+actuators:
+  - name: pump
+    pin: GPIO17
+    active_low: false
+    boot: last
+    scope: pump
+`
+
+// base is a minimal valid configuration without http and actuators; tests
+// append to it.
+const base = `id: gw
+mqtt:
+  broker: tcp://127.0.0.1:1883
+store: fence.db
+board: sim
+`
+
+func TestParseValid(t *testing.T) {
+	c, err := Parse([]byte(validYAML))
+	if err != nil {
+		t.Fatalf("Parse(valid) error: %v", err)
+	}
+	if c.ID != "greenhouse-1" {
+		t.Errorf("ID = %q, want %q", c.ID, "greenhouse-1")
+	}
+	if c.MQTT.Broker != "tcp://127.0.0.1:1883" {
+		t.Errorf("MQTT.Broker = %q, want %q", c.MQTT.Broker, "tcp://127.0.0.1:1883")
+	}
+	if c.MQTT.TopicPrefix != "fencegate" {
+		t.Errorf("MQTT.TopicPrefix = %q, want %q", c.MQTT.TopicPrefix, "fencegate")
+	}
+	if c.Store != "/var/lib/fencegate/fence.db" {
+		t.Errorf("Store = %q, want %q", c.Store, "/var/lib/fencegate/fence.db")
+	}
+	if c.Board != BoardSim {
+		t.Errorf("Board = %q, want %q", c.Board, BoardSim)
+	}
+	if got := c.HTTPAddr(); got != "127.0.0.1:8080" {
+		t.Errorf("HTTPAddr() = %q, want %q", got, "127.0.0.1:8080")
+	}
+	want := []Actuator{{Name: "pump", Pin: "GPIO17", Boot: "last", Scope: "pump", line: 9}}
+	if !reflect.DeepEqual(c.Actuators, want) {
+		t.Errorf("Actuators = %+v, want %+v", c.Actuators, want)
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	in := base + `actuators:
+  - name: pump
+    pin: BCM17
+  - name: valve
+    pin: PIN13
+    active_low: true
+    boot: off
+  - name: fan
+    pin: pin12
+    boot: on
+    scope: climate
+  - name: heater
+    pin: gpio22
+    scope: climate
+`
+	c, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatalf("Parse error: %v", err)
+	}
+	if c.MQTT.TopicPrefix != "fencegate" {
+		t.Errorf("MQTT.TopicPrefix = %q, want %q", c.MQTT.TopicPrefix, "fencegate")
+	}
+	if c.Store != "fence.db" {
+		t.Errorf("Parse left Store = %q, want %q (relative paths are resolved by Load)", c.Store, "fence.db")
+	}
+	want := []Actuator{
+		{Name: "pump", Pin: "GPIO17", Boot: "last", Scope: "pump", line: 7},
+		{Name: "valve", Pin: "GPIO27", ActiveLow: true, Boot: "off", Scope: "valve", line: 9},
+		{Name: "fan", Pin: "GPIO18", Boot: "on", Scope: "climate", line: 13},
+		{Name: "heater", Pin: "GPIO22", Boot: "last", Scope: "climate", line: 17},
+	}
+	if !reflect.DeepEqual(c.Actuators, want) {
+		t.Errorf("Actuators = %+v, want %+v", c.Actuators, want)
+	}
+}
+
+func TestParsePinForms(t *testing.T) {
+	for _, pin := range []string{"GPIO17", "BCM17", "PIN11", "gpio17", "bcm17", "pin11", "Pin11"} {
+		c, err := Parse([]byte(base + "actuators:\n  - name: pump\n    pin: " + pin + "\n"))
+		if err != nil {
+			t.Errorf("Parse(pin %s) error: %v", pin, err)
+			continue
+		}
+		if got := c.Actuators[0].Pin; got != "GPIO17" {
+			t.Errorf("Parse(pin %s).Pin = %q, want %q", pin, got, "GPIO17")
+		}
+	}
+}
+
+func TestParseFlowStyle(t *testing.T) {
+	// The form cmd/gateway's simulator generates.
+	in := `id: sim
+mqtt: {broker: "tcp://127.0.0.1:1883"}
+store: "/tmp/x.db"
+board: sim
+http: ""
+actuators:
+  - {name: pump, pin: GPIO17, boot: off, scope: "pump"}
+  - {name: fan, pin: GPIO22, boot: last, scope: "climate"}
+`
+	c, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatalf("Parse error: %v", err)
+	}
+	if len(c.Actuators) != 2 || c.Actuators[1].Scope != "climate" || c.Actuators[0].Boot != "off" {
+		t.Errorf("Actuators = %+v, want pump (off) and fan (scope climate)", c.Actuators)
+	}
+}
+
+func TestHTTPAddr(t *testing.T) {
+	tests := []struct {
+		name, http, want string
+	}{
+		{"absent", "", DefaultHTTP},
+		{"empty disables", "http: \"\"\n", ""},
+		{"null is absent", "http: ~\n", DefaultHTTP},
+		{"set", "http: 0.0.0.0:9000\n", "0.0.0.0:9000"},
+		{"port only", "http: \":9000\"\n", ":9000"},
+		{"ipv6", "http: \"[::1]:9000\"\n", "[::1]:9000"},
+		{"any port", "http: \"127.0.0.1:0\"\n", "127.0.0.1:0"},
+	}
+	for _, tt := range tests {
+		c, err := Parse([]byte(base + tt.http + "actuators:\n  - {name: pump, pin: GPIO17}\n"))
+		if err != nil {
+			t.Errorf("%s: Parse error: %v", tt.name, err)
+			continue
+		}
+		if got := c.HTTPAddr(); got != tt.want {
+			t.Errorf("%s: HTTPAddr() = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	if DefaultHTTP != "127.0.0.1:8080" {
+		t.Errorf("DefaultHTTP = %q, want %q", DefaultHTTP, "127.0.0.1:8080")
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name, store, want string
+	}{
+		{"relative", "fence.db", filepath.Join(dir, "fence.db")},
+		{"relative subdir", "data/fence.db", filepath.Join(dir, "data", "fence.db")},
+		{"dot dot", "../fence.db", filepath.Join(filepath.Dir(dir), "fence.db")},
+		{"absolute", "/var/lib/fencegate/fence.db", "/var/lib/fencegate/fence.db"},
+	}
+	for i, tt := range tests {
+		path := filepath.Join(dir, "gw"+string(rune('a'+i))+".yaml")
+		in := strings.Replace(validYAML, "/var/lib/fencegate/fence.db", tt.store, 1)
+		if err := os.WriteFile(path, []byte(in), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(path)
+		if err != nil {
+			t.Errorf("%s: Load error: %v", tt.name, err)
+			continue
+		}
+		if c.Store != tt.want {
+			t.Errorf("%s: Load(%s).Store = %q, want %q", tt.name, path, c.Store, tt.want)
+		}
+		if c.ID != "greenhouse-1" || len(c.Actuators) != 1 {
+			t.Errorf("%s: Load(%s) = %+v, want the example configuration", tt.name, path, c)
+		}
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.yaml")
+	if _, err := Load(missing); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("Load(missing file) error = %v, want one naming the file", err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(strings.Replace(validYAML, "board: sim", "board: nope", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(bad)
+	if err == nil {
+		t.Fatalf("Load(bad board) error = nil, want an error")
+	}
+	for _, frag := range []string{bad, `board "nope"`} {
+		if !strings.Contains(err.Error(), frag) {
+			t.Errorf("Load(bad board) error = %q, want it to contain %q", err, frag)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	act := "actuators:\n  - name: pump\n    pin: GPIO17\n"
+	tests := []struct {
+		name  string
+		in    string
+		frags []string
+	}{
+		{"unknown top-level key", base + "colour: red\n" + act,
+			[]string{"line 6", `unknown key "colour"`}},
+		{"unknown mqtt key", "id: gw\nmqtt:\n  broker: tcp://h:1\n  qos: 2\nstore: x\nboard: sim\n" + act,
+			[]string{"line 4", `unknown key "qos"`}},
+		{"unknown actuator key", base + "actuators:\n  - name: pump\n    pin: GPIO17\n    invert: true\n",
+			[]string{"line 9", `unknown key "invert"`}},
+		{"misspelt actuator key", base + "actuators:\n  - name: pump\n    pin: GPIO17\n    activelow: true\n",
+			[]string{"line 9", `"activelow"`}},
+		{"duplicate yaml key", base + "id: other\n" + act,
+			[]string{"line 6", `"id"`, "line 1"}},
+		{"duplicate actuator yaml key", base + "actuators:\n  - name: pump\n    pin: GPIO17\n    pin: GPIO18\n",
+			[]string{"line 9", `"pin"`, "line 8"}},
+		{"duplicate actuator name", base + act + "  - name: pump\n    pin: GPIO18\n",
+			[]string{"line 9", `"pump"`, "already used at line 7"}},
+		{"duplicate pin same form", base + act + "  - name: valve\n    pin: GPIO17\n",
+			[]string{"line 9", `"valve"`, "header pin 11", `"pump"`}},
+		{"duplicate pin PIN11", base + act + "  - name: valve\n    pin: PIN11\n",
+			[]string{`"valve"`, "PIN11", "GPIO17 (header pin 11)", `already used by "pump"`}},
+		{"duplicate pin BCM17", base + act + "  - name: valve\n    pin: BCM17\n",
+			[]string{`"valve"`, "BCM17", "header pin 11", `"pump"`}},
+		{"duplicate pin lower case", base + "actuators:\n  - {name: pump, pin: pin11}\n  - {name: valve, pin: bcm17}\n",
+			[]string{"line 8", "header pin 11", `"pump"`}},
+		{"power pin", base + "actuators:\n  - {name: pump, pin: PIN1}\n",
+			[]string{"line 7", `"pump"`, "PIN1", "power"}},
+		{"ground pin", base + "actuators:\n  - {name: pump, pin: PIN6}\n",
+			[]string{"line 7", "PIN6", "ground"}},
+		{"header position 0", base + "actuators:\n  - {name: pump, pin: PIN0}\n",
+			[]string{"PIN0", "1 to 40"}},
+		{"header position 41", base + "actuators:\n  - {name: pump, pin: PIN41}\n",
+			[]string{"PIN41", "1 to 40"}},
+		{"gpio out of range", base + "actuators:\n  - {name: pump, pin: GPIO40}\n",
+			[]string{"GPIO40", "not on the 40-pin header"}},
+		{"gpio 28", base + "actuators:\n  - {name: pump, pin: GPIO28}\n",
+			[]string{"GPIO28", "not on the 40-pin header"}},
+		{"pin garbage", base + "actuators:\n  - {name: pump, pin: D4}\n",
+			[]string{`"D4"`, "GPIOn"}},
+		{"missing pin", base + "actuators:\n  - {name: pump}\n",
+			[]string{"line 7", "pin is required"}},
+		{"missing name", base + "actuators:\n  - {pin: GPIO17}\n",
+			[]string{"line 7", "name is required"}},
+		{"bad name", base + "actuators:\n  - {name: a/b, pin: GPIO17}\n",
+			[]string{"line 7", "name"}},
+		{"bad scope", base + "actuators:\n  - {name: pump, pin: GPIO17, scope: \"a+b\"}\n",
+			[]string{"line 7", `scope "a+b"`}},
+		{"missing broker", "id: gw\nstore: x\nboard: sim\n" + act,
+			[]string{"mqtt.broker is required"}},
+		{"empty broker", "id: gw\nmqtt: {broker: \"\"}\nstore: x\nboard: sim\n" + act,
+			[]string{"mqtt.broker is required"}},
+		{"bad broker scheme", strings.Replace(base, "tcp://", "http://", 1) + act,
+			[]string{"mqtt.broker", `scheme "http"`}},
+		{"broker without scheme", strings.Replace(base, "tcp://127.0.0.1:1883", "127.0.0.1:1883", 1) + act,
+			[]string{"mqtt.broker", "127.0.0.1:1883"}},
+		{"broker host:port only", strings.Replace(base, "tcp://127.0.0.1:1883", "localhost:1883", 1) + act,
+			[]string{"mqtt.broker", "scheme"}},
+		{"broker without host", strings.Replace(base, "tcp://127.0.0.1:1883", "tcp://", 1) + act,
+			[]string{"mqtt.broker", "no host"}},
+		{"broker without port", strings.Replace(base, "tcp://127.0.0.1:1883", "tcp://127.0.0.1", 1) + act,
+			[]string{"mqtt.broker", "no port"}},
+		{"ssl broker without port", strings.Replace(base, "tcp://127.0.0.1:1883", "ssl://broker.example", 1) + act,
+			[]string{"mqtt.broker", "no port"}},
+		{"missing id", strings.Replace(base, "id: gw\n", "", 1) + act,
+			[]string{"id is required"}},
+		{"id with slash", strings.Replace(base, "id: gw", "id: green/house", 1) + act,
+			[]string{`id "green/house"`}},
+		{"id with plus", strings.Replace(base, "id: gw", `id: "gw+1"`, 1) + act,
+			[]string{`id "gw+1"`}},
+		{"id with hash", strings.Replace(base, "id: gw", `id: "gw#"`, 1) + act,
+			[]string{`id "gw#"`}},
+		{"id too long", strings.Replace(base, "id: gw", "id: "+strings.Repeat("g", 65), 1) + act,
+			[]string{"id "}},
+		{"missing store", strings.Replace(base, "store: fence.db\n", "", 1) + act,
+			[]string{"store is required"}},
+		{"missing board", strings.Replace(base, "board: sim\n", "", 1) + act,
+			[]string{"board is required"}},
+		{"unknown board", strings.Replace(base, "board: sim", "board: arduino", 1) + act,
+			[]string{`board "arduino"`, "unknown"}},
+		{"raspberry-pi board", strings.Replace(base, "board: sim", "board: raspberry-pi", 1) + act,
+			[]string{`board "raspberry-pi"`, "not supported"}},
+		{"bad boot", base + "actuators:\n  - {name: pump, pin: GPIO17, boot: high}\n",
+			[]string{"line 7", `boot "high"`, "last, off or on"}},
+		{"topic prefix plus", strings.Replace(base, "mqtt:\n", "mqtt:\n  topic_prefix: \"fence/+\"\n", 1) + act,
+			[]string{"mqtt.topic_prefix", "wildcards"}},
+		{"topic prefix hash", strings.Replace(base, "mqtt:\n", "mqtt:\n  topic_prefix: \"#\"\n", 1) + act,
+			[]string{"mqtt.topic_prefix"}},
+		{"topic prefix leading slash", strings.Replace(base, "mqtt:\n", "mqtt:\n  topic_prefix: /fence\n", 1) + act,
+			[]string{"mqtt.topic_prefix", "leading"}},
+		{"topic prefix trailing slash", strings.Replace(base, "mqtt:\n", "mqtt:\n  topic_prefix: fence/\n", 1) + act,
+			[]string{"mqtt.topic_prefix"}},
+		{"topic prefix double slash", strings.Replace(base, "mqtt:\n", "mqtt:\n  topic_prefix: a//b\n", 1) + act,
+			[]string{"mqtt.topic_prefix"}},
+		{"bad http address", base + "http: localhost\n" + act,
+			[]string{`http "localhost"`, "host:port"}},
+		{"http without port", base + "http: \"127.0.0.1:\"\n" + act,
+			[]string{`http "127.0.0.1:"`, "host:port"}},
+		{"http port not a number", base + "http: \"127.0.0.1:abc\"\n" + act,
+			[]string{`http "127.0.0.1:abc"`}},
+		{"http port too large", base + "http: \"127.0.0.1:99999\"\n" + act,
+			[]string{`http "127.0.0.1:99999"`}},
+		{"http too many colons", base + "http: \"::1:80\"\n" + act,
+			[]string{`http "::1:80"`}},
+		{"no actuators", base,
+			[]string{"at least one"}},
+		{"empty actuator list", base + "actuators: []\n",
+			[]string{"at least one"}},
+		{"empty file", "",
+			[]string{"empty"}},
+		{"whitespace file", "\n\n   \n",
+			[]string{"empty"}},
+		{"comment-only file", "# nothing here\n",
+			[]string{"empty"}},
+		{"two documents", validYAML + "---\n" + validYAML,
+			[]string{"more than one YAML document"}},
+		{"not a mapping", "- a\n- b\n",
+			[]string{"line 1"}},
+		{"wrong type", strings.Replace(base, "id: gw", "id: [a, b]", 1) + act,
+			[]string{"line 1"}},
+		{"bad yaml", "id: gw\n  mqtt: [\n",
+			[]string{"yaml"}},
+		{"actuators not a list", base + "actuators: pump\n",
+			[]string{"line 6"}},
+		{"several problems reported together", "mqtt: {broker: tcp://h:1}\nstore: x\nboard: pi\nactuators: []\n",
+			[]string{"id is required", `board "pi"`, "at least one"}},
+	}
+	for _, tt := range tests {
+		c, err := Parse([]byte(tt.in))
+		if err == nil {
+			t.Errorf("%s: Parse = %+v, nil, want an error containing %q", tt.name, c, tt.frags)
+			continue
+		}
+		if c != nil {
+			t.Errorf("%s: Parse = %+v with error, want nil config", tt.name, c)
+		}
+		for _, f := range tt.frags {
+			if !strings.Contains(err.Error(), f) {
+				t.Errorf("%s: Parse error = %q, want it to contain %q", tt.name, err, f)
+			}
+		}
+	}
+}
+
+// TestParseErrorsAreNotYAMLInternals checks that the decoder's own wording
+// (Go type names) does not leak into messages for unknown and duplicate keys.
+func TestParseErrorsAreNotYAMLInternals(t *testing.T) {
+	for _, in := range []string{
+		base + "colour: red\nactuators: [{name: pump, pin: GPIO17}]\n",
+		base + "actuators:\n  - {name: pump, pin: GPIO17, invert: true}\n",
+		base + "id: again\nactuators: [{name: pump, pin: GPIO17}]\n",
+	} {
+		_, err := Parse([]byte(in))
+		if err == nil {
+			t.Errorf("Parse(%q) error = nil, want an error", in)
+			continue
+		}
+		for _, leak := range []string{"config.Config", "config.Actuator", "not found in type", "mapping key"} {
+			if strings.Contains(err.Error(), leak) {
+				t.Errorf("Parse(%q) error = %q, want no %q in it", in, err, leak)
+			}
+		}
+	}
+}

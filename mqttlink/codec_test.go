@@ -1,0 +1,383 @@
+package mqttlink
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+const maxTokenText = "9223372036854775807" // fence.MaxToken, 2^63-1
+
+// validCommands are payloads DecodeCommand must accept, with the command
+// each decodes to for actuator "pump".
+var validCommands = []struct {
+	name    string
+	payload string
+	want    fence.Command
+}{
+	{"full on", `{"id":"c-1","token":42,"seq":3,"state":"on","holder":"ctl-a"}`,
+		fence.Command{ID: "c-1", Holder: "ctl-a", Actuator: "pump", Fence: fence.Fence{Token: 42, Seq: 3}, State: fence.StateOn}},
+	{"full off", `{"id":"c-2","token":42,"seq":4,"state":"off","holder":"ctl-a"}`,
+		fence.Command{ID: "c-2", Holder: "ctl-a", Actuator: "pump", Fence: fence.Fence{Token: 42, Seq: 4}, State: fence.StateOff}},
+	{"other field order", `{"holder":"h","state":"on","seq":1,"token":2,"id":"x"}`,
+		fence.Command{ID: "x", Holder: "h", Actuator: "pump", Fence: fence.Fence{Token: 2, Seq: 1}, State: fence.StateOn}},
+	{"fence only", `{"id":"f-1","token":7,"seq":2}`,
+		fence.Command{ID: "f-1", Actuator: "pump", Fence: fence.Fence{Token: 7, Seq: 2}}},
+	{"token only", `{"token":1}`,
+		fence.Command{Actuator: "pump", Fence: fence.Fence{Token: 1}}},
+	{"seq omitted", `{"token":5,"state":"on"}`,
+		fence.Command{Actuator: "pump", Fence: fence.Fence{Token: 5}, State: fence.StateOn}},
+	{"seq zero", `{"token":5,"seq":0,"state":"off"}`,
+		fence.Command{Actuator: "pump", Fence: fence.Fence{Token: 5}, State: fence.StateOff}},
+	{"max token", `{"token":` + maxTokenText + `,"state":"on"}`,
+		fence.Command{Actuator: "pump", Fence: fence.Fence{Token: fence.MaxToken}, State: fence.StateOn}},
+	{"max seq", `{"token":1,"seq":` + maxTokenText + `}`,
+		fence.Command{Actuator: "pump", Fence: fence.Fence{Token: 1, Seq: fence.MaxSeq}}},
+	{"whitespace around", " \n\t{ \"token\" : 9 ,\n \"state\" : \"off\" }\r\n\t ",
+		fence.Command{Actuator: "pump", Fence: fence.Fence{Token: 9}, State: fence.StateOff}},
+	{"empty id and holder", `{"id":"","holder":"","token":3}`,
+		fence.Command{Actuator: "pump", Fence: fence.Fence{Token: 3}}},
+	{"id of 128 bytes", `{"id":"` + strings.Repeat("i", MaxText) + `","token":3}`,
+		fence.Command{ID: strings.Repeat("i", MaxText), Actuator: "pump", Fence: fence.Fence{Token: 3}}},
+	{"holder of 128 bytes", `{"holder":"` + strings.Repeat("é", MaxText/2) + `","token":3}`,
+		fence.Command{Holder: strings.Repeat("é", MaxText/2), Actuator: "pump", Fence: fence.Fence{Token: 3}}},
+	{"escapes in strings", `{"id":"a\"b\\c\/d\u00e9\n","holder":"\u2028<&>","token":3}`,
+		fence.Command{ID: "a\"b\\c/dé\n", Holder: "\u2028<&>", Actuator: "pump", Fence: fence.Fence{Token: 3}}},
+	{"unicode", `{"id":"ключ-1","holder":"植物","token":3,"state":"on"}`,
+		fence.Command{ID: "ключ-1", Holder: "植物", Actuator: "pump", Fence: fence.Fence{Token: 3}, State: fence.StateOn}},
+	{"payload of exactly MaxPayload bytes", `{"token":3}` + strings.Repeat(" ", MaxPayload-len(`{"token":3}`)),
+		fence.Command{Actuator: "pump", Fence: fence.Fence{Token: 3}}},
+	// Strings that encoding/json escapes more verbosely than a controller
+	// may have written them: re-encoding must stay within MaxPayload.
+	{"html characters at the limit", `{"id":"` + strings.Repeat("<", MaxText) + `","holder":"` + strings.Repeat("&", MaxText) + `","token":1}`,
+		fence.Command{ID: strings.Repeat("<", MaxText), Holder: strings.Repeat("&", MaxText), Actuator: "pump", Fence: fence.Fence{Token: 1}}},
+	{"line separators near the limit", `{"id":"` + strings.Repeat(`\u0001`, MaxText) + `","token":1,"holder":"` + strings.Repeat("\u2028", 42) + `\u0001\u0001"}`,
+		fence.Command{ID: strings.Repeat("\x01", MaxText), Holder: strings.Repeat("\u2028", 42) + "\x01\x01", Actuator: "pump", Fence: fence.Fence{Token: 1}}},
+}
+
+// badCommands are payloads DecodeCommand must refuse. wantErr is a fragment
+// of the message; wantID is the id the refused command must still carry.
+var badCommands = []struct {
+	name    string
+	payload string
+	wantErr string
+	wantID  string
+}{
+	{"bad JSON", `{"token":`, "not JSON", ""},
+	{"unterminated object", `{"token":1`, "not JSON", ""},
+	{"trailing comma", `{"token":1,}`, "not JSON", ""},
+	{"not JSON at all", `token=1`, "not JSON", ""},
+	{"unquoted key", `{token:1}`, "not JSON", ""},
+	{"JSON array", `[{"token":1}]`, "JSON object", ""},
+	{"JSON string", `"token"`, "JSON object", ""},
+	{"JSON number", `42`, "JSON object", ""},
+	{"JSON null", `null`, "JSON object", ""},
+	{"JSON true", `true`, "JSON object", ""},
+	{"missing token", `{"id":"m-1","state":"on"}`, "token is required", "m-1"},
+	{"empty object", `{}`, "token is required", ""},
+	{"token 0", `{"token":0}`, "token must be an integer from 1 to 2^63-1, got 0", ""},
+	{"negative token", `{"token":-1}`, "got negative -1", ""},
+	{"negative zero token", `{"token":-0}`, "negative", ""},
+	{"float token", `{"token":4.2}`, "token must be an integer from 1 to 2^63-1, got 4.2", ""},
+	{"integral float token", `{"token":4.0}`, "got 4.0", ""},
+	{"leading zero token", `{"token":01}`, "token must be an integer", ""},
+	{"two values for a key", `{"token":1 2}`, "not JSON", ""},
+	{"exponent token", `{"token":1e3}`, "got 1e3", ""},
+	{"upper exponent token", `{"token":1E3}`, "got 1E3", ""},
+	{"string token", `{"token":"42"}`, `token must be an integer from 1 to 2^63-1, got "42"`, ""},
+	{"bool token", `{"token":true}`, "got true", ""},
+	{"null token", `{"token":null}`, "got null", ""},
+	{"object token", `{"token":{"v":1}}`, "token must be an integer", ""},
+	{"token 2^63", `{"token":9223372036854775808}`, "too large", ""},
+	{"token 2^64", `{"token":18446744073709551616}`, "too large", ""},
+	{"huge token", `{"token":` + strings.Repeat("9", 60) + `}`, "too large", ""},
+	{"negative seq", `{"token":1,"seq":-1}`, "seq must be an integer from 0 to 2^63-1, got negative -1", ""},
+	{"float seq", `{"token":1,"seq":1.5}`, "seq must be an integer", ""},
+	{"seq 2^63", `{"token":1,"seq":9223372036854775808}`, "too large", ""},
+	{"string seq", `{"token":1,"seq":"1"}`, "seq must be an integer", ""},
+	{"state ON", `{"token":1,"state":"ON"}`, `state "ON" is not "on" or "off"`, ""},
+	{"state toggle", `{"token":1,"state":"toggle"}`, `state "toggle"`, ""},
+	{"state empty", `{"token":1,"state":""}`, `state ""`, ""},
+	{"state 1", `{"token":1,"state":1}`, "state must be a string, got 1", ""},
+	{"state true", `{"token":1,"state":true}`, "state must be a string", ""},
+	{"state null", `{"token":1,"state":null}`, "state must be a string, got null", ""},
+	{"unknown field", `{"token":1,"colour":"red"}`, `unknown field "colour"`, ""},
+	{"field in wrong case", `{"Token":1}`, `unknown field "Token"`, ""},
+	{"duplicate token", `{"token":1,"token":2}`, `field "token" appears twice`, ""},
+	{"duplicate token escaped", `{"token":1,"\u0074oken":2}`, `field "token" appears twice`, ""},
+	{"duplicate id", `{"id":"d-1","token":1,"id":"d-2"}`, `field "id" appears twice`, "d-1"},
+	{"id of 129 bytes", `{"id":"` + strings.Repeat("i", MaxText+1) + `","token":1}`, "id is 129 bytes; the limit is 128", ""},
+	{"holder of 129 bytes", `{"id":"h-1","holder":"` + strings.Repeat("h", MaxText+1) + `","token":1}`, "holder is 129 bytes; the limit is 128", "h-1"},
+	{"id as number", `{"id":12,"token":1}`, "id must be a string, got 12", ""},
+	{"id as null", `{"id":null,"token":1}`, "id must be a string, got null", ""},
+	{"holder as object", `{"holder":{"a":1},"token":1}`, "holder must be a string", ""},
+	{"oversize payload", `{"token":1,"holder":"` + strings.Repeat("h", MaxPayload) + `"}`, "the limit is 1024", ""},
+	{"oversize payload with id", `{"id":"big-1","token":1,"holder":"` + strings.Repeat("h", MaxPayload) + `"}`, "payload is 1060 bytes; the limit is 1024", "big-1"},
+	{"oversize payload with long id", `{"id":"` + strings.Repeat("i", MaxPayload) + `","token":1}`, "the limit is 1024", ""},
+	{"oversize invalid JSON with id", `{"id":"big-2","token":` + strings.Repeat("1", MaxPayload), "the limit is 1024", ""},
+	{"oversize by whitespace", `{"token":1}` + strings.Repeat(" ", MaxPayload), "the limit is 1024", ""},
+	{"empty payload", ``, "empty payload", ""},
+	{"whitespace-only payload", " \n\t\r ", "empty payload", ""},
+	{"trailing garbage", `{"token":1} x`, "data after the JSON object", ""},
+	{"trailing object", `{"token":1}{}`, "data after the JSON object", ""},
+	{"trailing object with id", `{"id":"t-1","token":1}{"token":2}`, "data after the JSON object", "t-1"},
+	{"trailing number", `{"token":1} 2`, "data after the JSON object", ""},
+	{"trailing brace", `{"token":1}}`, "data after the JSON object", ""},
+	{"trailing NUL", "{\"token\":1}\x00", "data after the JSON object", ""},
+	{"invalid UTF-8 in string", "{\"id\":\"\xff\",\"token\":1}", "not valid UTF-8", ""},
+	{"invalid UTF-8 outside string", "{\"token\":1}\xc3", "not valid UTF-8", ""},
+	{"id kept when token negative", `{"id":"a-1","token":-1}`, "negative", "a-1"},
+	{"id kept when it comes last", `{"token":-1,"state":"on","id":"a-2"}`, "negative", "a-2"},
+	{"id kept when state bad", `{"id":"a-3","token":1,"state":"toggle"}`, `state "toggle"`, "a-3"},
+	{"id kept when field unknown", `{"colour":1,"id":"a-4","token":1}`, "unknown field", "a-4"},
+}
+
+func TestDecodeCommand(t *testing.T) {
+	for _, tt := range validCommands {
+		got, err := DecodeCommand("pump", []byte(tt.payload))
+		if err != nil {
+			t.Errorf("%s: DecodeCommand(%q) error = %v, want nil", tt.name, tt.payload, err)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("%s: DecodeCommand(%q) = %+v, want %+v", tt.name, tt.payload, got, tt.want)
+		}
+	}
+}
+
+func TestDecodeCommandRejects(t *testing.T) {
+	for _, tt := range badCommands {
+		got, err := DecodeCommand("pump", []byte(tt.payload))
+		if err == nil {
+			t.Errorf("%s: DecodeCommand(%q) = %+v, nil, want an error containing %q", tt.name, tt.payload, got, tt.wantErr)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: DecodeCommand(%q) error = %q, want it to contain %q", tt.name, tt.payload, err, tt.wantErr)
+		}
+		if got.ID != tt.wantID {
+			t.Errorf("%s: DecodeCommand(%q).ID = %q, want %q", tt.name, tt.payload, got.ID, tt.wantID)
+		}
+		if got.Actuator != "pump" {
+			t.Errorf("%s: DecodeCommand(%q).Actuator = %q, want %q", tt.name, tt.payload, got.Actuator, "pump")
+		}
+	}
+}
+
+func TestEncodeCommandRoundTrip(t *testing.T) {
+	cmds := []fence.Command{
+		{Actuator: "pump", Fence: fence.Fence{Token: 1}},
+		{ID: "c-1", Holder: "ctl-a", Actuator: "pump", Fence: fence.Fence{Token: 42, Seq: 3}, State: fence.StateOn},
+		{ID: "c-2", Actuator: "pump", Fence: fence.Fence{Token: fence.MaxToken, Seq: fence.MaxSeq}, State: fence.StateOff},
+		{ID: `q"uote\back` + "\n\t\x00\x1f\u2028\u2029<>&é", Holder: "植物", Actuator: "pump", Fence: fence.Fence{Token: 9}},
+		{ID: strings.Repeat("<", MaxText), Holder: strings.Repeat("\u2028", MaxText/3), Actuator: "pump",
+			Fence: fence.Fence{Token: fence.MaxToken, Seq: fence.MaxSeq}, State: fence.StateOff},
+	}
+	for _, c := range cmds {
+		b := EncodeCommand(c)
+		got, err := DecodeCommand(c.Actuator, b)
+		if err != nil {
+			t.Errorf("DecodeCommand(EncodeCommand(%+v) = %q) error = %v, want nil", c, b, err)
+			continue
+		}
+		if got != c {
+			t.Errorf("DecodeCommand(EncodeCommand(%+v) = %q) = %+v, want %+v", c, b, got, c)
+		}
+	}
+	// Invalid UTF-8 in a controller's strings is replaced, as encoding/json does.
+	c := fence.Command{ID: "a\xffb", Actuator: "pump", Fence: fence.Fence{Token: 1}}
+	got, err := DecodeCommand("pump", EncodeCommand(c))
+	if want := "a\uFFFDb"; err != nil || got.ID != want {
+		t.Errorf("DecodeCommand(EncodeCommand(id %q)) = %q, %v, want %q, nil", c.ID, got.ID, err, want)
+	}
+}
+
+func TestEncodeCommandWire(t *testing.T) {
+	tests := []struct {
+		c    fence.Command
+		want string
+	}{
+		{fence.Command{Actuator: "pump", Fence: fence.Fence{Token: 1}}, `{"token":1}`},
+		{fence.Command{ID: "c-1", Holder: "h", Actuator: "pump", Fence: fence.Fence{Token: 42, Seq: 3}, State: fence.StateOn},
+			`{"id":"c-1","token":42,"seq":3,"state":"on","holder":"h"}`},
+		{fence.Command{Actuator: "pump", Fence: fence.Fence{Token: 2}, State: fence.StateOff}, `{"token":2,"state":"off"}`},
+		{fence.Command{ID: "a\"\\\n\x01<", Actuator: "pump", Fence: fence.Fence{Token: 2}}, `{"id":"a\"\\\n\u0001<","token":2}`},
+	}
+	for _, tt := range tests {
+		if got := string(EncodeCommand(tt.c)); got != tt.want {
+			t.Errorf("EncodeCommand(%+v) = %s, want %s", tt.c, got, tt.want)
+		}
+	}
+}
+
+func TestTopics(t *testing.T) {
+	tp := Topics{Prefix: "fencegate", GatewayID: "greenhouse-1"}
+	strs := []struct {
+		name, got, want string
+	}{
+		{"Set", tp.Set("pump"), "fencegate/greenhouse-1/pump/set"},
+		{"Result", tp.Result("pump"), "fencegate/greenhouse-1/pump/result"},
+		{"State", tp.State("pump"), "fencegate/greenhouse-1/pump/state"},
+		{"Status", tp.Status(), "fencegate/greenhouse-1/status"},
+		{"SetFilter", tp.SetFilter(), "fencegate/greenhouse-1/+/set"},
+		{"nested prefix Set", Topics{Prefix: "site/a", GatewayID: "gw"}.Set("fan"), "site/a/gw/fan/set"},
+	}
+	for _, s := range strs {
+		if s.got != s.want {
+			t.Errorf("Topics.%s = %q, want %q", s.name, s.got, s.want)
+		}
+	}
+
+	tests := []struct {
+		topic    string
+		wantName string
+		wantOK   bool
+	}{
+		{"fencegate/greenhouse-1/pump/set", "pump", true},
+		{"fencegate/greenhouse-1/fan_2/set", "fan_2", true},
+		{tp.Set("valve"), "valve", true},
+		{"other/greenhouse-1/pump/set", "", false},
+		{"fencegatex/greenhouse-1/pump/set", "", false},
+		{"fencegate/greenhouse-2/pump/set", "", false},
+		{"fencegate/greenhouse-10/pump/set", "", false},
+		{"fencegate/greenhouse/pump/set", "", false},
+		{"fencegate/greenhouse-1/a/b/set", "", false},
+		{"fencegate/greenhouse-1/pump/set/set", "", false},
+		{"fencegate/greenhouse-1//set", "", false},
+		{"fencegate/greenhouse-1/set", "", false},
+		{"fencegate/greenhouse-1/pump", "", false},
+		{"fencegate/greenhouse-1/pump/", "", false},
+		{"fencegate/greenhouse-1/pump/result", "", false},
+		{"fencegate/greenhouse-1/pump/state", "", false},
+		{"fencegate/greenhouse-1/pump/set/", "", false},
+		{"fencegate/greenhouse-1/pump/setx", "", false},
+		{"fencegate/greenhouse-1/status", "", false},
+		{"/fencegate/greenhouse-1/pump/set", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		name, ok := tp.Actuator(tt.topic)
+		if name != tt.wantName || ok != tt.wantOK {
+			t.Errorf("Actuator(%q) = %q, %v, want %q, %v", tt.topic, name, ok, tt.wantName, tt.wantOK)
+		}
+	}
+	// Every name Set produces is read back.
+	for _, n := range []string{"pump", "a-b_c", "X9"} {
+		if got, ok := tp.Actuator(tp.Set(n)); got != n || !ok {
+			t.Errorf("Actuator(Set(%q)) = %q, %v, want %q, true", n, got, ok, n)
+		}
+	}
+}
+
+func TestResultRoundTrip(t *testing.T) {
+	results := []fence.Result{
+		{},
+		{ID: "c-1", Actuator: "pump", Outcome: fence.Applied, Command: fence.Fence{Token: 42, Seq: 3},
+			Fence: fence.Fence{Token: 42, Seq: 3}, State: fence.StateOn},
+		{ID: "c-2", Actuator: "pump", Outcome: fence.Stale, Command: fence.Fence{Token: 1},
+			Fence: fence.Fence{Token: 42, Seq: 3}, State: fence.StateOff, Error: "token 1 seq 0 is below the fence 42/3; reread state"},
+		{ID: "c-3", Actuator: "pump", Outcome: fence.Duplicate, Command: fence.Fence{Token: fence.MaxToken, Seq: fence.MaxSeq},
+			Fence: fence.Fence{Token: fence.MaxToken, Seq: fence.MaxSeq}, State: fence.StateOff},
+		{Actuator: "nope", Outcome: fence.Rejected, Error: `unknown field "colour" <&> ключ`},
+		{ID: "c-4", Actuator: "fan", Outcome: fence.Failed, Command: fence.Fence{Token: 7, Seq: 1},
+			Fence: fence.Fence{Token: 7, Seq: 1}, Error: "drive GPIO18: injected fault"},
+		{ID: "c-5", Actuator: "fan", Outcome: fence.Applied, Command: fence.Fence{Token: 8}, Fence: fence.Fence{Token: 8}},
+	}
+	for _, r := range results {
+		b := EncodeResult(r)
+		got, err := DecodeResult(b)
+		if err != nil {
+			t.Errorf("DecodeResult(EncodeResult(%+v) = %s) error = %v, want nil", r, b, err)
+			continue
+		}
+		if got != r {
+			t.Errorf("DecodeResult(EncodeResult(%+v) = %s) = %+v, want %+v", r, b, got, r)
+		}
+	}
+	for _, bad := range []string{``, `{`, `[]`, `{"state":"maybe"}`, `{"token":-1}`, `{"fence":{"token":"x"}}`} {
+		if got, err := DecodeResult([]byte(bad)); err == nil {
+			t.Errorf("DecodeResult(%q) = %+v, nil, want an error", bad, got)
+		}
+	}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	at := time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
+	outputs := []fence.Output{
+		{Actuator: "pump"},
+		{Actuator: "pump", State: fence.StateOn, Fence: fence.Fence{Token: 42, Seq: 3}, Holder: "ctl-a", ChangedAt: at},
+		{Actuator: "fan", State: fence.StateOff, Fence: fence.Fence{Token: fence.MaxToken, Seq: fence.MaxSeq}, ChangedAt: at.In(time.FixedZone("CET", 3600))},
+		{Actuator: "heater", Fence: fence.Fence{Token: 5}},
+	}
+	for _, o := range outputs {
+		b := EncodeState(o)
+		got, err := DecodeState(b)
+		if err != nil {
+			t.Errorf("DecodeState(EncodeState(%+v) = %s) error = %v, want nil", o, b, err)
+			continue
+		}
+		// The state message does not carry the scope, and times compare by instant.
+		if got.Actuator != o.Actuator || got.State != o.State || got.Fence != o.Fence ||
+			got.Holder != o.Holder || !got.ChangedAt.Equal(o.ChangedAt) || got.Scope != "" {
+			t.Errorf("DecodeState(EncodeState(%+v) = %s) = %+v, want %+v", o, b, got, o)
+		}
+	}
+	// A never-set output has no changed_at time, not the zero time.
+	if b := string(EncodeState(fence.Output{Actuator: "pump"})); !strings.Contains(b, `"changed_at":null`) {
+		t.Errorf("EncodeState(never set) = %s, want changed_at null", b)
+	}
+	for _, bad := range []string{``, `{`, `{"state":"maybe"}`, `{"changed_at":"yesterday"}`} {
+		if got, err := DecodeState([]byte(bad)); err == nil {
+			t.Errorf("DecodeState(%q) = %+v, nil, want an error", bad, got)
+		}
+	}
+}
+
+// FuzzDecodeCommand checks that DecodeCommand never panics, that whatever it
+// accepts is within the protocol's limits, and that EncodeCommand inverts it.
+func FuzzDecodeCommand(f *testing.F) {
+	for _, tt := range validCommands {
+		f.Add([]byte(tt.payload))
+	}
+	for _, tt := range badCommands {
+		f.Add([]byte(tt.payload))
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		c, err := DecodeCommand("pump", payload)
+		if c.Actuator != "pump" {
+			t.Fatalf("DecodeCommand(%q).Actuator = %q, want %q", payload, c.Actuator, "pump")
+		}
+		if len(c.ID) > MaxText || !utf8.ValidString(c.ID) {
+			t.Fatalf("DecodeCommand(%q).ID = %q, want valid UTF-8 of at most %d bytes", payload, c.ID, MaxText)
+		}
+		if err != nil {
+			return
+		}
+		if c.Fence.Token < 1 || c.Fence.Token > fence.MaxToken {
+			t.Fatalf("DecodeCommand(%q).Fence.Token = %d, want 1..2^63-1", payload, c.Fence.Token)
+		}
+		if c.Fence.Seq > fence.MaxSeq {
+			t.Fatalf("DecodeCommand(%q).Fence.Seq = %d, want 0..2^63-1", payload, c.Fence.Seq)
+		}
+		if c.State != fence.StateNone && c.State != fence.StateOn && c.State != fence.StateOff {
+			t.Fatalf("DecodeCommand(%q).State = %d, want none, on or off", payload, c.State)
+		}
+		if len(c.Holder) > MaxText || !utf8.ValidString(c.Holder) {
+			t.Fatalf("DecodeCommand(%q).Holder = %q, want valid UTF-8 of at most %d bytes", payload, c.Holder, MaxText)
+		}
+		enc := EncodeCommand(c)
+		if len(enc) > len(payload) {
+			t.Fatalf("EncodeCommand(DecodeCommand(%q)) = %q, want at most %d bytes (the payload's length)", payload, enc, len(payload))
+		}
+		again, err := DecodeCommand("pump", enc)
+		if err != nil {
+			t.Fatalf("DecodeCommand(EncodeCommand(DecodeCommand(%q)) = %q) error = %v, want nil", payload, enc, err)
+		}
+		if again != c {
+			t.Fatalf("DecodeCommand(EncodeCommand(DecodeCommand(%q)) = %q) = %+v, want %+v", payload, enc, again, c)
+		}
+	})
+}
