@@ -376,3 +376,13 @@ func TestParseErrorsAreNotYAMLInternals(t *testing.T) {
 		}
 	}
 }
+
+func TestExampleConfigParses(t *testing.T) {
+	c, err := Load("../examples/gateway.yaml")
+	if err != nil {
+		t.Fatalf("examples/gateway.yaml: %v", err)
+	}
+	if c.Actuators[1].Scope != "vent" || c.Actuators[2].Scope != "vent" {
+		t.Errorf("vent actuators are in scopes %q and %q, want one scope vent", c.Actuators[1].Scope, c.Actuators[2].Scope)
+	}
+}
