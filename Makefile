@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/gateway
 PKGS    ?= ./...
 
-.PHONY: all build test test-short lint fuzz sim clean
+.PHONY: all build test test-short lint fuzz bench sim clean
 
 all: build
 
@@ -29,6 +29,10 @@ lint:
 ## fuzz: a short run of each fuzz target
 fuzz:
 	$(GO) test ./mqttlink -run '^$$' -fuzz FuzzDecodeCommand -fuzztime 30s
+
+## bench: the fence store against the disk's own commit floor, measured in the same run
+bench:
+	$(GO) test ./fencelog -run '^$$' -bench . -benchtime 2s
 
 ## sim: the simulator with an embedded broker (MQTT on 127.0.0.1:1883, API on 127.0.0.1:8080)
 sim:

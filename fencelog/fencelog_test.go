@@ -394,3 +394,16 @@ func ExampleLog_Admit() {
 	// a-1 stale 42/0
 	// b-7 duplicate 42/0
 }
+
+// No clock decides: with the wall clock jumping back to 1970 (a Pi before
+// NTP) and forward again, every decision is what the pairs alone say.
+func TestClockDoesNotDecide(t *testing.T) {
+	times := []time.Time{time.Unix(0, 0), time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(5, 0)}
+	var i int
+	l, _ := openLog(t, &Options{AuditFlush: -1, Now: func() time.Time { i++; return times[i%len(times)] }})
+	admit(t, l, "s", cmd("b", "x", 42, 0, fence.StateOn), fence.Applied)
+	admit(t, l, "s", cmd("a", "x", 41, 0, fence.StateOff), fence.Stale)
+	admit(t, l, "s", cmd("c", "x", 43, 0, fence.StateOff), fence.Applied)
+	admit(t, l, "s", cmd("b", "x", 42, 0, fence.StateOn), fence.Duplicate)
+	admit(t, l, "s", cmd("d", "x", 42, 9, fence.StateOn), fence.Stale)
+}
