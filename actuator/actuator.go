@@ -135,9 +135,23 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 // Names returns the actuator names in configuration order.
 func (b *Bank) Names() []string { return append([]string(nil), b.order...) }
 
-// Reconcile drives every output according to its boot policy. Call it once
-// at start, before handling commands. It stops at the first failure.
+// Reconcile binds every actuator to its scope in the store (an actuator
+// the configuration moved brings its old scope's fence along, see
+// fencelog.Log.Bind), then drives every output according to its boot
+// policy. Call it once at start, before handling commands. It stops at the
+// first failure.
 func (b *Bank) Reconcile() error {
+	scopes := make(map[string]string, len(b.outs))
+	for name, o := range b.outs {
+		scopes[name] = o.Scope
+	}
+	moved, err := b.log.Bind(scopes)
+	if err != nil {
+		return fmt.Errorf("actuator: %w", err)
+	}
+	for _, name := range moved {
+		b.opts.Logger.Warn("actuator moved to another scope; its old fence came along", "actuator", name, "scope", b.outs[name].Scope)
+	}
 	for _, name := range b.order {
 		o := b.outs[name]
 		mu := b.locks[o.Scope]
@@ -259,6 +273,22 @@ func (b *Bank) Output(name string) (fence.Output, error) {
 		return fence.Output{}, fmt.Errorf("actuator: unknown actuator %q", name)
 	}
 	return b.log.Output(o.Scope, o.Name)
+}
+
+// Peers returns the actuators in the named actuator's fence scope, itself
+// included, in configuration order; nil for an unknown actuator.
+func (b *Bank) Peers(name string) []string {
+	o, ok := b.outs[name]
+	if !ok {
+		return nil
+	}
+	var peers []string
+	for _, n := range b.order {
+		if b.outs[n].Scope == o.Scope {
+			peers = append(peers, n)
+		}
+	}
+	return peers
 }
 
 // Statuses returns every actuator's recorded state and read-back level, in

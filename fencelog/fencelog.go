@@ -39,6 +39,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -71,12 +72,17 @@ var (
 // actuator's boot policy (boot: on or boot: off); the fence is not touched.
 const OutcomeBoot fence.Outcome = "boot"
 
+// OutcomeMoved marks an audit entry for an actuator that the configuration
+// moved to another scope; see Log.Bind.
+const OutcomeMoved fence.Outcome = "moved"
+
 const formatVersion = "1"
 
 var (
 	bucketMeta   = []byte("meta")
 	bucketScopes = []byte("scopes")
 	bucketAudit  = []byte("audit")
+	bucketBind   = []byte("actuators")
 	keyFormat    = []byte("format")
 )
 
@@ -102,7 +108,10 @@ type Options struct {
 
 // Entry is one audit record.
 type Entry struct {
-	// Seq numbers entries in the order they were decided; set when read back.
+	// Seq numbers entries in the order they were written, which is the
+	// order of decisions except that a buffered stale, duplicate or
+	// rejected entry may land just after an applied entry decided later.
+	// Set when read back.
 	Seq      uint64        `json:"seq,omitempty"`
 	At       time.Time     `json:"at"`
 	Scope    string        `json:"scope,omitempty"`
@@ -217,7 +226,7 @@ func Open(path string, opts *Options) (*Log, error) {
 		if v := string(meta.Get(keyFormat)); v != formatVersion {
 			return fmt.Errorf("fencelog: unsupported store format %q (this build reads %q)", v, formatVersion)
 		}
-		for _, name := range [][]byte{bucketScopes, bucketAudit} {
+		for _, name := range [][]byte{bucketScopes, bucketAudit, bucketBind} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -358,6 +367,78 @@ func (l *Log) SetState(scope, actuator string, state fence.State, holder string)
 		return fence.Output{}, l.fail("set state", err)
 	}
 	return out, nil
+}
+
+// Bind records the scope of each actuator (actuator name → scope). An
+// actuator whose recorded scope differs, because the configuration moved it,
+// brings its old scope's fence and its recorded state along: the new scope's
+// fence is raised to at least the old one, so that regrouping actuators can
+// never let a token pass that the old fence had already refused. Bind
+// returns the actuators that moved, and writes (with fsync) only if
+// something changed.
+func (l *Log) Bind(scopes map[string]string) ([]string, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	changed := false
+	if err := l.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketBind)
+		for act, scope := range scopes {
+			if string(b.Get([]byte(act))) != scope {
+				changed = true
+			}
+		}
+		return nil
+	}); err != nil || !changed {
+		return nil, err
+	}
+	var moved []string
+	pending := l.takePending()
+	err := l.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketBind)
+		var audit []Entry
+		for act, scope := range scopes {
+			prev := string(b.Get([]byte(act)))
+			if prev != "" && prev != scope {
+				from, err := readScope(tx, prev)
+				if err != nil {
+					return err
+				}
+				to, err := readScope(tx, scope)
+				if err != nil {
+					return err
+				}
+				if to.Fence.Less(from.Fence) {
+					to.Fence = from.Fence
+				}
+				if o, ok := from.Outputs[act]; ok {
+					if to.Outputs == nil {
+						to.Outputs = make(map[string]outputRecord)
+					}
+					to.Outputs[act] = o
+					delete(from.Outputs, act)
+				}
+				if err := writeScope(tx, prev, from); err != nil {
+					return err
+				}
+				if err := writeScope(tx, scope, to); err != nil {
+					return err
+				}
+				moved = append(moved, act)
+				audit = append(audit, Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: act, Outcome: OutcomeMoved,
+					Fence: to.Fence, Error: fmt.Sprintf("moved from scope %q (fence %s)", prev, from.Fence)})
+			}
+			if err := b.Put([]byte(act), []byte(scope)); err != nil {
+				return err
+			}
+		}
+		return l.appendAudit(tx, append(pending, audit...))
+	})
+	if err != nil {
+		return nil, l.fail("bind", err)
+	}
+	sort.Strings(moved)
+	return moved, nil
 }
 
 // Output returns the recorded state of actuator in scope. An actuator never

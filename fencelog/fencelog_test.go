@@ -407,3 +407,36 @@ func TestClockDoesNotDecide(t *testing.T) {
 	admit(t, l, "s", cmd("b", "x", 42, 0, fence.StateOn), fence.Duplicate)
 	admit(t, l, "s", cmd("d", "x", 42, 9, fence.StateOn), fence.Stale)
 }
+
+// Regrouping actuators never lowers the fence they are behind.
+func TestBindCarriesFences(t *testing.T) {
+	l, _ := openLog(t, nil)
+	if moved, err := l.Bind(map[string]string{"fan": "fan", "heater": "heater"}); err != nil || len(moved) != 0 {
+		t.Fatalf("first Bind = %v, %v; want nothing moved", moved, err)
+	}
+	admit(t, l, "fan", cmd("b", "fan", 42, 0, fence.StateOn), fence.Applied)
+	admit(t, l, "heater", cmd("c", "heater", 7, 0, fence.StateOn), fence.Applied)
+	// Now interlock them in one scope "climate".
+	moved, err := l.Bind(map[string]string{"fan": "climate", "heater": "climate"})
+	if err != nil || strings.Join(moved, ",") != "fan,heater" {
+		t.Fatalf("Bind into climate = %v, %v; want fan and heater moved", moved, err)
+	}
+	admit(t, l, "climate", cmd("a", "heater", 41, 0, fence.StateOff), fence.Stale)
+	out, _ := l.Output("climate", "fan")
+	if out.State != fence.StateOn || out.Fence.Token != 42 {
+		t.Errorf("fan after the move = %+v, want on at fence 42", out)
+	}
+	if moved, _ := l.Bind(map[string]string{"fan": "climate", "heater": "climate"}); len(moved) != 0 {
+		t.Errorf("unchanged Bind moved %v", moved)
+	}
+	es, _ := l.Audit(100)
+	var n int
+	for _, e := range es {
+		if e.Outcome == OutcomeMoved {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("audit trail has %d moved entries, want 2: %+v", n, es)
+	}
+}

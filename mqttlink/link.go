@@ -39,6 +39,9 @@ type Handler interface {
 	Reject(c fence.Command, reason error) fence.Result
 	// Output returns an actuator's recorded state, for the state topic.
 	Output(actuator string) (fence.Output, error)
+	// Peers returns the actuators that share actuator's fence scope,
+	// itself included: their state messages carry the scope's fence.
+	Peers(actuator string) []string
 }
 
 // Options configure Run.
@@ -205,7 +208,9 @@ func serve(ctx context.Context, c mqtt.Client, t Topics, h Handler, name string,
 	}
 	c.Publish(t.Result(name), 1, false, EncodeResult(res))
 	if res.Outcome == fence.Applied || res.Outcome == fence.Failed {
-		publishState(c, t, h, name, nil)
+		for _, peer := range h.Peers(name) {
+			publishState(c, t, h, peer, nil)
+		}
 	}
 }
 

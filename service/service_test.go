@@ -156,6 +156,8 @@ func TestEndToEnd(t *testing.T) {
 		// Interlocked scope: B's fan command fences A's heater command.
 		expect(t, ctl.Send(t, cmd("b-8", "fan", 43, 0, fence.StateOn)), fence.Applied, fence.Fence{Token: 43}, fence.StateOn)
 		expect(t, ctl.Send(t, cmd("a-2", "heater", 42, 9, fence.StateOn)), fence.Stale, fence.Fence{Token: 43}, fence.StateOff)
+		// The heater's state message carries the scope's new fence too.
+		ctl.State(t, "heater", func(o fence.Output) bool { return o.Fence == fence.Fence{Token: 43} && o.State == fence.StateOff })
 		// Active low: on drives the pin low.
 		expect(t, ctl.Send(t, cmd("c-1", "valve", 5, 0, fence.StateOn)), fence.Applied, fence.Fence{Token: 5}, fence.StateOn)
 
