@@ -292,17 +292,23 @@ func (b *Bank) Peers(name string) []string {
 }
 
 // Statuses returns every actuator's recorded state and read-back level, in
-// configuration order.
+// configuration order. Each actuator's pair is read under its scope's lock,
+// so it never shows a command between its record and its drive.
 func (b *Bank) Statuses() ([]Status, error) {
 	out := make([]Status, 0, len(b.order))
 	for _, name := range b.order {
 		o := b.outs[name]
+		mu := b.locks[o.Scope]
+		mu.Lock()
 		rec, err := b.log.Output(o.Scope, o.Name)
+		st := Status{Output: rec, PinName: o.PinName, ActiveLow: o.ActiveLow}
+		if err == nil {
+			st.High, st.LevelErr = o.Pin.Level()
+		}
+		mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
-		st := Status{Output: rec, PinName: o.PinName, ActiveLow: o.ActiveLow}
-		st.High, st.LevelErr = o.Pin.Level()
 		out = append(out, st)
 	}
 	return out, nil
