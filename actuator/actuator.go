@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
@@ -77,6 +78,51 @@ type Bank struct {
 	outs  map[string]*output // immutable after New
 	order []string           // actuator names in configuration order
 	locks map[string]*sync.Mutex
+
+	subMu sync.Mutex // guards subs
+	subs  map[chan Event]struct{}
+}
+
+// Event is one decision, as Subscribe delivers it.
+type Event struct {
+	At     time.Time // wall clock, for people only
+	Scope  string
+	Holder string
+	State  fence.State // the state the command asked for
+	Result fence.Result
+}
+
+// Subscribe returns a channel of decisions and a function that ends the
+// subscription. Delivery never blocks a decision: a subscriber that falls
+// more than buf events behind misses events.
+func (b *Bank) Subscribe(buf int) (<-chan Event, func()) {
+	ch := make(chan Event, buf)
+	b.subMu.Lock()
+	if b.subs == nil {
+		b.subs = make(map[chan Event]struct{})
+	}
+	b.subs[ch] = struct{}{}
+	b.subMu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			b.subMu.Lock()
+			delete(b.subs, ch)
+			b.subMu.Unlock()
+		})
+	}
+}
+
+func (b *Bank) emit(c fence.Command, scope string, res fence.Result) {
+	e := Event{At: time.Now(), Scope: scope, Holder: c.Holder, State: c.State, Result: res}
+	b.subMu.Lock()
+	defer b.subMu.Unlock()
+	for ch := range b.subs {
+		select {
+		case ch <- e:
+		default:
+		}
+	}
 }
 
 type output struct {
@@ -91,6 +137,9 @@ type Status struct {
 	// High is the level read back from the pin; valid if LevelErr is nil.
 	High     bool
 	LevelErr error
+	// Drives counts the drives of the pin by this process, for boards that
+	// count them (the sim board); nil otherwise.
+	Drives *uint64
 }
 
 // New builds a Bank over log. Actuator names must be unique and non-empty,
@@ -208,8 +257,13 @@ func (b *Bank) Handle(ctx context.Context, c fence.Command) fence.Result {
 	}
 	mu := b.locks[o.Scope]
 	mu.Lock()
-	defer mu.Unlock()
+	res := b.handle(o, c)
+	mu.Unlock()
+	b.emit(c, o.Scope, res)
+	return res
+}
 
+func (b *Bank) handle(o *output, c fence.Command) fence.Result {
 	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}
 	adm, err := b.log.Admit(o.Scope, c)
 	if err != nil {
@@ -263,8 +317,12 @@ func (b *Bank) Reject(c fence.Command, reason error) fence.Result {
 		}
 	}
 	b.log.Record(e)
+	b.emit(c, e.Scope, res)
 	return res
 }
+
+// Audit returns up to n of the newest audit entries, oldest first.
+func (b *Bank) Audit(n int) ([]fencelog.Entry, error) { return b.log.Audit(n) }
 
 // Output returns the recorded state of the named actuator.
 func (b *Bank) Output(name string) (fence.Output, error) {
@@ -304,6 +362,10 @@ func (b *Bank) Statuses() ([]Status, error) {
 		st := Status{Output: rec, PinName: o.PinName, ActiveLow: o.ActiveLow}
 		if err == nil {
 			st.High, st.LevelErr = o.Pin.Level()
+			if c, ok := o.Pin.(interface{ Drives() uint64 }); ok {
+				n := c.Drives()
+				st.Drives = &n
+			}
 		}
 		mu.Unlock()
 		if err != nil {

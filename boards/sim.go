@@ -20,13 +20,14 @@ import (
 type Sim struct {
 	path string
 
-	mu     sync.Mutex // guards faults and serialises latch writes
+	mu     sync.Mutex // guards faults and drives, and serialises latch writes
 	faults map[string]error
+	drives map[string]uint64
 }
 
 // OpenSim opens (or creates) the latch file at path.
 func OpenSim(path string) (*Sim, error) {
-	s := &Sim{path: path, faults: make(map[string]error)}
+	s := &Sim{path: path, faults: make(map[string]error), drives: make(map[string]uint64)}
 	if _, err := ReadLatch(path); err != nil {
 		return nil, err
 	}
@@ -129,6 +130,7 @@ func (s *Sim) write(pin string, high bool) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("boards: sim latch: %w", err)
 	}
+	s.drives[pin]++
 	return nil
 }
 
@@ -141,6 +143,14 @@ func (p *simPin) String() string { return "sim " + Describe(p.name) }
 
 // Out implements Pin.
 func (p *simPin) Out(high bool) error { return p.board.write(p.name, high) }
+
+// Drives returns how often this process drove the pin, so that a test or
+// a scenario can see that a redelivered command was not driven twice.
+func (p *simPin) Drives() uint64 {
+	p.board.mu.Lock()
+	defer p.board.mu.Unlock()
+	return p.board.drives[p.name]
+}
 
 // Level implements Pin: it reads the latch file.
 func (p *simPin) Level() (bool, error) {
