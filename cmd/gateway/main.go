@@ -4,7 +4,8 @@
 // Usage:
 //
 //	gateway run --config gateway.yaml [--init]   run the gateway
-//	gateway sim [flags]                          run the laptop simulator (embedded broker)
+//	gateway sim [flags]                          run the laptop simulator (embedded broker, dashboard)
+//	gateway sim scenario NAME                    play a scenario; exit 0 on PASS, 1 on FAIL
 //	gateway check --config gateway.yaml          check a configuration and exit
 //	gateway inspect --store fence.db             print fences, states and the audit trail
 //	gateway version
@@ -28,7 +29,8 @@ const usage = `gateway: fencegate, fenced MQTT commands for physical actuators
 
 Usage:
   gateway run --config FILE [--init]   run the gateway (--init creates a missing store)
-  gateway sim [flags]                  run the simulator with an embedded broker (see gateway sim -h)
+  gateway sim [flags]                  run the simulator: embedded broker, dashboard (see gateway sim -h)
+  gateway sim scenario NAME            play a scenario against the simulator (exit 0 on PASS)
   gateway check --config FILE          check a configuration and exit
   gateway inspect --store FILE         print fences, states and recent audit entries
   gateway version                      print the version
@@ -48,7 +50,9 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
+		if !errors.Is(err, errScenarioFailed) {
+			fmt.Fprintln(os.Stderr, "gateway:", err)
+		}
 		var ue errUsage
 		if errors.As(err, &ue) {
 			os.Exit(2)

@@ -7,9 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sort"
+	"syscall"
 
 	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
 	"github.com/fencegate/fencegate/service"
 )
@@ -49,6 +52,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	cfgPath := fs.String("config", "", "configuration file (YAML)")
 	initStore := fs.Bool("init", false, "create the fence store if it is missing")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	crashFile := fs.String("sim-crash-file", "", "sim board only (used by the simulator's crash scenario): after a durable commit, if this file exists, remove it and die by SIGKILL before driving")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -60,7 +64,14 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	err = service.Run(ctx, cfg, service.Options{Init: *initStore, Logger: log, AfterCommit: failpoint()})
+	afterCommit := failpoint()
+	if *crashFile != "" {
+		if cfg.Board != config.BoardSim {
+			return usageErr("--sim-crash-file works only with board: sim")
+		}
+		afterCommit = simCrash(*crashFile)
+	}
+	err = service.Run(ctx, cfg, service.Options{Init: *initStore, Logger: log, AfterCommit: afterCommit})
 	if errors.Is(err, fencelog.ErrNotExist) || errors.Is(err, fencelog.ErrNotStore) {
 		return errUsage{err}
 	}
@@ -124,4 +135,15 @@ func cmdInspect(args []string, stdout, stderr io.Writer) error {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// simCrash is the simulator's crash point between the fsync and the drive:
+// armed by creating file, it fires once.
+func simCrash(file string) func(fence.Command) {
+	return func(fence.Command) {
+		if os.Remove(file) == nil {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // never drive
+		}
+	}
 }

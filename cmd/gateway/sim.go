@@ -7,22 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
-	"github.com/fencegate/fencegate/config"
-	"github.com/fencegate/fencegate/service"
+	"github.com/fencegate/fencegate/mqttbroker"
 	"github.com/fencegate/fencegate/sim"
 )
 
-// simActuators are the simulator's example outputs: fan and heater are
-// interlocked in one scope ("climate"), so one lease fences both.
-var simActuators = []config.Actuator{
-	{Name: "pump", Pin: "GPIO17", Boot: "last"},
-	{Name: "valve", Pin: "GPIO27", Boot: "last"},
-	{Name: "fan", Pin: "GPIO22", Boot: "last", Scope: "climate"},
-	{Name: "heater", Pin: "GPIO23", Boot: "off", Scope: "climate"},
-}
-
-func defaultSimStore() string {
+func defaultSimDir() string {
 	dir := os.Getenv("XDG_STATE_HOME")
 	if dir == "" {
 		if home, err := os.UserHomeDir(); err == nil {
@@ -31,75 +23,153 @@ func defaultSimStore() string {
 			dir = os.TempDir()
 		}
 	}
-	return filepath.Join(dir, "fencegate", "sim", "fence.db")
+	return filepath.Join(dir, "fencegate", "sim")
+}
+
+// gatewayCommand is how the simulator starts the gateway: this binary.
+func gatewayCommand() ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("cannot find this program to run the gateway: %w", err)
+	}
+	return []string{exe}, nil
+}
+
+type simFlags struct {
+	listen, external, httpAddr, dir, id, level *string
+}
+
+func addSimFlags(fs interface {
+	String(name, value, usage string) *string
+}, dir string) simFlags {
+	return simFlags{
+		listen:   fs.String("mqtt", "127.0.0.1:1883", "address of the embedded MQTT broker"),
+		external: fs.String("broker", "", "use this broker (e.g. tcp://127.0.0.1:1883) instead of the embedded one"),
+		httpAddr: fs.String("http", "127.0.0.1:8080", "address of the dashboard"),
+		dir:      fs.String("dir", dir, "the simulator's directory: fence store, latch, generated configuration"),
+		id:       fs.String("id", "sim", "gateway id, used in topics"),
+		level:    fs.String("log-level", "warn", "log level: debug, info, warn, error"),
+	}
+}
+
+func startSim(ctx context.Context, f simFlags, stderr io.Writer) (*sim.Sim, error) {
+	log, err := newLogger(stderr, *f.level)
+	if err != nil {
+		return nil, err
+	}
+	gw, err := gatewayCommand()
+	if err != nil {
+		return nil, err
+	}
+	s, err := sim.Start(ctx, sim.Options{MQTTAddr: *f.listen, Broker: *f.external, HTTPAddr: *f.httpAddr,
+		Dir: *f.dir, GatewayID: *f.id, Gateway: gw, Logger: log})
+	switch {
+	case errors.Is(err, mqttbroker.ErrAddrInUse):
+		return nil, fmt.Errorf("%s is already in use (is a Mosquitto running?): start with --mqtt 127.0.0.1:1884 for another port, or --broker tcp://%s to use that broker", *f.listen, *f.listen)
+	case errors.Is(err, sim.ErrHTTPInUse):
+		return nil, fmt.Errorf("%s is already in use (is another simulator running? see http://%s): start with --http 127.0.0.1:8081", *f.httpAddr, *f.httpAddr)
+	}
+	return s, err
 }
 
 func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "scenario" {
+		return cmdScenario(ctx, args[1:], stdout, stderr)
+	}
 	fs := newFlags("sim", stderr)
-	listen := fs.String("mqtt", "127.0.0.1:1883", "address of the embedded MQTT broker")
-	external := fs.String("broker", "", "use this broker (e.g. tcp://127.0.0.1:1883) instead of the embedded one")
-	httpAddr := fs.String("http", "127.0.0.1:8080", "address of the JSON API (\"\" disables)")
-	store := fs.String("store", defaultSimStore(), "fence store of the simulator (created if missing)")
-	id := fs.String("id", "sim", "gateway id, used in topics")
-	level := fs.String("log-level", "warn", "log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage:\n  gateway sim [flags]                 run the simulator\n  gateway sim scenario NAME [flags]   play a scenario (%s)\n\nFlags:\n", strings.Join(sim.ScenarioNames(), ", "))
+		fs.PrintDefaults()
+	}
+	f := addSimFlags(fs, defaultSimDir())
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	log, err := newLogger(stderr, *level)
+	s, err := startSim(ctx, f, stderr)
 	if err != nil {
 		return err
 	}
+	defer s.Close()
+	host, port := brokerHostPort(s.BrokerURL)
+	kind := " (embedded)"
+	if *f.external != "" {
+		kind = ""
+	}
+	fmt.Fprintf(stdout, `fencegate simulator ready
+  dashboard: http://%s
+  broker:    %s%s
+  store:     %s (latch: %s)
+  actuators: pump, valve, fan + heater (one scope: climate)
+try:
+  mosquitto_pub -h %s -p %s -q 1 -t %s/%s/pump/set -m '{"id":"try-1","token":42,"state":"on","holder":"me"}'
+  gateway sim scenario paused-controller     (or press a scenario button on the dashboard)
+stop with Ctrl-C
+`, s.HTTPAddr, s.BrokerURL, kind, s.Store, s.Latch, host, port, sim.Prefix, *f.id)
+	<-ctx.Done()
+	return nil
+}
 
-	brokerURL := *external
-	if brokerURL == "" {
-		b, err := sim.StartBroker(*listen, log.With("component", "broker"))
-		if errors.Is(err, sim.ErrAddrInUse) {
-			return fmt.Errorf("%s is already in use (is a Mosquitto running?): start with --mqtt 127.0.0.1:1884 for another port, or --broker tcp://%s to use that broker", *listen, *listen)
-		}
+func cmdScenario(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("sim scenario", stderr)
+	simURL := fs.String("sim", "http://127.0.0.1:8080", "the running simulator to play against; if none answers there, one is started on free ports")
+	delay := fs.Duration("delay", 800*time.Millisecond, "pause between steps")
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if name == "" {
+		return usageErr("which scenario? %s", strings.Join(sim.ScenarioNames(), ", "))
+	}
+	found := false
+	for _, n := range sim.ScenarioNames() {
+		found = found || n == name
+	}
+	if !found {
+		return usageErr("unknown scenario %q (scenarios: %s)", name, strings.Join(sim.ScenarioNames(), ", "))
+	}
+	url := strings.TrimSuffix(*simURL, "/")
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err := sim.FetchInfo(pctx, url)
+	cancel()
+	if err != nil {
+		dir, err := os.MkdirTemp("", "fencegate-scenario-")
 		if err != nil {
 			return err
 		}
-		defer b.Close()
-		brokerURL = b.URL()
-	}
-
-	cfgText := fmt.Sprintf("id: %s\nmqtt: {broker: %q}\nstore: %q\nboard: sim\nhttp: %q\nactuators:\n", *id, brokerURL, *store, *httpAddr)
-	for _, a := range simActuators {
-		cfgText += fmt.Sprintf("  - {name: %s, pin: %s, boot: %s, scope: %q}\n", a.Name, a.Pin, a.Boot, a.Scope)
-	}
-	cfg, err := config.Parse([]byte(cfgText))
-	if err != nil {
-		return errUsage{err}
-	}
-	return service.Run(ctx, cfg, service.Options{Init: true, Logger: log, Ready: func(info service.Info) {
-		fmt.Fprintf(stdout, "fencegate simulator ready\n")
-		fmt.Fprintf(stdout, "  broker:    %s%s\n", brokerURL, map[bool]string{true: " (embedded)", false: ""}[*external == ""])
-		if info.HTTP != "" {
-			fmt.Fprintf(stdout, "  api:       http://%s/api/actuators\n", info.HTTP)
+		defer os.RemoveAll(dir)
+		fmt.Fprintf(stdout, "no simulator at %s; starting one on free ports\n", url)
+		port := "127.0.0.1:0"
+		f := simFlags{listen: &port, external: new(string), httpAddr: &port, dir: &dir, id: ptr("sim"), level: ptr("warn")}
+		s, err := startSim(ctx, f, io.Discard)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(stdout, "  store:     %s\n  latch:     %s\n", info.Store, info.Latch)
-		fmt.Fprintf(stdout, "  actuators: pump, valve, fan+heater (one scope: climate)\n")
-		host, port := brokerHostPort(brokerURL)
-		fmt.Fprintf(stdout, "try:\n  mosquitto_sub -h %s -p %s -t '%s/%s/+/result' -v &\n", host, port, cfg.MQTT.TopicPrefix, cfg.ID)
-		fmt.Fprintf(stdout, "  mosquitto_pub -h %s -p %s -q 1 -t %s/%s/pump/set -m '{\"id\":\"try-1\",\"token\":42,\"state\":\"on\",\"holder\":\"me\"}'\n", host, port, cfg.MQTT.TopicPrefix, cfg.ID)
-		fmt.Fprintf(stdout, "stop with Ctrl-C\n")
-	}})
+		defer s.Close()
+		url = "http://" + s.HTTPAddr
+	} else {
+		fmt.Fprintf(stdout, "playing against the simulator at %s (watch it on its dashboard)\n", url)
+	}
+	v, err := sim.RunScenario(ctx, name, sim.Env{SimURL: url, Delay: *delay, Out: stdout})
+	if err != nil {
+		return err
+	}
+	if !v.Pass {
+		return errScenarioFailed
+	}
+	return nil
 }
 
+var errScenarioFailed = errors.New("scenario failed")
+
+func ptr[T any](v T) *T { return &v }
+
 func brokerHostPort(u string) (string, string) {
-	var host, port string
-	rest := u
-	if i := len("tcp://"); len(u) > i && u[:i] == "tcp://" {
-		rest = u[i:]
+	rest := strings.TrimPrefix(u, "tcp://")
+	if i := strings.LastIndexByte(rest, ':'); i >= 0 {
+		return rest[:i], rest[i+1:]
 	}
-	for i := len(rest) - 1; i >= 0; i-- {
-		if rest[i] == ':' {
-			host, port = rest[:i], rest[i+1:]
-			break
-		}
-	}
-	if host == "" {
-		return rest, "1883"
-	}
-	return host, port
+	return rest, "1883"
 }

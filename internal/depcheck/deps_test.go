@@ -57,7 +57,7 @@ func TestDependencyDirection(t *testing.T) {
 		{"httpapi", []string{paho, mochi, gpio}},
 		// The run path: everything `gateway run` uses. The embedded broker
 		// belongs to the simulator only.
-		{"service", []string{mochi, mod + "sim"}},
+		{"service", []string{mochi, mod + "sim", mod + "mqttbroker"}},
 	}
 	// A positive control, so that an empty listing cannot pass.
 	if got := strings.Join(deps(t, "service"), " "); !strings.Contains(got, paho) || !strings.Contains(got, bbolt) {

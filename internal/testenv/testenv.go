@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/sim"
+	"github.com/fencegate/fencegate/mqttbroker"
 )
 
 // InCI reports whether the tests run under CI, where nothing may skip.
@@ -60,7 +60,7 @@ func FreePort(t testing.TB) int {
 // port and returns its URL. It stops when t ends.
 func EmbeddedBroker(t testing.TB) string {
 	t.Helper()
-	b, err := sim.StartBroker("127.0.0.1:0", nil)
+	b, err := mqttbroker.Start("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatalf("embedded broker: %v", err)
 	}

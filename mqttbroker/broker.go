@@ -1,10 +1,8 @@
-// Package sim is fencegate's laptop simulator: an embedded MQTT broker and
-// example configurations, so that the gateway can be seen and tested without
-// a Raspberry Pi or an installed broker.
-//
-// The embedded broker is github.com/mochi-mqtt/server/v2. Only this package
-// (and tests) import it; the path that `gateway run` takes does not.
-package sim
+// Package mqttbroker is the embedded MQTT broker of the simulator and of the
+// tests: github.com/mochi-mqtt/server/v2 on a loopback address, allowing
+// every client. Only the simulator and tests import it; the path that
+// `gateway run` takes does not (a dependency test says so).
+package mqttbroker
 
 import (
 	"errors"
@@ -20,7 +18,7 @@ import (
 
 // ErrAddrInUse is returned by StartBroker when the address is taken, for
 // example by a Mosquitto already running on 1883.
-var ErrAddrInUse = errors.New("sim: address already in use")
+var ErrAddrInUse = errors.New("mqttbroker: address already in use")
 
 // Broker is a running embedded MQTT broker that allows every client.
 type Broker struct {
@@ -28,26 +26,26 @@ type Broker struct {
 	addr string
 }
 
-// StartBroker starts a broker listening on addr ("127.0.0.1:0" picks a
+// Start starts a broker listening on addr ("127.0.0.1:0" picks a
 // free port). Close stops it.
-func StartBroker(addr string, log *slog.Logger) (*Broker, error) {
+func Start(addr string, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: log})
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		return nil, fmt.Errorf("sim: broker: %w", err)
+		return nil, fmt.Errorf("mqttbroker: %w", err)
 	}
 	tcp := listeners.NewTCP(listeners.Config{ID: "tcp", Address: addr})
 	if err := srv.AddListener(tcp); err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, fmt.Errorf("%w: %s", ErrAddrInUse, addr)
 		}
-		return nil, fmt.Errorf("sim: broker listen %s: %w", addr, err)
+		return nil, fmt.Errorf("mqttbroker: listen %s: %w", addr, err)
 	}
 	if err := srv.Serve(); err != nil {
 		srv.Close()
-		return nil, fmt.Errorf("sim: broker: %w", err)
+		return nil, fmt.Errorf("mqttbroker: %w", err)
 	}
 	return &Broker{srv: srv, addr: tcp.Address()}, nil
 }

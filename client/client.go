@@ -1,0 +1,202 @@
+// Package client is the controller side of fencegate's protocol: it sends
+// tokenized commands to a gateway over MQTT and returns the gateway's typed
+// answers. A stale answer is normal recovery, not a transport error: it
+// carries the gateway's current fence and state so that the controller can
+// reread and decide.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/mqttlink"
+)
+
+// ErrTimeout is returned by Send when no answer arrived in time. The
+// command may or may not have been decided: reread the state, and resend
+// with the same id, token and seq (a duplicate is answered, never driven
+// twice).
+var ErrTimeout = errors.New("client: no answer from the gateway")
+
+// Options configure Dial.
+type Options struct {
+	Broker    string // e.g. tcp://127.0.0.1:1883
+	Prefix    string // topic prefix; default "fencegate"
+	GatewayID string
+	ClientID  string // default: a unique id
+	Username  string
+	Password  string
+}
+
+// Client is a connected controller. Its methods are safe for concurrent use.
+type Client struct {
+	topics mqttlink.Topics
+	c      mqtt.Client
+	ids    atomic.Uint64
+	prefix string
+
+	mu      sync.Mutex
+	waiting map[string]chan fence.Result
+	states  map[string]fence.Output
+	status  string
+	changed chan struct{} // closed and replaced on every state or status message
+}
+
+var clientSeq atomic.Uint64
+
+// Dial connects to the broker and subscribes to the gateway's answers,
+// states and status.
+func Dial(ctx context.Context, o Options) (*Client, error) {
+	if o.Prefix == "" {
+		o.Prefix = "fencegate"
+	}
+	if o.ClientID == "" {
+		o.ClientID = fmt.Sprintf("fencegate-ctl-%d-%d", time.Now().UnixNano(), clientSeq.Add(1))
+	}
+	cl := &Client{topics: mqttlink.Topics{Prefix: o.Prefix, GatewayID: o.GatewayID},
+		waiting: map[string]chan fence.Result{}, states: map[string]fence.Output{}, changed: make(chan struct{}),
+		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000)}
+	opts := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID).
+		SetUsername(o.Username).SetPassword(o.Password).SetCleanSession(true).
+		SetAutoReconnect(true).SetConnectTimeout(5 * time.Second).SetOrderMatters(false)
+	cl.c = mqtt.NewClient(opts)
+	if err := wait(ctx, cl.c.Connect()); err != nil {
+		return nil, fmt.Errorf("client: connect %s: %w", o.Broker, err)
+	}
+	base := o.Prefix + "/" + o.GatewayID + "/"
+	subs := map[string]byte{base + "+/result": 1, base + "+/state": 1, cl.topics.Status(): 1}
+	if err := wait(ctx, cl.c.SubscribeMultiple(subs, cl.receive)); err != nil {
+		cl.c.Disconnect(0)
+		return nil, fmt.Errorf("client: subscribe: %w", err)
+	}
+	return cl, nil
+}
+
+func wait(ctx context.Context, t mqtt.Token) error {
+	select {
+	case <-t.Done():
+		return t.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
+	topic := m.Topic()
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	switch {
+	case topic == cl.topics.Status():
+		cl.status = string(m.Payload())
+		cl.notify()
+	case len(topic) > 6 && topic[len(topic)-6:] == "/state":
+		if o, err := mqttlink.DecodeState(m.Payload()); err == nil {
+			cl.states[o.Actuator] = o
+			cl.notify()
+		}
+	default:
+		r, err := mqttlink.DecodeResult(m.Payload())
+		if err != nil {
+			return
+		}
+		if ch := cl.waiting[r.ID]; ch != nil {
+			delete(cl.waiting, r.ID)
+			ch <- r
+		}
+	}
+}
+
+func (cl *Client) notify() {
+	close(cl.changed)
+	cl.changed = make(chan struct{})
+}
+
+// Send publishes c (QoS 1) and waits for its answer. An empty c.ID is
+// replaced by a unique one. Every answer (applied, duplicate, stale,
+// rejected, failed) is returned as a Result with a nil error; the error is
+// ErrTimeout or a transport or context error.
+func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, error) {
+	if c.ID == "" {
+		c.ID = cl.prefix + fmt.Sprint(cl.ids.Add(1))
+	}
+	ch := make(chan fence.Result, 1)
+	cl.mu.Lock()
+	cl.waiting[c.ID] = ch
+	cl.mu.Unlock()
+	defer func() {
+		cl.mu.Lock()
+		delete(cl.waiting, c.ID)
+		cl.mu.Unlock()
+	}()
+	if err := wait(ctx, cl.c.Publish(cl.topics.Set(c.Actuator), 1, false, mqttlink.EncodeCommand(c))); err != nil {
+		return fence.Result{}, fmt.Errorf("client: publish: %w", err)
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fence.Result{}, ErrTimeout
+		}
+		return fence.Result{}, ctx.Err()
+	}
+}
+
+// State returns the latest retained state seen for actuator.
+func (cl *Client) State(actuator string) (fence.Output, bool) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	o, ok := cl.states[actuator]
+	return o, ok
+}
+
+// WaitState waits until actuator's state satisfies ok.
+func (cl *Client) WaitState(ctx context.Context, actuator string, ok func(fence.Output) bool) (fence.Output, error) {
+	for {
+		cl.mu.Lock()
+		o, have := cl.states[actuator]
+		ch := cl.changed
+		cl.mu.Unlock()
+		if have && (ok == nil || ok(o)) {
+			return o, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return o, fmt.Errorf("client: state of %s: %w", actuator, ctx.Err())
+		}
+	}
+}
+
+// WaitStatus waits until the gateway's status is want ("online" or "offline").
+func (cl *Client) WaitStatus(ctx context.Context, want string) error {
+	for {
+		cl.mu.Lock()
+		s, ch := cl.status, cl.changed
+		cl.mu.Unlock()
+		if s == want {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("client: gateway status is %q, want %q: %w", s, want, ctx.Err())
+		}
+	}
+}
+
+// Publish sends a raw payload to topic with QoS 1, for tools that speak to
+// other topics on the same broker.
+func (cl *Client) Publish(ctx context.Context, topic string, payload []byte, retained bool) error {
+	return wait(ctx, cl.c.Publish(topic, 1, retained, payload))
+}
+
+// Close disconnects.
+func (cl *Client) Close() { cl.c.Disconnect(100) }

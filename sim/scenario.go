@@ -1,0 +1,484 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/httpapi"
+	"github.com/fencegate/fencegate/mqttlink"
+)
+
+// ScenarioInfo names and describes a scenario.
+type ScenarioInfo struct {
+	Name        string `json:"name"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+}
+
+// Verdict is a scenario's result.
+type Verdict struct {
+	Pass bool   `json:"pass"`
+	Text string `json:"text"`
+}
+
+// Env is where a scenario plays: a running simulator.
+type Env struct {
+	// SimURL is the simulator's dashboard URL, e.g. http://127.0.0.1:8080.
+	SimURL string
+	// Delay is the pause between steps, so that people can follow them
+	// on the dashboard; zero plays at full speed.
+	Delay time.Duration
+	// Out, if set, receives every step and the verdict as text.
+	Out io.Writer
+}
+
+type scenario struct {
+	info ScenarioInfo
+	run  func(ctx context.Context, r *run) Verdict
+}
+
+var scenarioOrder = []scenario{
+	{ScenarioInfo{"paused-controller", "Paused controller",
+		"A gets token N and pauses; B gets N+1 and switches the pump off; A wakes and sends its old command: stale."}, pausedController},
+	{ScenarioInfo{"duplicate-delivery", "Duplicate delivery",
+		"A QoS 1 redelivery of an applied command is answered duplicate and driven once."}, duplicateDelivery},
+	{ScenarioInfo{"crash-and-reconcile", "Crash and reconcile",
+		"The gateway is killed between its fsync and the drive; after the restart the output is reconciled to the record."}, crashAndReconcile},
+	{ScenarioInfo{"unfenced", "Unfenced (simulation only)",
+		"The paused-controller story against the fenced pump and an unfenced twin side by side: the stale write wins only on the twin."}, unfenced},
+}
+
+var scenarios = func() map[string]scenario {
+	m := map[string]scenario{}
+	for _, s := range scenarioOrder {
+		m[s.info.Name] = s
+	}
+	return m
+}()
+
+func scenarioInfos() []ScenarioInfo {
+	out := make([]ScenarioInfo, 0, len(scenarioOrder))
+	for _, s := range scenarioOrder {
+		out = append(out, s.info)
+	}
+	return out
+}
+
+// ScenarioNames lists the scenarios in their order.
+func ScenarioNames() []string {
+	var names []string
+	for _, s := range scenarioOrder {
+		names = append(names, s.info.Name)
+	}
+	return names
+}
+
+// ErrUnknownScenario is returned by RunScenario for a name it does not know.
+var ErrUnknownScenario = errors.New("sim: unknown scenario")
+
+// FetchInfo reads a running simulator's description (GET /api/sim).
+func FetchInfo(ctx context.Context, simURL string) (Info, error) {
+	var info Info
+	err := getJSON(ctx, simURL+"/api/sim", &info)
+	return info, err
+}
+
+// RunScenario plays a scenario against the simulator at env.SimURL, over
+// MQTT with simulated controllers, and reports each step to env.Out and to
+// the simulator's dashboard. The error is for failures to play at all; a
+// scenario that played and found the gateway wrong returns a failing
+// Verdict.
+func RunScenario(ctx context.Context, name string, env Env) (Verdict, error) {
+	sc, ok := scenarios[name]
+	if !ok {
+		return Verdict{}, fmt.Errorf("%w %q (scenarios: %s)", ErrUnknownScenario, name, strings.Join(ScenarioNames(), ", "))
+	}
+	info, err := FetchInfo(ctx, env.SimURL)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("sim: no simulator at %s: %w", env.SimURL, err)
+	}
+	ctl, err := client.Dial(ctx, client.Options{Broker: info.Broker, Prefix: info.Prefix, GatewayID: info.GatewayID})
+	if err != nil {
+		return Verdict{}, err
+	}
+	defer ctl.Close()
+	r := &run{env: env, info: info, ctl: ctl, name: name}
+	r.event("start", map[string]string{"scenario": name})
+	if env.Out != nil {
+		fmt.Fprintf(env.Out, "scenario %s: %s\n", name, sc.info.Description)
+	}
+	v := sc.run(ctx, r)
+	if ctx.Err() != nil && v.Pass {
+		v = Verdict{false, "interrupted: " + ctx.Err().Error()}
+	}
+	r.event("verdict", map[string]any{"scenario": name, "pass": v.Pass, "text": v.Text})
+	if env.Out != nil {
+		word := "PASS"
+		if !v.Pass {
+			word = "FAIL"
+		}
+		fmt.Fprintf(env.Out, "%s %s: %s\n", word, name, v.Text)
+	}
+	return v, nil
+}
+
+// run is one playing of a scenario.
+type run struct {
+	env  Env
+	info Info
+	ctl  *client.Client
+	name string
+	step int
+}
+
+type narration struct {
+	Event string          `json:"event"`
+	Data  json.RawMessage `json:"data"`
+}
+
+func (r *run) event(name string, data any) {
+	b, _ := json.Marshal(data)
+	msg, _ := json.Marshal(narration{Event: name, Data: b})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r.ctl.Publish(ctx, NarrationTopic(r.info.GatewayID), msg, false)
+}
+
+// say reports a step. kind is controller, gateway, check, bad or info.
+func (r *run) say(kind, format string, a ...any) {
+	r.step++
+	text := fmt.Sprintf(format, a...)
+	if r.env.Out != nil {
+		fmt.Fprintf(r.env.Out, "%2d. %s\n", r.step, text)
+	}
+	r.event("step", map[string]string{"scenario": r.name, "kind": kind, "text": text})
+}
+
+func (r *run) pause(ctx context.Context) {
+	if r.env.Delay <= 0 {
+		return
+	}
+	select {
+	case <-time.After(r.env.Delay):
+	case <-ctx.Done():
+	}
+}
+
+func (r *run) fail(format string, a ...any) Verdict {
+	text := fmt.Sprintf(format, a...)
+	r.say("bad", "%s", text)
+	return Verdict{false, text}
+}
+
+func getJSON(ctx context.Context, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// actuator reads an actuator through the gateway's API (via the simulator).
+func (r *run) actuator(ctx context.Context, name string) (httpapi.Actuator, error) {
+	var list []httpapi.Actuator
+	if err := getJSON(ctx, r.env.SimURL+"/api/actuators", &list); err != nil {
+		return httpapi.Actuator{}, err
+	}
+	for _, a := range list {
+		if a.Name == name {
+			return a, nil
+		}
+	}
+	return httpapi.Actuator{}, fmt.Errorf("no actuator %q", name)
+}
+
+// waitLevel waits until the pin of actuator reads back as on (high) or off.
+func (r *run) waitLevel(ctx context.Context, name string, on bool) (httpapi.Actuator, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	want := map[bool]string{true: "high", false: "low"}[on]
+	for {
+		a, err := r.actuator(ctx, name)
+		if err == nil && a.Level == want {
+			return a, nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("%s reads %s, want %s", name, a.Level, want)
+			}
+			return a, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// lease is the scenario's stand-in for a lease service: it grants strictly
+// increasing tokens, starting above the scope's current fence.
+type lease struct{ next uint64 }
+
+func (r *run) newLease(ctx context.Context, actuator string) (*lease, error) {
+	a, err := r.actuator(ctx, actuator)
+	if err != nil {
+		return nil, err
+	}
+	return &lease{next: a.Fence.Token + 1}, nil
+}
+
+func (l *lease) grant() uint64 { t := l.next; l.next++; return t }
+
+func (r *run) send(ctx context.Context, c fence.Command) (fence.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	return r.ctl.Send(ctx, c)
+}
+
+func cmd(holder, actuator string, token, seq uint64, s fence.State) fence.Command {
+	return fence.Command{Holder: holder, Actuator: actuator, Fence: fence.Fence{Token: token, Seq: seq}, State: s}
+}
+
+// story plays the paused-controller story; twin, if set, also receives
+// every command without a fence.
+func story(ctx context.Context, r *run, twin bool) Verdict {
+	const act = "pump"
+	l, err := r.newLease(ctx, act)
+	if err != nil {
+		return r.fail("cannot read the pump: %v", err)
+	}
+	send := func(c fence.Command) (fence.Result, error) {
+		if twin {
+			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if err := r.ctl.Publish(tctx, TwinTopic(r.info.GatewayID, act), mqttlink.EncodeCommand(c), false); err != nil {
+				return fence.Result{}, err
+			}
+		}
+		return r.send(ctx, c)
+	}
+	t0 := l.grant()
+	r.say("controller", "Setup: controller-0 holds token %d and switches the pump on.", t0)
+	if res, err := send(cmd("controller-0", act, t0, 0, fence.StateOn)); err != nil || res.Outcome != fence.Applied {
+		return r.fail("setup command: %v %s %s", err, res.Outcome, res.Error)
+	}
+	r.pause(ctx)
+	tA := l.grant()
+	r.say("controller", "The lease service grants controller A token %d. A prepares \"pump on\"…", tA)
+	r.pause(ctx)
+	r.say("controller", "…and pauses before publishing it (a GC stop, a partition, a slow network).")
+	r.pause(ctx)
+	tB := l.grant()
+	r.say("info", "A's lease expires. The lease service grants controller B token %d.", tB)
+	r.pause(ctx)
+	r.say("controller", "B publishes \"pump off\" with token %d.", tB)
+	res, err := send(cmd("controller-b", act, tB, 0, fence.StateOff))
+	if err != nil || res.Outcome != fence.Applied {
+		return r.fail("B's command: %v %s %s", err, res.Outcome, res.Error)
+	}
+	r.say("gateway", "Gateway: applied. Fence %s recorded and fsynced, then the pump was switched off.", res.Fence)
+	if _, err := r.waitLevel(ctx, act, false); err != nil {
+		return r.fail("the pump did not switch off: %v", err)
+	}
+	if twin {
+		r.say("info", "The unfenced twin switched off too.")
+	}
+	r.pause(ctx)
+	r.say("controller", "A wakes up, still believing it holds the lease, and publishes \"pump on\" with token %d.", tA)
+	res, err = send(cmd("controller-a", act, tA, 0, fence.StateOn))
+	if err != nil {
+		return r.fail("A's command: %v", err)
+	}
+	if res.Outcome != fence.Stale {
+		return r.fail("A's command was answered %s, want stale: the gateway let an old token through", res.Outcome)
+	}
+	r.say("gateway", "Gateway: stale. %s", res.Error)
+	r.pause(ctx)
+	r.say("controller", "A rereads the state from the answer: the pump is %s at fence %s. A stands down.", res.State, res.Fence)
+	r.pause(ctx)
+	a, err := r.waitLevel(ctx, act, false)
+	if err != nil {
+		return r.fail("the fenced pump is on: A's stale write won (%v)", err)
+	}
+	r.say("check", "The fenced pump reads back %s, as B set it (fence %s, holder %s).", a.Level, a.Fence, a.Holder)
+	if !twin {
+		return Verdict{true, fmt.Sprintf("A's stale command (token %d) was refused; the pump stayed off as B (token %d) set it.", tA, tB)}
+	}
+	tw, err := r.waitTwin(ctx, act, "controller-a")
+	if err != nil {
+		return r.fail("the unfenced twin did not take A's write: %v", err)
+	}
+	r.say("check", "The unfenced twin is %s: without a fence, A's stale write won.", map[string]string{"high": "on", "low": "off"}[tw.Level])
+	if tw.Level != "high" {
+		return r.fail("the unfenced twin is off; the demonstration did not show the stale write winning")
+	}
+	return Verdict{true, fmt.Sprintf("fenced pump: off (A's token %d refused); unfenced twin: on (A's stale write won).", tA)}
+}
+
+func (r *run) waitTwin(ctx context.Context, name, holder string) (Twin, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		info, err := FetchInfo(ctx, r.env.SimURL)
+		if err == nil {
+			for _, t := range info.Twins {
+				if t.Name == name && t.Holder == holder {
+					return t, nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return Twin{}, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func pausedController(ctx context.Context, r *run) Verdict { return story(ctx, r, false) }
+
+func unfenced(ctx context.Context, r *run) Verdict {
+	r.say("info", "Simulation only: every command also goes to an unfenced twin of the pump, which obeys the last command it hears.")
+	return story(ctx, r, true)
+}
+
+func duplicateDelivery(ctx context.Context, r *run) Verdict {
+	const act = "valve"
+	l, err := r.newLease(ctx, act)
+	if err != nil {
+		return r.fail("cannot read the valve: %v", err)
+	}
+	before, err := r.actuator(ctx, act)
+	if err != nil || before.Drives == nil {
+		return r.fail("cannot read the valve's drive count: %v", err)
+	}
+	want := fence.StateOn
+	if before.State == "on" {
+		want = fence.StateOff
+	}
+	t := l.grant()
+	c := cmd("controller-b", act, t, 0, want)
+	c.ID = fmt.Sprintf("dup-%d", t)
+	r.say("controller", "Controller B holds token %d and publishes \"valve %s\" (id %s) with QoS 1.", t, want, c.ID)
+	res, err := r.send(ctx, c)
+	if err != nil || res.Outcome != fence.Applied {
+		return r.fail("B's command: %v %s %s", err, res.Outcome, res.Error)
+	}
+	r.say("gateway", "Gateway: applied. Fence %s recorded, valve driven %s.", res.Fence, want)
+	mid, err := r.waitLevel(ctx, act, want == fence.StateOn)
+	if err != nil {
+		return r.fail("the valve did not move: %v", err)
+	}
+	r.pause(ctx)
+	r.say("info", "The acknowledgement is lost; the broker delivers the same message again (same id, token and seq).")
+	r.pause(ctx)
+	res, err = r.send(ctx, c)
+	if err != nil {
+		return r.fail("redelivery: %v", err)
+	}
+	if res.Outcome != fence.Duplicate {
+		return r.fail("the redelivery was answered %s, want duplicate", res.Outcome)
+	}
+	r.say("gateway", "Gateway: duplicate. The original decision (fence %s, %s) is answered again; nothing is driven.", res.Fence, res.State)
+	after, err := r.actuator(ctx, act)
+	if err != nil || after.Drives == nil {
+		return r.fail("cannot read the valve: %v", err)
+	}
+	if *after.Drives != *mid.Drives || *mid.Drives != *before.Drives+1 {
+		return r.fail("the valve was driven %d times, want once", *after.Drives-*before.Drives)
+	}
+	r.say("check", "The valve's pin was driven once (drive count %d → %d).", *before.Drives, *after.Drives)
+	return Verdict{true, fmt.Sprintf("the redelivered command %s was answered duplicate and the valve was driven once.", c.ID)}
+}
+
+func crashAndReconcile(ctx context.Context, r *run) Verdict {
+	const act = "pump"
+	l, err := r.newLease(ctx, act)
+	if err != nil {
+		return r.fail("cannot read the pump: %v", err)
+	}
+	t := l.grant()
+	r.say("controller", "Controller B holds token %d and switches the pump on.", t)
+	if res, err := r.send(ctx, cmd("controller-b", act, t, 0, fence.StateOn)); err != nil || res.Outcome != fence.Applied {
+		return r.fail("B's first command: %v %s %s", err, res.Outcome, res.Error)
+	}
+	if _, err := r.waitLevel(ctx, act, true); err != nil {
+		return r.fail("the pump did not switch on: %v", err)
+	}
+	r.pause(ctx)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.env.SimURL+"/api/sim/crash", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		return r.fail("cannot arm the crash: %v", err)
+	}
+	resp.Body.Close()
+	r.say("info", "The simulator arms a crash: the gateway process will be killed (SIGKILL) right after its next fsync, before it drives.")
+	r.pause(ctx)
+	armed := time.Now().Add(-time.Second) // the simulator's clock is this machine's
+	off := cmd("controller-b", act, t, 1, fence.StateOff)
+	off.ID = fmt.Sprintf("crash-%d", t)
+	r.say("controller", "B publishes \"pump off\" with token %d seq 1.", t)
+	answer := make(chan fence.Result, 1)
+	go func() {
+		actx, cancel := context.WithTimeout(ctx, 45*time.Second)
+		defer cancel()
+		res, err := r.ctl.Send(actx, off)
+		if err != nil {
+			res = fence.Result{Outcome: "none", Error: err.Error()}
+		}
+		answer <- res
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var exit *Exit
+	for exit == nil {
+		info, err := FetchInfo(wctx, r.env.SimURL)
+		if err == nil && info.LastExit != nil && info.LastExit.At.After(armed) {
+			exit = info.LastExit
+			break
+		}
+		select {
+		case <-wctx.Done():
+			return r.fail("the gateway did not crash: %v", wctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	r.say("gateway", "The gateway process died: %s. The fence %d/1 and the intended state off were on disk; the pump had not been driven.", exit.Reason, t)
+	if !exit.Latch["GPIO17"] {
+		return r.fail("the pump was already off at the crash: the drive came before the crash point")
+	}
+	r.say("check", "Right after the crash the pump's latch reads high: the record (off) is ahead of the pin.")
+	r.pause(ctx)
+	r.say("info", "The supervisor restarts the gateway (as systemd would); at start it reconciles every output to its record.")
+	a, err := r.waitLevel(ctx, act, false)
+	if err != nil {
+		return r.fail("after the restart the pump is not off: %v", err)
+	}
+	r.say("check", "After the restart the pump reads back %s at fence %s: reconciled to the record.", a.Level, a.Fence)
+	var res fence.Result
+	select {
+	case res = <-answer:
+	case <-ctx.Done():
+		return r.fail("interrupted")
+	}
+	if res.Outcome != fence.Duplicate {
+		return r.fail("B's command was answered %s after the restart, want duplicate (it was recorded before the crash): %s", res.Outcome, res.Error)
+	}
+	r.say("gateway", "The broker redelivered B's unacknowledged command; the gateway answered duplicate (fence %s, %s), not a second drive.", res.Fence, res.State)
+	return Verdict{true, "killed between fsync and drive, the gateway came back with the pump reconciled off and answered B's redelivery duplicate."}
+}

@@ -1,0 +1,500 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/fencegate/fencegate/boards"
+	"github.com/fencegate/fencegate/httpapi"
+	"github.com/fencegate/fencegate/mqttbroker"
+)
+
+// Actuator is one of the simulator's example outputs.
+type Actuator struct {
+	Name, Pin, Scope, Boot string
+}
+
+// Actuators are the simulator's example outputs: fan and heater are
+// interlocked in one scope ("climate"), so one lease fences both.
+var Actuators = []Actuator{
+	{Name: "pump", Pin: "GPIO17", Boot: "last"},
+	{Name: "valve", Pin: "GPIO27", Boot: "last"},
+	{Name: "fan", Pin: "GPIO22", Scope: "climate", Boot: "last"},
+	{Name: "heater", Pin: "GPIO23", Scope: "climate", Boot: "off"},
+}
+
+// Prefix is the topic prefix of the simulator's gateway.
+const Prefix = "fencegate"
+
+// Options configure Start.
+type Options struct {
+	// MQTTAddr is where the embedded broker listens (127.0.0.1:1883 by
+	// default; port 0 picks one). Ignored when Broker is set.
+	MQTTAddr string
+	// Broker, if set, is an external broker's URL to use instead.
+	Broker string
+	// HTTPAddr is the dashboard's address (port 0 picks one; empty means
+	// 127.0.0.1:8080).
+	HTTPAddr string
+	// Dir holds the simulator's store, latch and generated configuration.
+	Dir string
+	// GatewayID names the gateway in topics; default "sim".
+	GatewayID string
+	// Gateway is the command that runs the gateway binary (its path, and
+	// any arguments before "run").
+	Gateway []string
+	// Logger receives the simulator's and the gateway process's log.
+	Logger *slog.Logger
+}
+
+// Sim is a running simulator: an embedded broker (unless external), the
+// gateway as a supervised child process on the sim board, the unfenced
+// twin, and the dashboard.
+type Sim struct {
+	opts      Options
+	BrokerURL string // the broker's URL
+	HTTPAddr  string // the dashboard's address
+	Store     string
+	Latch     string
+
+	broker    *mqttbroker.Broker
+	observer  mqtt.Client
+	hub       *hub
+	twins     *twins
+	srv       *http.Server
+	crashFile string
+	apiAddr   string
+
+	mu       sync.Mutex // guards the fields below
+	gateway  string     // starting, online, offline, exited
+	lastExit *Exit
+	running  string // the scenario running from the dashboard
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Exit describes how the gateway process last ended, with the latch
+// levels read right after, before the restart reconciles them.
+type Exit struct {
+	At     time.Time       `json:"at"`
+	Reason string          `json:"reason"`
+	Latch  map[string]bool `json:"latch"`
+}
+
+// Info is GET /api/sim.
+type Info struct {
+	GatewayID string          `json:"gateway_id"`
+	Prefix    string          `json:"prefix"`
+	Broker    string          `json:"broker"`
+	Gateway   string          `json:"gateway"`
+	Store     string          `json:"store"`
+	Latch     map[string]bool `json:"latch"`
+	LastExit  *Exit           `json:"last_exit,omitempty"`
+	Twins     []Twin          `json:"twins"`
+	Scenarios []ScenarioInfo  `json:"scenarios"`
+	Running   string          `json:"running,omitempty"`
+}
+
+// ErrHTTPInUse is returned by Start when the dashboard's address is taken.
+var ErrHTTPInUse = errors.New("sim: dashboard address already in use")
+
+// Start starts a simulator and waits until its gateway takes commands.
+func Start(ctx context.Context, o Options) (*Sim, error) {
+	if o.GatewayID == "" {
+		o.GatewayID = "sim"
+	}
+	if o.MQTTAddr == "" {
+		o.MQTTAddr = "127.0.0.1:1883"
+	}
+	if o.HTTPAddr == "" {
+		o.HTTPAddr = "127.0.0.1:8080"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(o.Gateway) == 0 {
+		return nil, errors.New("sim: no gateway command")
+	}
+	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	s := &Sim{opts: o, Store: filepath.Join(o.Dir, "fence.db"), hub: newHub(), gateway: "starting", done: make(chan struct{})}
+	s.Latch = s.Store + ".pins"
+	s.crashFile = filepath.Join(o.Dir, "crash-after-next-commit")
+	os.Remove(s.crashFile)
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeParts()
+		}
+	}()
+
+	// The dashboard's port first: the error a person most likely meets.
+	ln, err := net.Listen("tcp", o.HTTPAddr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("%w: %s", ErrHTTPInUse, o.HTTPAddr)
+		}
+		return nil, fmt.Errorf("sim: dashboard: %w", err)
+	}
+	s.HTTPAddr = ln.Addr().String()
+
+	s.BrokerURL = o.Broker
+	if s.BrokerURL == "" {
+		b, err := mqttbroker.Start(o.MQTTAddr, o.Logger.With("component", "broker"))
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		s.broker = b
+		s.BrokerURL = b.URL()
+	}
+	apiPort, err := freePort()
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.apiAddr = fmt.Sprintf("127.0.0.1:%d", apiPort)
+	cfgPath := filepath.Join(o.Dir, "gateway.yaml")
+	if err := os.WriteFile(cfgPath, []byte(s.config()), 0o640); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+
+	s.twins = newTwins(s.hub)
+	if err := s.observe(ctx); err != nil {
+		ln.Close()
+		return nil, err
+	}
+
+	target := &url.URL{Scheme: "http", Host: s.apiAddr}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1 // stream the gateway's events
+	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		http.Error(w, "the gateway process is not answering (restarting?)", http.StatusBadGateway)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/sim", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(s.Info())
+	})
+	mux.HandleFunc("GET /api/sim/events", s.serveEvents)
+	mux.HandleFunc("POST /api/sim/scenarios/{name}", s.startScenario)
+	mux.HandleFunc("POST /api/sim/crash", func(w http.ResponseWriter, r *http.Request) {
+		if err := os.WriteFile(s.crashFile, nil, 0o640); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.Handle("/", proxy)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go s.srv.Serve(ln)
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go s.supervise(runCtx, cfgPath)
+
+	waitCtx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if err := s.waitGateway(waitCtx, "online"); err != nil {
+		return nil, fmt.Errorf("sim: the gateway did not come up: %w", err)
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *Sim) config() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Generated by gateway sim; edits are overwritten.\nid: %s\nmqtt:\n  broker: %s\n  topic_prefix: %s\nstore: %s\nboard: sim\nhttp: %q\nactuators:\n",
+		s.opts.GatewayID, s.BrokerURL, Prefix, s.Store, s.apiAddr)
+	for _, a := range Actuators {
+		fmt.Fprintf(&b, "  - {name: %s, pin: %s, boot: %q, scope: %q}\n", a.Name, a.Pin, a.Boot, a.Scope)
+	}
+	return b.String()
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("sim: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// observe connects the simulator's own MQTT client: it follows the
+// gateway's status, serves the unfenced twin and relays scenario narration
+// to the dashboard.
+func (s *Sim) observe(ctx context.Context) error {
+	id := s.opts.GatewayID
+	o := mqtt.NewClientOptions().AddBroker(s.BrokerURL).
+		SetClientID(fmt.Sprintf("fencegate-sim-observer-%s-%d", id, time.Now().UnixNano())).
+		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).SetOrderMatters(true)
+	subs := map[string]byte{
+		Prefix + "/" + id + "/status": 1,
+		TwinTopic(id, "+"):            1,
+		NarrationTopic(id):            1,
+	}
+	o.SetOnConnectHandler(func(c mqtt.Client) {
+		c.SubscribeMultiple(subs, func(c mqtt.Client, m mqtt.Message) {
+			switch topic := m.Topic(); {
+			case topic == Prefix+"/"+id+"/status":
+				s.setGateway(string(m.Payload()))
+			case topic == NarrationTopic(id):
+				var n narration
+				if json.Unmarshal(m.Payload(), &n) == nil {
+					s.hub.send(n.Event, json.RawMessage(n.Data))
+				}
+			default:
+				s.twins.command(c, id, m)
+			}
+		})
+	})
+	s.observer = mqtt.NewClient(o)
+	t := s.observer.Connect()
+	select {
+	case <-t.Done():
+		if err := t.Error(); err != nil {
+			return fmt.Errorf("sim: connect to broker %s: %w", s.BrokerURL, err)
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (s *Sim) setGateway(status string) {
+	s.mu.Lock()
+	changed := s.gateway != status
+	s.gateway = status
+	s.mu.Unlock()
+	if changed {
+		s.hub.send("gateway", map[string]string{"status": status})
+	}
+}
+
+func (s *Sim) waitGateway(ctx context.Context, want string) error {
+	ch, cancel := s.hub.subscribe()
+	defer cancel()
+	for {
+		s.mu.Lock()
+		st := s.gateway
+		s.mu.Unlock()
+		if st == want {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("gateway is %s: %w", st, ctx.Err())
+		}
+	}
+}
+
+// supervise runs the gateway process and restarts it when it ends, as
+// systemd would on a Raspberry Pi.
+func (s *Sim) supervise(ctx context.Context, cfgPath string) {
+	defer close(s.done)
+	log := s.opts.Logger.With("component", "gateway")
+	for {
+		args := append(append([]string(nil), s.opts.Gateway[1:]...),
+			"run", "--config", cfgPath, "--init", "--sim-crash-file", s.crashFile, "--log-level", "warn")
+		cmd := exec.Command(s.opts.Gateway[0], args...)
+		out := &logWriter{log: log}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			log.Error("cannot start the gateway", "err", err)
+			s.setGateway("exited")
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+				continue
+			}
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		var err error
+		select {
+		case err = <-exited:
+		case <-ctx.Done():
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+			}
+			return
+		}
+		latch, _ := boards.ReadLatch(s.Latch)
+		reason := "exited"
+		if err != nil {
+			reason = err.Error()
+		}
+		s.mu.Lock()
+		s.lastExit = &Exit{At: time.Now().UTC(), Reason: reason, Latch: latch}
+		s.mu.Unlock()
+		log.Warn("gateway process ended; restarting it", "reason", reason)
+		s.setGateway("exited: " + reason)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+type logWriter struct {
+	log *slog.Logger
+	buf []byte
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := strings.IndexByte(string(w.buf), '\n')
+		if i < 0 {
+			break
+		}
+		w.log.Info(strings.TrimSpace(string(w.buf[:i])))
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+// Info describes the simulator, as GET /api/sim serves it.
+func (s *Sim) Info() Info {
+	latch, _ := boards.ReadLatch(s.Latch)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Info{GatewayID: s.opts.GatewayID, Prefix: Prefix, Broker: s.BrokerURL, Gateway: s.gateway,
+		Store: s.Store, Latch: latch, LastExit: s.lastExit, Twins: s.twins.list(), Scenarios: scenarioInfos(), Running: s.running}
+}
+
+func (s *Sim) serveEvents(w http.ResponseWriter, r *http.Request) {
+	ch, cancel := s.hub.subscribe()
+	defer cancel()
+	httpapi.ServeEvents(w, r, func(send func(string, any) error) error {
+		for {
+			select {
+			case <-r.Context().Done():
+				return nil
+			case e := <-ch:
+				if err := send(e.name, e.data); err != nil {
+					return err
+				}
+			}
+		}
+	})
+}
+
+func (s *Sim) startScenario(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if _, ok := scenarios[name]; !ok {
+		http.Error(w, fmt.Sprintf("unknown scenario %q", name), http.StatusNotFound)
+		return
+	}
+	s.mu.Lock()
+	if s.running != "" {
+		running := s.running
+		s.mu.Unlock()
+		http.Error(w, fmt.Sprintf("scenario %s is running; wait for its verdict", running), http.StatusConflict)
+		return
+	}
+	s.running = name
+	s.mu.Unlock()
+	go func() {
+		defer func() {
+			s.mu.Lock()
+			s.running = ""
+			s.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		RunScenario(ctx, name, Env{SimURL: "http://" + s.HTTPAddr, Delay: 1200 * time.Millisecond})
+	}()
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// Close stops the gateway process, the dashboard and the broker.
+func (s *Sim) Close() error {
+	s.closeParts()
+	return nil
+}
+
+func (s *Sim) closeParts() {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+	if s.srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s.srv.Shutdown(sctx)
+		cancel()
+	}
+	if s.observer != nil {
+		s.observer.Disconnect(100)
+	}
+	if s.broker != nil {
+		s.broker.Close()
+	}
+}
+
+// hub fans simulator events out to the dashboard's streams.
+type hub struct {
+	mu   sync.Mutex
+	subs map[chan hubEvent]struct{}
+}
+
+type hubEvent struct {
+	name string
+	data any
+}
+
+func newHub() *hub { return &hub{subs: map[chan hubEvent]struct{}{}} }
+
+func (h *hub) subscribe() (<-chan hubEvent, func()) {
+	ch := make(chan hubEvent, 64)
+	h.mu.Lock()
+	h.subs[ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.subs, ch)
+		h.mu.Unlock()
+	}
+}
+
+func (h *hub) send(name string, data any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- hubEvent{name, data}:
+		default:
+		}
+	}
+}
+
+var _ io.Writer = (*logWriter)(nil)
