@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/gateway
 PKGS    ?= ./...
 
-.PHONY: all build test test-short lint fuzz bench sim clean
+.PHONY: all build test test-short lint fuzz bench screenshot scenarios sim clean
 
 all: build
 
@@ -33,6 +33,15 @@ fuzz:
 ## bench: the fence store against the disk's own commit floor, measured in the same run
 bench:
 	$(GO) test ./fencelog -run '^$$' -bench . -benchtime 2s
+
+## screenshot: refresh docs/dashboard.png from the browser test (needs chromium)
+screenshot:
+	FENCEGATE_SCREENSHOT=$(CURDIR)/docs/dashboard.png $(GO) test ./cmd/gateway -run TestDashboardInBrowser -count=1
+
+## scenarios: play every simulator scenario on its own simulator
+scenarios: build
+	for s in paused-controller duplicate-delivery crash-and-reconcile unfenced; do \
+	  $(BIN) sim scenario $$s --sim http://127.0.0.1:1 --delay 0 || exit 1; done
 
 ## sim: the simulator with an embedded broker (MQTT on 127.0.0.1:1883, API on 127.0.0.1:8080)
 sim:

@@ -1,6 +1,6 @@
 module github.com/fencegate/fencegate
 
-go 1.24.0
+go 1.25
 
 require (
 	github.com/eclipse/paho.mqtt.golang v1.5.1
@@ -10,6 +10,9 @@ require (
 )
 
 require (
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/chromedp/chromedp v0.23.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/gorilla/websocket v1.5.3 // indirect
 	github.com/rs/xid v1.4.0 // indirect
 	golang.org/x/net v0.44.0 // indirect

@@ -62,6 +62,9 @@ type Options struct {
 	Gateway []string
 	// Logger receives the simulator's and the gateway process's log.
 	Logger *slog.Logger
+	// StepDelay is the pause between the steps of scenarios started from
+	// the dashboard; zero means 1.2 s.
+	StepDelay time.Duration
 }
 
 // Sim is a running simulator: an embedded broker (unless external), the
@@ -129,6 +132,9 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.StepDelay == 0 {
+		o.StepDelay = 1200 * time.Millisecond
 	}
 	if len(o.Gateway) == 0 {
 		return nil, errors.New("sim: no gateway command")
@@ -432,7 +438,7 @@ func (s *Sim) startScenario(w http.ResponseWriter, r *http.Request) {
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		RunScenario(ctx, name, Env{SimURL: "http://" + s.HTTPAddr, Delay: 1200 * time.Millisecond})
+		RunScenario(ctx, name, Env{SimURL: "http://" + s.HTTPAddr, Delay: s.opts.StepDelay})
 	}()
 	w.WriteHeader(http.StatusAccepted)
 }

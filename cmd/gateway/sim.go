@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,18 +38,18 @@ func gatewayCommand() ([]string, error) {
 
 type simFlags struct {
 	listen, external, httpAddr, dir, id, level *string
+	stepDelay                                  *time.Duration
 }
 
-func addSimFlags(fs interface {
-	String(name, value, usage string) *string
-}, dir string) simFlags {
+func addSimFlags(fs *flag.FlagSet, dir string) simFlags {
 	return simFlags{
-		listen:   fs.String("mqtt", "127.0.0.1:1883", "address of the embedded MQTT broker"),
-		external: fs.String("broker", "", "use this broker (e.g. tcp://127.0.0.1:1883) instead of the embedded one"),
-		httpAddr: fs.String("http", "127.0.0.1:8080", "address of the dashboard"),
-		dir:      fs.String("dir", dir, "the simulator's directory: fence store, latch, generated configuration"),
-		id:       fs.String("id", "sim", "gateway id, used in topics"),
-		level:    fs.String("log-level", "warn", "log level: debug, info, warn, error"),
+		listen:    fs.String("mqtt", "127.0.0.1:1883", "address of the embedded MQTT broker"),
+		external:  fs.String("broker", "", "use this broker (e.g. tcp://127.0.0.1:1883) instead of the embedded one"),
+		httpAddr:  fs.String("http", "127.0.0.1:8080", "address of the dashboard"),
+		dir:       fs.String("dir", dir, "the simulator's directory: fence store, latch, generated configuration"),
+		id:        fs.String("id", "sim", "gateway id, used in topics"),
+		level:     fs.String("log-level", "warn", "log level: debug, info, warn, error"),
+		stepDelay: fs.Duration("step-delay", 1200*time.Millisecond, "pause between the steps of scenarios started from the dashboard"),
 	}
 }
 
@@ -62,7 +63,7 @@ func startSim(ctx context.Context, f simFlags, stderr io.Writer) (*sim.Sim, erro
 		return nil, err
 	}
 	s, err := sim.Start(ctx, sim.Options{MQTTAddr: *f.listen, Broker: *f.external, HTTPAddr: *f.httpAddr,
-		Dir: *f.dir, GatewayID: *f.id, Gateway: gw, Logger: log})
+		Dir: *f.dir, GatewayID: *f.id, Gateway: gw, Logger: log, StepDelay: *f.stepDelay})
 	switch {
 	case errors.Is(err, mqttbroker.ErrAddrInUse):
 		return nil, fmt.Errorf("%s is already in use (is a Mosquitto running?): start with --mqtt 127.0.0.1:1884 for another port, or --broker tcp://%s to use that broker", *f.listen, *f.listen)
@@ -142,7 +143,7 @@ func cmdScenario(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		defer os.RemoveAll(dir)
 		fmt.Fprintf(stdout, "no simulator at %s; starting one on free ports\n", url)
 		port := "127.0.0.1:0"
-		f := simFlags{listen: &port, external: new(string), httpAddr: &port, dir: &dir, id: ptr("sim"), level: ptr("warn")}
+		f := simFlags{listen: &port, external: new(string), httpAddr: &port, dir: &dir, id: ptr("sim"), level: ptr("warn"), stepDelay: delay}
 		s, err := startSim(ctx, f, io.Discard)
 		if err != nil {
 			return err

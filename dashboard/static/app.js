@@ -175,6 +175,8 @@ async function initSim() {
     const d = JSON.parse(ev.data);
     $("#steps").replaceChildren();
     $("#verdict").hidden = true;
+    $("#verdict").className = "verdict";
+    delete $("#verdict").dataset.scenario;
     $("#scenarios-title").textContent = "Scenario: " + d.scenario;
     buttons().forEach((b) => (b.disabled = true));
   });
@@ -184,6 +186,7 @@ async function initSim() {
     const v = $("#verdict");
     v.hidden = false;
     v.className = "verdict " + (d.pass ? "pass" : "fail");
+    v.dataset.scenario = d.scenario;
     v.textContent = (d.pass ? "PASS " : "FAIL ") + d.text;
     buttons().forEach((b) => (b.disabled = false));
     scheduleRefresh();
