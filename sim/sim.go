@@ -328,6 +328,7 @@ func (s *Sim) supervise(ctx context.Context, cfgPath string) {
 		cmd := exec.Command(s.opts.Gateway[0], args...)
 		out := &logWriter{log: log}
 		cmd.Stdout, cmd.Stderr = out, out
+		dieWithParent(cmd)
 		if err := cmd.Start(); err != nil {
 			log.Error("cannot start the gateway", "err", err)
 			s.setGateway("exited")

@@ -1,0 +1,109 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/actuator"
+	"github.com/fencegate/fencegate/boards"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/fencelog"
+	"github.com/fencegate/fencegate/httpapi"
+)
+
+func newServer(t *testing.T) (*httptest.Server, *actuator.Bank) {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := fencelog.Open(filepath.Join(dir, "fence.db"), &fencelog.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	sim, err := boards.OpenSim(filepath.Join(dir, "pins"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin, _ := sim.Pin("GPIO17")
+	bank, err := actuator.New(l, []actuator.Spec{{Name: "pump", PinName: "GPIO17", Pin: pin}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bank.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(bank, nil))
+	t.Cleanup(srv.Close)
+	return srv, bank
+}
+
+func TestEventsAuditAndDashboard(t *testing.T) {
+	srv, bank := newServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type = %q", ct)
+	}
+	rd := bufio.NewReader(resp.Body)
+	rd.ReadString('\n') // the opening comment: the stream is subscribed once it arrives
+	bank.Handle(ctx, fence.Command{ID: "b-1", Actuator: "pump", Holder: "b", Fence: fence.Fence{Token: 42}, State: fence.StateOn})
+	bank.Handle(ctx, fence.Command{ID: "a-1", Actuator: "pump", Holder: "a", Fence: fence.Fence{Token: 41}, State: fence.StateOff})
+	var got []httpapi.Decision
+	for len(got) < 2 {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read events: %v (got %+v)", err, got)
+		}
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			var e httpapi.Decision
+			if err := json.Unmarshal([]byte(d), &e); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, e)
+		}
+	}
+	if got[0].Outcome != fence.Applied || got[1].Outcome != fence.Stale || got[1].Want != "off" || got[1].Fence.Token != 42 || got[1].Error == "" {
+		t.Errorf("events = %+v", got)
+	}
+
+	var audit []fencelog.Entry
+	r, err := http.Get(srv.URL + "/api/audit?n=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(r.Body).Decode(&audit)
+	r.Body.Close()
+	if len(audit) != 2 || audit[0].ID != "b-1" || audit[1].Outcome != fence.Stale {
+		t.Errorf("audit = %+v", audit)
+	}
+	if r, _ := http.Get(srv.URL + "/api/audit?n=0"); r.StatusCode != http.StatusBadRequest {
+		t.Errorf("audit?n=0 status = %d, want 400", r.StatusCode)
+	}
+	for path, want := range map[string]string{"/": "<title>fencegate</title>", "/app.js": "EventSource", "/style.css": ".lamp"} {
+		r, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if r.StatusCode != http.StatusOK || !strings.Contains(string(b), want) {
+			t.Errorf("GET %s = %d, body lacks %q", path, r.StatusCode, want)
+		}
+	}
+	if r, _ := http.Post(srv.URL+"/api/actuators", "application/json", nil); r.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /api/actuators = %d, want 405: the API is read-only", r.StatusCode)
+	}
+}
