@@ -8,7 +8,9 @@ package testenv
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,5 +156,56 @@ func Fill(t testing.TB, dir string) {
 		if _, err := f.Write(buf); err != nil {
 			return
 		}
+	}
+}
+
+// Etcd starts a real single-member etcd on free loopback ports, with its
+// data in a temporary directory, and returns its client URL. It is killed
+// when t ends.
+func Etcd(t testing.TB) string {
+	t.Helper()
+	bin := Program(t, "etcd")
+	dir := t.TempDir()
+	client := fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
+	peer := fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
+	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--name", "test", "--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "test="+peer, "--initial-cluster-state", "new")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+		logf.Close()
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(client + "/health")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(body), `"true"`) {
+				return client
+			}
+		}
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("etcd exited at start: %s", b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd not healthy on %s: %v", client, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

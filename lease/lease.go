@@ -1,0 +1,154 @@
+// Package lease obtains fencing tokens from etcd: a controller locks one
+// key per fence scope, and the token is the lock key's CreateRevision.
+//
+// # Why CreateRevision
+//
+// An etcd revision is a cluster-wide counter that increases with every
+// change and never goes back in the lifetime of a cluster. Each lock
+// acquisition creates a new key under the scope's prefix, so its
+// CreateRevision is higher than that of every key created before it, and in
+// particular than every earlier holder's token. Keeping the lease alive
+// (renewal) keeps the key and so the token; losing the lease deletes the
+// key, and acquiring again creates a new key with a higher revision.
+//
+// The lease ID, the key's name or a UUID are not tokens: none of them is
+// ordered, so the gateway could not tell an old holder from a new one.
+//
+// # Pitfalls guarded against
+//
+//   - A lock call may return after the session's lease already expired
+//     (while it waited, or in older clients, reporting success with a key
+//     that is gone). Acquire therefore reads its own key back after the lock
+//     returns and checks that it still exists, belongs to this session's
+//     lease, and that the session is alive; otherwise it fails with
+//     ErrLost.
+//   - A holder must stop acting when its lease is lost: Lost is closed
+//     then. The gateway's fence protects the actuators even if it does not,
+//     since the next holder's token is higher.
+//
+// # Restoring etcd from a backup
+//
+// Restoring a cluster from a snapshot rewinds revisions to the snapshot's.
+// New locks would then get tokens below the fences the gateway already
+// recorded, and the gateway would refuse every command as stale: safe, but
+// unavailable. Restore with `etcdutl snapshot restore --bump-revision N
+// --mark-compacted`, with N above the number of revisions that may have been
+// lost, so that revisions continue above every token ever handed out. See
+// docs/controllers.md.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Prefix is the key prefix of fencegate's locks; the lock of a scope is
+// Prefix + gateway + "/" + scope.
+const Prefix = "/fencegate/locks/"
+
+// ErrLost is returned by Acquire when the lock was obtained but the
+// session's lease is already gone.
+var ErrLost = errors.New("lease: lock obtained after the lease was lost")
+
+// Options configure Acquire.
+type Options struct {
+	// TTL is the lease's time to live in seconds; zero means 10. etcd
+	// enforces a minimum (a few seconds with default settings).
+	TTL int
+	// Gateway and Scope name the lock: one per gateway and fence scope.
+	Gateway, Scope string
+}
+
+// Lease is a held lock and its fencing token.
+type Lease struct {
+	session *concurrency.Session
+	mutex   *concurrency.Mutex
+	token   uint64
+	key     string
+}
+
+// Key returns the name of the lock of a gateway's scope.
+func Key(gateway, scope string) string { return Prefix + gateway + "/" + scope }
+
+// Acquire waits for the scope's lock and returns it with its token.
+func Acquire(ctx context.Context, cli *clientv3.Client, o Options) (*Lease, error) {
+	if o.Gateway == "" || o.Scope == "" || strings.Contains(o.Gateway+o.Scope, "/") {
+		return nil, fmt.Errorf("lease: gateway %q and scope %q must be non-empty and contain no /", o.Gateway, o.Scope)
+	}
+	if o.TTL == 0 {
+		o.TTL = 10
+	}
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(o.TTL), concurrency.WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("lease: session: %w", err)
+	}
+	m := concurrency.NewMutex(s, Key(o.Gateway, o.Scope))
+	if err := m.Lock(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("lease: lock %s: %w", Key(o.Gateway, o.Scope), err)
+	}
+	// Read the key back: it must exist, belong to our lease, and the
+	// session must be alive. Its CreateRevision is the token.
+	resp, err := cli.Get(ctx, m.Key())
+	if err != nil {
+		m.Unlock(context.Background())
+		s.Close()
+		return nil, fmt.Errorf("lease: read lock key: %w", err)
+	}
+	select {
+	case <-s.Done():
+		s.Close()
+		return nil, ErrLost
+	default:
+	}
+	if len(resp.Kvs) == 0 || clientv3.LeaseID(resp.Kvs[0].Lease) != s.Lease() {
+		s.Close()
+		return nil, ErrLost
+	}
+	rev := resp.Kvs[0].CreateRevision
+	if rev <= 0 {
+		s.Close()
+		return nil, fmt.Errorf("lease: lock key has revision %d", rev)
+	}
+	return &Lease{session: s, mutex: m, token: uint64(rev), key: m.Key()}, nil
+}
+
+// Token returns the fencing token: the lock key's CreateRevision.
+func (l *Lease) Token() uint64 { return l.token }
+
+// Key returns this holder's lock key.
+func (l *Lease) Key() string { return l.key }
+
+// Lost is closed when the lease is lost (expired or revoked); from then on
+// the holder must not act, and a new Acquire gets a higher token.
+func (l *Lease) Lost() <-chan struct{} { return l.session.Done() }
+
+// Held reports whether the lock key still exists under this lease, asking
+// etcd (a linearizable read).
+func (l *Lease) Held(ctx context.Context) (bool, error) {
+	resp, err := l.session.Client().Txn(ctx).If(l.mutex.IsOwner()).Commit()
+	if err != nil {
+		return false, fmt.Errorf("lease: %w", err)
+	}
+	return resp.Succeeded, nil
+}
+
+// Release unlocks and revokes the lease.
+func (l *Lease) Release(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := l.mutex.Unlock(ctx)
+	if cerr := l.session.Close(); err == nil && cerr != nil && !errors.Is(cerr, context.Canceled) {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("lease: release: %w", err)
+	}
+	return nil
+}

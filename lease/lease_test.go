@@ -1,0 +1,115 @@
+package lease_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/lease"
+)
+
+func dial(t *testing.T, url string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+func TestTokenIsCreateRevision(t *testing.T) {
+	url := testenv.Etcd(t)
+	cli := dial(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := lease.Acquire(ctx, cli, lease.Options{Gateway: "gw", Scope: "pump", TTL: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx, l.Key())
+	if err != nil || len(resp.Kvs) != 1 || uint64(resp.Kvs[0].CreateRevision) != l.Token() {
+		t.Fatalf("token %d, lock key %v: want the key's CreateRevision", l.Token(), resp)
+	}
+	// Renewal keeps the token: hold the lease for more than twice its TTL.
+	time.Sleep(5 * time.Second)
+	if held, err := l.Held(ctx); err != nil || !held {
+		t.Fatalf("Held after 5 s with a 2 s TTL = %v, %v; want true (the session renews)", held, err)
+	}
+	resp, _ = cli.Get(ctx, l.Key())
+	if len(resp.Kvs) != 1 || uint64(resp.Kvs[0].CreateRevision) != l.Token() {
+		t.Errorf("after renewal the lock key is %v, want the same key with revision %d", resp.Kvs, l.Token())
+	}
+	// Writes elsewhere move the revision on; a new holder is above all of them.
+	for range 3 {
+		cli.Put(ctx, "/other", "x")
+	}
+	first := l.Token()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := lease.Acquire(ctx, cli, lease.Options{Gateway: "gw", Scope: "pump", TTL: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release(ctx)
+	if l2.Token() <= first+3 {
+		t.Errorf("token after reacquisition = %d, want above %d (the first token plus three writes)", l2.Token(), first+3)
+	}
+}
+
+// A holder whose process stops renewing (a pause) loses the lease; the lock
+// then passes to a waiting holder with a higher token.
+func TestLostLeasePassesToHigherToken(t *testing.T) {
+	url := testenv.Etcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cliA := dial(t, url)
+	a, err := lease.Acquire(ctx, cliA, lease.Options{Gateway: "gw", Scope: "pump", TTL: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *lease.Lease, 1)
+	go func() {
+		b, err := lease.Acquire(ctx, dial(t, url), lease.Options{Gateway: "gw", Scope: "pump", TTL: 2})
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- b
+	}()
+	select {
+	case <-got:
+		t.Fatal("B acquired while A held the lock")
+	case <-time.After(time.Second):
+	}
+	cliA.Close() // A stops renewing, as a paused or partitioned process does
+	var b *lease.Lease
+	select {
+	case b = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("B did not get the lock after A's lease expired")
+	}
+	if b == nil {
+		return
+	}
+	defer b.Release(ctx)
+	if b.Token() <= a.Token() {
+		t.Errorf("B's token %d is not above A's %d", b.Token(), a.Token())
+	}
+	if held, _ := b.Held(ctx); !held {
+		t.Error("B does not hold the lock")
+	}
+}
+
+func TestAcquireRejectsBadNames(t *testing.T) {
+	for _, o := range []lease.Options{{Gateway: "", Scope: "x"}, {Gateway: "g", Scope: ""}, {Gateway: "g", Scope: "a/b"}} {
+		if _, err := lease.Acquire(context.Background(), nil, o); err == nil {
+			t.Errorf("Acquire(%+v) succeeded", o)
+		}
+	}
+}
