@@ -25,6 +25,58 @@ import (
 // twice).
 var ErrTimeout = errors.New("client: no answer from the gateway")
 
+// StaleError is Send's error for a stale answer: the gateway's fence is at
+// or above the command's (token, seq). It is normal recovery, not a fault:
+// another holder has a newer token. Reread the state (Fence, State) and
+// decide; do not retry blindly with the same token.
+type StaleError struct{ Result fence.Result }
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("client: stale: %s (fence %s, %s is %s)", e.Result.Error, e.Result.Fence, e.Result.Actuator, stateWord(e.Result.State))
+}
+
+// Fence returns the gateway's current fence of the scope.
+func (e *StaleError) Fence() fence.Fence { return e.Result.Fence }
+
+// State returns the actuator's current recorded state.
+func (e *StaleError) State() fence.State { return e.Result.State }
+
+// RejectedError is Send's error for a rejected answer: the command was
+// malformed or not addressable, and nothing changed. Reason says why.
+type RejectedError struct{ Result fence.Result }
+
+func (e *RejectedError) Error() string { return "client: rejected: " + e.Result.Error }
+
+// FailedError is Send's error for a failed answer: the gateway could not
+// record the fence durably (nothing was driven) or could not drive the
+// output (the fence was recorded). Retry with a higher seq once the gateway
+// is healthy.
+type FailedError struct{ Result fence.Result }
+
+func (e *FailedError) Error() string { return "client: failed: " + e.Result.Error }
+
+func stateWord(s fence.State) string {
+	if s == fence.StateNone {
+		return "unknown"
+	}
+	return s.String()
+}
+
+// answerErr maps an answer to Send's error: nil for applied and duplicate.
+func answerErr(r fence.Result) error {
+	switch r.Outcome {
+	case fence.Applied, fence.Duplicate:
+		return nil
+	case fence.Stale:
+		return &StaleError{r}
+	case fence.Rejected:
+		return &RejectedError{r}
+	case fence.Failed:
+		return &FailedError{r}
+	}
+	return fmt.Errorf("client: unknown outcome %q", r.Outcome)
+}
+
 // Options configure Dial.
 type Options struct {
 	Broker    string // e.g. tcp://127.0.0.1:1883
@@ -119,9 +171,11 @@ func (cl *Client) notify() {
 }
 
 // Send publishes c (QoS 1) and waits for its answer. An empty c.ID is
-// replaced by a unique one. Every answer (applied, duplicate, stale,
-// rejected, failed) is returned as a Result with a nil error; the error is
-// ErrTimeout or a transport or context error.
+// replaced by a unique one. The answer is always returned when there is
+// one; the error is nil for applied and duplicate, a *StaleError,
+// *RejectedError or *FailedError for those answers, ErrTimeout when the
+// context's deadline passed without an answer, or a transport or context
+// error.
 func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, error) {
 	if c.ID == "" {
 		c.ID = cl.prefix + fmt.Sprint(cl.ids.Add(1))
@@ -140,7 +194,7 @@ func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, erro
 	}
 	select {
 	case r := <-ch:
-		return r, nil
+		return r, answerErr(r)
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return fence.Result{}, ErrTimeout

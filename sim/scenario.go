@@ -244,10 +244,19 @@ func (r *run) newLease(ctx context.Context, actuator string) (*lease, error) {
 
 func (l *lease) grant() uint64 { t := l.next; l.next++; return t }
 
+// send sends c and returns the gateway's answer, whatever its outcome; the
+// error is for when there was none.
 func (r *run) send(ctx context.Context, c fence.Command) (fence.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	return r.ctl.Send(ctx, c)
+	return answer(r.ctl.Send(ctx, c))
+}
+
+func answer(res fence.Result, err error) (fence.Result, error) {
+	if res.Outcome != "" {
+		return res, nil // every answer, stale ones included, is a result here
+	}
+	return res, err
 }
 
 func cmd(holder, actuator string, token, seq uint64, s fence.State) fence.Command {
@@ -433,15 +442,15 @@ func crashAndReconcile(ctx context.Context, r *run) Verdict {
 	off := cmd("controller-b", act, t, 1, fence.StateOff)
 	off.ID = fmt.Sprintf("crash-%d", t)
 	r.say("controller", "B publishes \"pump off\" with token %d seq 1.", t)
-	answer := make(chan fence.Result, 1)
+	answered := make(chan fence.Result, 1)
 	go func() {
 		actx, cancel := context.WithTimeout(ctx, 45*time.Second)
 		defer cancel()
-		res, err := r.ctl.Send(actx, off)
+		res, err := answer(r.ctl.Send(actx, off))
 		if err != nil {
 			res = fence.Result{Outcome: "none", Error: err.Error()}
 		}
-		answer <- res
+		answered <- res
 	}()
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -472,7 +481,7 @@ func crashAndReconcile(ctx context.Context, r *run) Verdict {
 	r.say("check", "After the restart the pump reads back %s at fence %s: reconciled to the record.", a.Level, a.Fence)
 	var res fence.Result
 	select {
-	case res = <-answer:
+	case res = <-answered:
 	case <-ctx.Done():
 		return r.fail("interrupted")
 	}

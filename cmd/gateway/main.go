@@ -6,6 +6,7 @@
 //	gateway run --config gateway.yaml [--init]   run the gateway
 //	gateway sim [flags]                          run the laptop simulator (embedded broker, dashboard)
 //	gateway sim scenario NAME                    play a scenario; exit 0 on PASS, 1 on FAIL
+//	gateway send [flags] on|off|fence            send one tokenized command; exit 0 applied/duplicate, 3 stale, 4 rejected, 5 failed, 6 timeout
 //	gateway check --config gateway.yaml          check a configuration and exit
 //	gateway inspect --store fence.db             print fences, states and the audit trail
 //	gateway version
@@ -31,11 +32,13 @@ Usage:
   gateway run --config FILE [--init]   run the gateway (--init creates a missing store)
   gateway sim [flags]                  run the simulator: embedded broker, dashboard (see gateway sim -h)
   gateway sim scenario NAME            play a scenario against the simulator (exit 0 on PASS)
+  gateway send [flags] on|off|fence    send one tokenized command (see gateway send -h)
   gateway check --config FILE          check a configuration and exit
   gateway inspect --store FILE         print fences, states and recent audit entries
   gateway version                      print the version
 
-Exit codes: 0 success, 1 failure at run time, 2 bad usage or configuration.
+Exit codes: 0 success, 1 failure at run time, 2 bad usage or configuration;
+gateway send also 3 stale, 4 rejected, 5 failed, 6 timeout.
 `
 
 // errUsage marks errors that exit with status 2.
@@ -54,8 +57,12 @@ func main() {
 			fmt.Fprintln(os.Stderr, "gateway:", err)
 		}
 		var ue errUsage
-		if errors.As(err, &ue) {
+		var ec exitCode
+		switch {
+		case errors.As(err, &ue):
 			os.Exit(2)
+		case errors.As(err, &ec):
+			os.Exit(ec.code)
 		}
 		os.Exit(1)
 	}
@@ -72,6 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdRun(ctx, rest, stderr)
 	case "sim":
 		return cmdSim(ctx, rest, stdout, stderr)
+	case "send":
+		return cmdSend(ctx, rest, stdout, stderr)
 	case "check":
 		return cmdCheck(rest, stdout, stderr)
 	case "inspect":

@@ -57,7 +57,10 @@ func TestDependencyDirection(t *testing.T) {
 		{"httpapi", []string{paho, mochi, gpio}},
 		// The run path: everything `gateway run` uses. The embedded broker
 		// belongs to the simulator only.
-		{"service", []string{mochi, mod + "sim", mod + "mqttbroker"}},
+		{"service", []string{mochi, mod + "sim", mod + "mqttbroker", "go.etcd.io/etcd", mod + "lease"}},
+		// Controllers' packages: no gateway internals.
+		{"client", []string{bbolt, mochi, gpio, mod + "fencelog", mod + "actuator", mod + "boards", mod + "service"}},
+		{"lease", []string{paho, bbolt, mochi, gpio, mod + "fencelog", mod + "actuator", mod + "service"}},
 	}
 	// A positive control, so that an empty listing cannot pass.
 	if got := strings.Join(deps(t, "service"), " "); !strings.Contains(got, paho) || !strings.Contains(got, bbolt) {

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/mqttlink"
+)
+
+// Exit codes of gateway send.
+const (
+	exitStale    = 3
+	exitRejected = 4
+	exitFailed   = 5
+	exitTimeout  = 6
+)
+
+// exitCode carries a specific exit status to main; the message, if any, was
+// printed already.
+type exitCode struct {
+	code int
+	msg  string
+}
+
+func (e exitCode) Error() string { return e.msg }
+
+const sendUsage = `Usage:
+  gateway send --broker URL --gateway ID --actuator NAME --token N [flags] on|off|fence
+  gateway send --broker URL --gateway ID --actuator NAME --etcd URL [flags] on|off|fence
+
+Sends one tokenized command and prints the gateway's answer (JSON) on stdout.
+"fence" sends a fence-only command: it raises the scope's fence, drives nothing.
+With --etcd the token is obtained from an etcd lock on the scope (the lock
+key's CreateRevision) and the lock is released afterwards.
+
+Exit codes: 0 applied or duplicate, 3 stale, 4 rejected, 5 failed, 6 no answer
+(timeout), 2 bad usage, 1 other errors (broker or etcd unreachable).
+
+Flags:
+`
+
+func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("send", stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, sendUsage); fs.PrintDefaults() }
+	broker := fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL")
+	prefix := fs.String("prefix", "fencegate", "topic prefix")
+	gw := fs.String("gateway", "", "gateway id (required)")
+	act := fs.String("actuator", "", "actuator name (required)")
+	token := fs.Uint64("token", 0, "fencing token, 1 to 2^63-1 (or use --etcd)")
+	seq := fs.Uint64("seq", 0, "sequence number under the token")
+	id := fs.String("id", "", "command id (default: generated)")
+	holder := fs.String("holder", "", "holder name for the audit trail (default: gateway-send@HOST)")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer")
+	etcdURL := fs.String("etcd", "", "obtain the token from an etcd lock at this endpoint (comma-separated list)")
+	scope := fs.String("scope", "", "with --etcd: the fence scope to lock (default: the actuator's name)")
+	ttl := fs.Int("ttl", 10, "with --etcd: lease time to live in seconds")
+	stop := fs.Bool("stop-after-grant", false, "with --etcd: stop this process (SIGSTOP) after the grant and before the publish, to demonstrate a paused controller; continue it with SIGCONT")
+	var pos []string
+	for len(args) > 0 { // allow the state before or after the flags
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
+			return errUsage{err}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != 1 {
+		return usageErr("give exactly one of on, off or fence (got %q)", pos)
+	}
+	var state fence.State
+	switch pos[0] {
+	case "on":
+		state = fence.StateOn
+	case "off":
+		state = fence.StateOff
+	case "fence":
+	default:
+		return usageErr("state %q: want on, off or fence", pos[0])
+	}
+	if *gw == "" || *act == "" {
+		return usageErr("--gateway and --actuator are required")
+	}
+	if (*token == 0) == (*etcdURL == "") {
+		return usageErr("give either --token N (1 to 2^63-1) or --etcd URL")
+	}
+	if *token > fence.MaxToken {
+		return usageErr("--token %d is above 2^63-1", *token)
+	}
+	if *holder == "" {
+		host, _ := os.Hostname()
+		*holder = "gateway-send@" + host
+	}
+
+	if *etcdURL != "" {
+		if *scope == "" {
+			*scope = *act
+		}
+		cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*etcdURL, ","), DialTimeout: 5 * time.Second})
+		if err != nil {
+			return fmt.Errorf("etcd: %w", err)
+		}
+		defer cli.Close()
+		lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		l, err := lease.Acquire(lctx, cli, lease.Options{Gateway: *gw, Scope: *scope, TTL: *ttl})
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer l.Release(context.Background())
+		*token = l.Token()
+		fmt.Fprintf(stderr, "granted token %d (lock %s)\n", *token, l.Key())
+		if *stop {
+			syscall.Kill(os.Getpid(), syscall.SIGSTOP) // a pause after the grant, before the publish
+			fmt.Fprintf(stderr, "continued\n")
+		}
+	}
+
+	ctl, err := client.Dial(ctx, client.Options{Broker: *broker, Prefix: *prefix, GatewayID: *gw})
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	c := fence.Command{ID: *id, Holder: *holder, Actuator: *act, Fence: fence.Fence{Token: *token, Seq: *seq}, State: state}
+	sctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	res, err := ctl.Send(sctx, c)
+	if res.Outcome != "" {
+		fmt.Fprintf(stdout, "%s\n", mqttlink.EncodeResult(res))
+	}
+	var (
+		se *client.StaleError
+		re *client.RejectedError
+		fe *client.FailedError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return exitCode{exitStale, se.Error()}
+	case errors.As(err, &re):
+		return exitCode{exitRejected, re.Error()}
+	case errors.As(err, &fe):
+		return exitCode{exitFailed, fe.Error()}
+	case errors.Is(err, client.ErrTimeout):
+		return exitCode{exitTimeout, fmt.Sprintf("no answer within %v (is the gateway %q online?)", *timeout, *gw)}
+	}
+	return err
+}

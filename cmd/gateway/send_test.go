@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/boards"
+	"github.com/fencegate/fencegate/internal/testctl"
+	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/mqttlink"
+)
+
+// gatewayProc starts a gateway process on the sim board against broker and
+// waits until it takes commands. It returns the latch file.
+func gatewayProc(t *testing.T, broker string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, broker, "")
+	ctl := testctl.Connect(t, broker, mqttlink.Topics{Prefix: "fencegate", GatewayID: "crash"})
+	startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
+	ctl.WaitStatus(t, "online")
+	return filepath.Join(dir, "fence.db.pins")
+}
+
+func TestSendExitCodes(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	latch := gatewayProc(t, broker)
+	send := func(args ...string) (string, int) {
+		return runCLI(t, append([]string{"send", "--broker", broker, "--gateway", "crash", "--timeout", "5s"}, args...)...)
+	}
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--actuator", "pump", "--token", "42", "--id", "s1", "on"}, 0, `"outcome":"applied"`},
+		{[]string{"--actuator", "pump", "--token", "42", "--id", "s1", "on"}, 0, `"outcome":"duplicate"`},
+		{[]string{"--actuator", "pump", "--token", "41", "off"}, exitStale, `"outcome":"stale"`},
+		{[]string{"--actuator", "nope", "--token", "50", "off"}, exitRejected, `unknown actuator`},
+		{[]string{"--actuator", "pump", "--token", "50", "fence"}, 0, `"fence":{"token":50,"seq":0}`},
+		{[]string{"--actuator", "pump", "--token", "49", "--seq", "7", "off"}, exitStale, `below the fence 50/0`},
+		{[]string{"--gateway", "absent", "--actuator", "pump", "--token", "60", "--timeout", "300ms", "on"}, exitTimeout, "no answer"},
+		{[]string{"--actuator", "pump", "on"}, 2, "--token"},
+		{[]string{"--actuator", "pump", "--token", "9223372036854775808", "on"}, 2, "2^63-1"},
+		{[]string{"--actuator", "pump", "--token", "5", "toggle"}, 2, "on, off or fence"},
+	}
+	for _, tt := range tests {
+		out, code := send(tt.args...)
+		if code != tt.code || !strings.Contains(out, tt.want) {
+			t.Errorf("gateway send %v: exit %d, want %d with %q:\n%s", tt.args, code, tt.code, tt.want, out)
+		}
+	}
+	if m, _ := boards.ReadLatch(latch); !m["GPIO17"] {
+		t.Error("pump latch low: the applied command did not drive it, or a later one did")
+	}
+}
+
+var grantedRE = regexp.MustCompile(`granted token (\d+)`)
+
+// processState returns the state letter of a process from /proc (T when
+// stopped).
+func processState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2 : i+3]
+	}
+	return ""
+}
+
+// TestPausedControllerWithEtcd is the seed's failure, for real: two
+// controller processes contend for the same etcd lock with a short lease.
+// A acquires and stops itself with SIGSTOP right after the grant, before its
+// publish; its lease expires; B acquires a higher token and commits; A gets
+// SIGCONT and publishes. A must be answered stale and the latch must show
+// B's state, every time.
+func TestPausedControllerWithEtcd(t *testing.T) {
+	etcd := testenv.Etcd(t)
+	broker := testenv.EmbeddedBroker(t)
+	latch := gatewayProc(t, broker)
+	base := []string{"send", "--broker", broker, "--gateway", "crash", "--actuator", "pump", "--etcd", etcd, "--ttl", "2"}
+	const reps = 20
+	for i := range reps {
+		stateB, stateA := "off", "on"
+		if i%2 == 1 {
+			stateB, stateA = "on", "off"
+		}
+		// A: granted, then paused before its publish.
+		a := exec.Command(binary, append(base, "--holder", "controller-a", "--id", fmt.Sprint("a-", i), "--stop-after-grant", stateA)...)
+		var aOut bytes.Buffer
+		a.Stdout = &aOut
+		aErr, err := a.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(aErr)
+		var tokA uint64
+		for sc.Scan() {
+			if m := grantedRE.FindStringSubmatch(sc.Text()); m != nil {
+				tokA, _ = strconv.ParseUint(m[1], 10, 64)
+				break
+			}
+		}
+		if tokA == 0 {
+			a.Process.Kill()
+			a.Wait()
+			t.Fatalf("rep %d: A was not granted a token", i)
+		}
+		go func() {
+			for sc.Scan() {
+			}
+		}()
+		deadline := time.Now().Add(5 * time.Second)
+		for processState(a.Process.Pid) != "T" {
+			if time.Now().After(deadline) {
+				a.Process.Kill()
+				t.Fatalf("rep %d: A did not stop after its grant", i)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+
+		// B: waits for the lock until A's lease expires, then commits.
+		out, code := runCLI(t, append(base, "--holder", "controller-b", "--id", fmt.Sprint("b-", i), "--timeout", "10s", stateB)...)
+		if code != 0 || !strings.Contains(out, `"outcome":"applied"`) {
+			a.Process.Kill()
+			t.Fatalf("rep %d: B: exit %d\n%s", i, code, out)
+		}
+		m := grantedRE.FindStringSubmatch(out)
+		tokB, _ := strconv.ParseUint(m[1], 10, 64)
+		if tokB <= tokA {
+			t.Errorf("rep %d: B's token %d is not above A's %d", i, tokB, tokA)
+		}
+
+		// A wakes up and publishes its old command.
+		a.Process.Signal(syscall.SIGCONT)
+		err = a.Wait()
+		code = 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != exitStale || !strings.Contains(aOut.String(), `"outcome":"stale"`) {
+			t.Fatalf("rep %d: A (token %d, after B's %d): exit %d, want %d (stale)\n%s", i, tokA, tokB, code, exitStale, aOut.String())
+		}
+		if !strings.Contains(aOut.String(), fmt.Sprintf(`"fence":{"token":%d`, tokB)) {
+			t.Errorf("rep %d: A's stale answer does not carry B's fence %d: %s", i, tokB, aOut.String())
+		}
+		lm, _ := boards.ReadLatch(latch)
+		if lm["GPIO17"] != (stateB == "on") {
+			t.Fatalf("rep %d: pump latch high=%v, want B's state %s", i, lm["GPIO17"], stateB)
+		}
+	}
+}
