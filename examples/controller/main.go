@@ -1,0 +1,174 @@
+// Command controller is an example fencegate controller, the pattern to
+// copy: it holds an etcd lease on an actuator's fence scope, raises the
+// gateway's fence as soon as it is granted, drives the actuator in a loop,
+// and treats a stale answer as normal recovery: it rereads the state, lets
+// go of its lease and acquires a new one (with a higher token) before it
+// acts again.
+//
+//	go run ./examples/controller --etcd http://127.0.0.1:2379 --broker tcp://127.0.0.1:1883 --gateway sim --actuator pump
+//
+// Run two of them against the same actuator: one acts, the other waits for
+// the lock. Stop the active one with kill -STOP for longer than the lease's
+// TTL and watch the other take over; continue it with kill -CONT and watch
+// its next command be refused as stale.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/lease"
+)
+
+func main() {
+	etcdURL := flag.String("etcd", "http://127.0.0.1:2379", "etcd endpoints, comma-separated")
+	broker := flag.String("broker", "tcp://127.0.0.1:1883", "MQTT broker")
+	gateway := flag.String("gateway", "sim", "gateway id")
+	actuator := flag.String("actuator", "pump", "actuator to drive")
+	scope := flag.String("scope", "", "fence scope of the actuator (default: its name)")
+	ttl := flag.Int("ttl", 5, "lease TTL in seconds")
+	period := flag.Duration("period", time.Second, "time between commands")
+	name := flag.String("name", "", "this controller's name, for the audit trail (default: controller-PID)")
+	flag.Parse()
+	if *scope == "" {
+		*scope = *actuator
+	}
+	if *name == "" {
+		*name = fmt.Sprintf("controller-%d", os.Getpid())
+	}
+	log := slog.New(slog.NewTextHandler(os.Stdout, nil)).With("controller", *name)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log, config{strings.Split(*etcdURL, ","), *broker, *gateway, *actuator, *scope, *name, *ttl, *period}); err != nil && ctx.Err() == nil {
+		log.Error("stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	etcd                                 []string
+	broker, gateway, actuator, scope, me string
+	ttl                                  int
+	period                               time.Duration
+}
+
+func run(ctx context.Context, log *slog.Logger, c config) error {
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: c.etcd, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	gw, err := client.Dial(ctx, client.Options{Broker: c.broker, GatewayID: c.gateway})
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+
+	for ctx.Err() == nil {
+		log.Info("waiting for the lock", "scope", c.scope)
+		l, err := lease.Acquire(ctx, etcd, lease.Options{Gateway: c.gateway, Scope: c.scope, TTL: c.ttl})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Warn("cannot acquire; retrying", "err", err)
+			sleep(ctx, time.Second)
+			continue
+		}
+		log.Info("granted", "token", l.Token())
+		err = hold(ctx, log, gw, l, c)
+		l.Release(context.Background())
+		var se *client.StaleError
+		switch {
+		case errors.As(err, &se):
+			// Normal recovery: someone newer holds the scope. Reread, then
+			// acquire again; the new grant's token is higher.
+			log.Warn("stale; rereading state", "fence", se.Fence().String(), "state", se.State().String(), "reason", se.Result.Error)
+		case errors.Is(err, errLeaseLost):
+			log.Warn("lease lost; stopping until granted again")
+		case err != nil && ctx.Err() == nil:
+			log.Error("giving up the lease", "err", err)
+			sleep(ctx, time.Second)
+		}
+	}
+	return nil
+}
+
+var errLeaseLost = errors.New("lease lost")
+
+// hold acts while the lease lasts: first a fence-only command, so that the
+// gateway refuses every older holder's command from now on, then one
+// set-point per period with an increasing seq.
+func hold(ctx context.Context, log *slog.Logger, gw *client.Client, l *lease.Lease, c config) error {
+	seq := uint64(0)
+	state := fence.StateOn
+	if o, ok := gw.State(c.actuator); ok && o.State == fence.StateOn {
+		state = fence.StateOff
+	}
+	cmds := []fence.Command{{Actuator: c.actuator, Holder: c.me, Fence: fence.Fence{Token: l.Token()}}}
+	for {
+		for _, cmd := range cmds {
+			if err := send(ctx, log, gw, cmd); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.Lost():
+			return errLeaseLost
+		case <-time.After(c.period):
+		}
+		seq++
+		cmds = []fence.Command{{Actuator: c.actuator, Holder: c.me, Fence: fence.Fence{Token: l.Token(), Seq: seq}, State: state}}
+		if state == fence.StateOn {
+			state = fence.StateOff
+		} else {
+			state = fence.StateOn
+		}
+	}
+}
+
+// send sends one command. On a timeout it resends the same command (same
+// id, token and seq): if the first was applied, the resend is answered
+// duplicate and nothing is driven twice.
+func send(ctx context.Context, log *slog.Logger, gw *client.Client, cmd fence.Command) error {
+	cmd.ID = fmt.Sprintf("%s-%d-%d", cmd.Holder, cmd.Fence.Token, cmd.Fence.Seq)
+	for attempt := 0; ; attempt++ {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		res, err := gw.Send(sctx, cmd)
+		cancel()
+		if errors.Is(err, client.ErrTimeout) && attempt < 3 {
+			log.Warn("no answer; resending the same command", "id", cmd.ID)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		what := cmd.State.String()
+		if what == "" {
+			what = "fence"
+		}
+		log.Info(string(res.Outcome), "command", what, "token", cmd.Fence.Token, "seq", cmd.Fence.Seq, "fence", res.Fence.String())
+		return nil
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
