@@ -194,14 +194,12 @@ func (c *Config) check() error {
 	if c.Store == "" {
 		bad("store is required (the fence store's file, e.g. /var/lib/fencegate/fence.db)")
 	}
-	switch c.Board {
-	case BoardSim:
-	case "":
-		bad("board is required (sim)")
-	case BoardRaspberryPi:
-		bad("board %q is not supported by this build yet; use sim", c.Board)
+	switch {
+	case c.Board == BoardSim, boards.IsRaspberryPi(c.Board):
+	case c.Board == "":
+		bad("board is required (sim, or raspberry-pi to detect the model)")
 	default:
-		bad("board %q is unknown (want sim)", c.Board)
+		bad("board %q is unknown (want sim, %s)", c.Board, strings.Join(boards.BoardNames(), ", "))
 	}
 	if c.HTTP != nil && *c.HTTP != "" {
 		_, port, err := net.SplitHostPort(*c.HTTP)

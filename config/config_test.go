@@ -292,8 +292,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{"board is required"}},
 		{"unknown board", strings.Replace(base, "board: sim", "board: arduino", 1) + act,
 			[]string{`board "arduino"`, "unknown"}},
-		{"raspberry-pi board", strings.Replace(base, "board: sim", "board: raspberry-pi", 1) + act,
-			[]string{`board "raspberry-pi"`, "not supported"}},
+		{"unknown raspberry-pi model", strings.Replace(base, "board: sim", "board: raspberry-pi-6", 1) + act,
+			[]string{`board "raspberry-pi-6"`, "raspberry-pi-4b", "raspberry-pi-zero-2-w"}},
 		{"bad boot", base + "actuators:\n  - {name: pump, pin: GPIO17, boot: high}\n",
 			[]string{"line 7", `boot "high"`, "last, off or on"}},
 		{"topic prefix plus", strings.Replace(base, "mqtt:\n", "mqtt:\n  topic_prefix: \"fence/+\"\n", 1) + act,
@@ -384,5 +384,19 @@ func TestExampleConfigParses(t *testing.T) {
 	}
 	if c.Actuators[1].Scope != "vent" || c.Actuators[2].Scope != "vent" {
 		t.Errorf("vent actuators are in scopes %q and %q, want one scope vent", c.Actuators[1].Scope, c.Actuators[2].Scope)
+	}
+}
+
+func TestRaspberryPiBoards(t *testing.T) {
+	for _, b := range []string{"raspberry-pi", "raspberry-pi-zero-2-w", "raspberry-pi-3b", "raspberry-pi-3b-plus", "raspberry-pi-4b", "raspberry-pi-400", "raspberry-pi-5", "raspberry-pi-cm4"} {
+		doc := "id: gw\nmqtt: {broker: tcp://127.0.0.1:1883}\nstore: s.db\nboard: " + b + "\nactuators:\n  - {name: relay1, pin: PIN11, active_low: true}\n"
+		c, err := Parse([]byte(doc))
+		if err != nil {
+			t.Errorf("board %s: %v", b, err)
+			continue
+		}
+		if c.Board != b || c.Actuators[0].Pin != "GPIO17" {
+			t.Errorf("board %s parsed as %q with pin %q", b, c.Board, c.Actuators[0].Pin)
+		}
 	}
 }

@@ -45,6 +45,25 @@ type Info struct {
 	HTTP  string // the JSON API's address; "" if disabled
 }
 
+// initialLevels returns each output's level at start: the level its boot
+// policy will reconcile it to (the recorded state for boot: last), so that
+// taking over the line moves nothing.
+func initialLevels(flog *fencelog.Log, cfg *config.Config) ([]boards.OutputSpec, error) {
+	outs := make([]boards.OutputSpec, 0, len(cfg.Actuators))
+	for _, a := range cfg.Actuators {
+		on := a.Boot == "on"
+		if a.Boot == "last" {
+			rec, err := flog.Output(a.Scope, a.Name)
+			if err != nil {
+				return nil, err
+			}
+			on = rec.State == fence.StateOn
+		}
+		outs = append(outs, boards.OutputSpec{Pin: a.Pin, InitialHigh: on != a.ActiveLow})
+	}
+	return outs, nil
+}
+
 // LatchPath returns the sim board's latch file for a store: next to it.
 func LatchPath(store string) string { return store + ".pins" }
 
@@ -64,14 +83,30 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	info := Info{Store: cfg.Store}
 
 	var pinOf func(string) (boards.Pin, error)
-	switch cfg.Board {
-	case config.BoardSim:
+	switch {
+	case cfg.Board == config.BoardSim:
 		info.Latch = LatchPath(cfg.Store)
 		b, err := boards.OpenSim(info.Latch)
 		if err != nil {
 			return err
 		}
 		pinOf = b.Pin
+	case boards.IsRaspberryPi(cfg.Board):
+		model, err := boards.ResolveModel(cfg.Board)
+		if err != nil {
+			return err
+		}
+		outs, err := initialLevels(flog, cfg)
+		if err != nil {
+			return err
+		}
+		pi, err := boards.OpenRaspberryPi(model, outs)
+		if err != nil {
+			return err
+		}
+		defer pi.Close()
+		log.Info("board opened", "model", model.Name, "chip", pi.Chip)
+		pinOf = pi.Pin
 	default:
 		return fmt.Errorf("service: board %q is not supported by this build", cfg.Board)
 	}
