@@ -18,8 +18,8 @@ func TestDetectModel(t *testing.T) {
 		{"Raspberry Pi 400 Rev 1.0\x00", "raspberry-pi-400"},
 		{"Raspberry Pi 5 Model B Rev 1.0\x00", "raspberry-pi-5"},
 		{"Raspberry Pi Compute Module 4 Rev 1.0\x00", "raspberry-pi-cm4"},
-		{"Raspberry Pi Model B Rev 2\x00", ""},    // Pi 1: not supported
-		{"Raspberry Pi Zero W Rev 1.1\x00", ""},   // Zero W: not supported
+		{"Raspberry Pi Model B Rev 2\x00", ""},     // Pi 1: not supported
+		{"Raspberry Pi Zero W Rev 1.1\x00", ""},    // Zero W: not supported
 		{"Raspberry Pi 2 Model B Rev 1.1\x00", ""}, // Pi 2: not supported
 		{"linux,dummy-virt", ""},
 		{"", ""},
