@@ -56,6 +56,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Usage = func() { fmt.Fprint(stderr, sendUsage); fs.PrintDefaults() }
 	broker := fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL")
 	prefix := fs.String("prefix", "fencegate", "topic prefix")
+	username := fs.String("username", "", "MQTT user name (the password is read from $FENCEGATE_MQTT_PASSWORD)")
 	gw := fs.String("gateway", "", "gateway id (required)")
 	act := fs.String("actuator", "", "actuator name (required)")
 	token := fs.Uint64("token", 0, "fencing token, 1 to 2^63-1 (or use --etcd)")
@@ -132,7 +133,8 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 
-	ctl, err := client.Dial(ctx, client.Options{Broker: *broker, Prefix: *prefix, GatewayID: *gw})
+	ctl, err := client.Dial(ctx, client.Options{Broker: *broker, Prefix: *prefix, GatewayID: *gw,
+		Username: *username, Password: os.Getenv("FENCEGATE_MQTT_PASSWORD")})
 	if err != nil {
 		return err
 	}
