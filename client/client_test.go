@@ -1,0 +1,84 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/service"
+)
+
+func gateway(t *testing.T, broker string) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(fmt.Sprintf("id: gw\nmqtt: {broker: %s}\nstore: %s\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\n",
+		broker, filepath.Join(t.TempDir(), "fence.db"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- service.Run(ctx, cfg, service.Options{Init: true, Ready: func(service.Info) { close(ready) }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("gateway not ready")
+	}
+}
+
+func TestTypedAnswers(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	gateway(t, broker)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.WaitStatus(ctx, "online"); err != nil {
+		t.Fatal(err)
+	}
+	on := fence.Command{ID: "b-1", Actuator: "pump", Holder: "b", Fence: fence.Fence{Token: 42}, State: fence.StateOn}
+	if res, err := c.Send(ctx, on); err != nil || res.Outcome != fence.Applied {
+		t.Fatalf("Send(applied) = %v, %v", res.Outcome, err)
+	}
+	if res, err := c.Send(ctx, on); err != nil || res.Outcome != fence.Duplicate {
+		t.Fatalf("Send(redelivery) = %v, %v; want duplicate and no error", res.Outcome, err)
+	}
+	_, err = c.Send(ctx, fence.Command{Actuator: "pump", Fence: fence.Fence{Token: 41}, State: fence.StateOff})
+	var se *client.StaleError
+	if !errors.As(err, &se) || se.Fence() != (fence.Fence{Token: 42}) || se.State() != fence.StateOn {
+		t.Fatalf("Send(old token) error = %v, want *StaleError with fence 42/0 and state on", err)
+	}
+	_, err = c.Send(ctx, fence.Command{Actuator: "nope", Fence: fence.Fence{Token: 50}, State: fence.StateOff})
+	var re *client.RejectedError
+	if !errors.As(err, &re) {
+		t.Fatalf("Send(unknown actuator) error = %v, want *RejectedError", err)
+	}
+	if o, err := c.WaitState(ctx, "pump", func(o fence.Output) bool { return o.Fence.Token == 42 }); err != nil || o.State != fence.StateOn {
+		t.Errorf("WaitState = %+v, %v", o, err)
+	}
+	short, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel2()
+	other, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: "absent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Send(short, on); !errors.Is(err, client.ErrTimeout) {
+		t.Errorf("Send to an absent gateway = %v, want ErrTimeout", err)
+	}
+}
