@@ -30,9 +30,9 @@ lint:
 fuzz:
 	$(GO) test ./mqttlink -run '^$$' -fuzz FuzzDecodeCommand -fuzztime 30s
 
-## bench: the fence store against the disk's own commit floor, measured in the same run
+## bench: the fence store against the disk's commit floor, and commands against the broker's own round trip, in the same run
 bench:
-	$(GO) test ./fencelog -run '^$$' -bench . -benchtime 2s
+	$(GO) test ./fencelog ./service -run '^$$' -bench . -benchtime 2s
 
 ## screenshot: refresh docs/dashboard.png from the browser test (needs chromium)
 screenshot:

@@ -43,7 +43,7 @@ type gateway struct {
 
 // start runs a gateway in this process against broker, with its store in
 // dir, and waits until it is subscribed.
-func start(t *testing.T, broker, dir string) *gateway {
+func start(t testing.TB, broker, dir string) *gateway {
 	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(testConfig, broker, filepath.Join(dir, "fence.db"))))
 	if err != nil {
