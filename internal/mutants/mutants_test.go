@@ -1,0 +1,188 @@
+// Package mutants checks that the test suite catches deliberately broken
+// variants of the safety core. Each mutant edits one place in a copy of the
+// committed tree (git archive HEAD) and runs the tests that must catch it;
+// a mutant whose tests pass is a hole in the suite.
+//
+// It is slow (a build and a test run per mutant), so it runs only with
+// FENCEGATE_MUTANTS=1: `make mutants`, which CI runs.
+package mutants
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+type mutant struct {
+	name string
+	why  string
+	file string
+	old  string // must occur exactly once in file
+	new  string
+	pkgs []string // test packages and -run pattern that must fail
+	run  string
+}
+
+var mutants = []mutant{
+	{
+		name: "no-fence-check",
+		why:  "every command passes the fence (M1)",
+		file: "fence/fence.go",
+		old:  "\tif current.Less(c.Fence) {\n\t\treturn Decision{Outcome: Applied}",
+		new:  "\tif true || current.Less(c.Fence) {\n\t\treturn Decision{Outcome: Applied}",
+		pkgs: []string{"./actuator"}, run: "TestPausedControllerInterleavings",
+	},
+	{
+		name: "equal-pair-passes",
+		why:  "a pair equal to the fence passes (>= instead of >)",
+		file: "fence/fence.go",
+		old:  "\tif current.Less(c.Fence) {\n\t\treturn Decision{Outcome: Applied}",
+		new:  "\tif current.Less(c.Fence) || current == c.Fence {\n\t\treturn Decision{Outcome: Applied}",
+		pkgs: []string{"./fence", "./fencelog"}, run: "TestDecide|TestAdmitSequence",
+	},
+	{
+		name: "fence-not-persisted",
+		why:  "the new fence is decided but never written (M2)",
+		file: "fencelog/fencelog.go",
+		old:  "\t\t\tif err := writeScope(tx, scope, rec); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t}\n\t\tadm = Admission",
+		new:  "\t\t}\n\t\tadm = Admission",
+		pkgs: []string{"./fencelog"}, run: "TestPersistsAcrossReopen",
+	},
+	{
+		name: "drive-before-record",
+		why:  "the output is driven before the fence is recorded (M3)",
+		file: "actuator/actuator.go",
+		old:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c)",
+		new:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tif c.State != fence.StateNone {\n\t\to.Pin.Out(o.level(c.State))\n\t}\n\tadm, err := b.log.Admit(o.Scope, c)",
+		pkgs: []string{"./actuator"}, run: "TestHandle|TestRecordFailureNeverDrives|TestPausedControllerInterleavings",
+	},
+	{
+		name: "fence-per-actuator",
+		why:  "interlocked actuators get a fence each instead of sharing their scope's (M4)",
+		file: "actuator/actuator.go",
+		old:  "\t\tif s.Scope == \"\" {\n\t\t\ts.Scope = s.Name\n\t\t}",
+		new:  "\t\ts.Scope = s.Name",
+		pkgs: []string{"./actuator"}, run: "TestPausedControllerInterleavings",
+	},
+	{
+		name: "lock-released-before-drive",
+		why:  "the scope lock is released between the record and the drive",
+		file: "actuator/actuator.go",
+		old:  "\tmu.Lock()\n\tres := b.handle(o, c)\n\tmu.Unlock()",
+		new:  "\tres := b.handle(o, c, mu)",
+		pkgs: []string{"./actuator"}, run: "TestDrivesFollowFenceOrder",
+	},
+	{
+		name: "no-duplicate-window",
+		why:  "a redelivery of an applied command is answered stale, not duplicate",
+		file: "fence/fence.go",
+		old:  "\tfor i := len(recent) - 1; i >= 0; i-- {",
+		new:  "\tfor i := len(recent) - 1; i >= len(recent); i-- {",
+		pkgs: []string{"./fence", "./actuator"}, run: "TestDecide|TestHandle",
+	},
+	{
+		name: "stale-answer-without-fence",
+		why:  "a stale answer does not tell the controller the current fence",
+		file: "actuator/actuator.go",
+		old:  "\tcase fence.Stale:\n\t\tres.Error = adm.Reason",
+		new:  "\tcase fence.Stale:\n\t\tres.Error = adm.Reason\n\t\tres.Fence = fence.Fence{}",
+		pkgs: []string{"./actuator"}, run: "TestHandle",
+	},
+}
+
+// The lock mutant needs handle to take the lock itself around the record
+// only; this second edit makes it compile.
+var lockHelper = [2]string{
+	"func (b *Bank) handle(o *output, c fence.Command) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c)",
+	"func (b *Bank) handle(o *output, c fence.Command, mu *sync.Mutex) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tmu.Lock()\n\tadm, err := b.log.Admit(o.Scope, c)\n\tmu.Unlock()\n\truntime.Gosched()",
+}
+
+func TestMutantsAreCaught(t *testing.T) {
+	if os.Getenv("FENCEGATE_MUTANTS") != "1" {
+		t.Skip("set FENCEGATE_MUTANTS=1 (make mutants) to run the mutation tests")
+	}
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatalf("git: %v", err)
+	}
+	top := strings.TrimSpace(string(root))
+	for _, m := range mutants {
+		t.Run(m.name, func(t *testing.T) {
+			dir := t.TempDir()
+			extract(t, top, dir)
+			apply(t, dir, m.file, m.old, m.new)
+			if m.name == "lock-released-before-drive" {
+				apply(t, dir, m.file, lockHelper[0], lockHelper[1])
+				apply(t, dir, m.file, "\t\"sync\"\n", "\t\"runtime\"\n\t\"sync\"\n")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			args := append([]string{"test", "-count=1", "-race", "-run", m.run}, m.pkgs...)
+			cmd := exec.CommandContext(ctx, "go", args...)
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Errorf("mutant %s (%s) survived: go %s passed\n%s", m.name, m.why, strings.Join(args, " "), out)
+				return
+			}
+			if bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("setup failed")) {
+				t.Errorf("mutant %s does not compile; fix the mutant:\n%s", m.name, out)
+				return
+			}
+			t.Logf("caught: %s (%s)", m.name, m.why)
+		})
+	}
+}
+
+func extract(t *testing.T, top, dir string) {
+	t.Helper()
+	cmd := exec.Command("git", "archive", "HEAD")
+	cmd.Dir = top
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git archive: %v", err)
+	}
+	tr := tar.NewReader(bytes.NewReader(out))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, h.Name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			os.MkdirAll(p, 0o755)
+		case tar.TypeReg:
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			b, _ := io.ReadAll(tr)
+			if err := os.WriteFile(p, b, os.FileMode(h.Mode)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func apply(t *testing.T, dir, file, old, new string) {
+	t.Helper()
+	p := filepath.Join(dir, file)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), old); n != 1 {
+		t.Fatalf("mutant edit of %s: the original text occurs %d times (want once); update the mutant to the code:\n%s", file, n, old)
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
