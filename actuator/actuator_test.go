@@ -52,6 +52,7 @@ type recordingPin struct {
 }
 
 func (p recordingPin) Out(high bool) error {
+	runtime.Gosched() // widen the window a broken lock would leave open
 	p.onDrive(p.name, high)
 	return p.Pin.Out(high)
 }
@@ -279,6 +280,7 @@ func TestDrivesFollowFenceOrder(t *testing.T) {
 	}
 	r := newRigWrapped(t, "", defaultActs, &actuator.Options{AfterCommit: func(c fence.Command) {
 		record(event{commit: true, fence: c.Fence, name: c.Actuator})
+		time.Sleep(time.Duration(c.Fence.Seq*50) * time.Microsecond) // uneven gaps between record and drive
 	}}, func(name string, high bool) { record(event{name: name}) })
 	mu.Lock()
 	events = map[string][]event{} // forget the boot drives
