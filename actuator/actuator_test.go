@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,6 +287,7 @@ func TestDrivesFollowFenceOrder(t *testing.T) {
 	events = map[string][]event{} // forget the boot drives
 	mu.Unlock()
 	var wg sync.WaitGroup
+	var nextTok atomic.Uint64
 	var appliedMu sync.Mutex
 	highest := map[string]fence.Command{}
 	for g := range 6 {
@@ -295,7 +297,13 @@ func TestDrivesFollowFenceOrder(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(g), 7))
 			names := []string{"pump", "valve", "fan", "heater"}
 			for i := range 60 {
-				c := command(fmt.Sprint(g, "-", i), names[rng.IntN(4)], uint64(rng.IntN(40)+1), uint64(rng.IntN(4)), fence.State(rng.IntN(2)+1))
+				// Mostly fresh tokens, so that most commands are applied and
+				// record/drive pairs overlap as much as they can; some old ones.
+				tok := nextTok.Add(1)
+				if rng.IntN(4) == 0 {
+					tok = uint64(rng.IntN(int(tok)) + 1)
+				}
+				c := command(fmt.Sprint(g, "-", i), names[rng.IntN(4)], tok, uint64(rng.IntN(4)), fence.State(rng.IntN(2)+1))
 				res := r.bank.Handle(context.Background(), c)
 				if res.Outcome == fence.Applied {
 					appliedMu.Lock()
