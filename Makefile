@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/gateway
 PKGS    ?= ./...
 
-.PHONY: all build test test-short lint fuzz bench screenshot scenarios sim clean
+.PHONY: mutants all build test test-short lint fuzz bench screenshot scenarios sim clean
 
 all: build
 
@@ -42,6 +42,10 @@ screenshot:
 scenarios: build
 	for s in paused-controller duplicate-delivery crash-and-reconcile unfenced; do \
 	  $(BIN) sim scenario $$s --sim http://127.0.0.1:1 --delay 0 || exit 1; done
+
+## mutants: deliberately broken variants of the safety core; the tests must catch each one
+mutants:
+	FENCEGATE_MUTANTS=1 $(GO) test -count=1 -v -timeout 30m ./internal/mutants
 
 ## sim: the simulator with an embedded broker (MQTT on 127.0.0.1:1883, API on 127.0.0.1:8080)
 sim:
