@@ -33,7 +33,7 @@ func BenchmarkBrokerFloor(b *testing.B) {
 			}
 			defer c.Disconnect(0)
 			got := make(chan struct{}, 1)
-			if tok := c.Subscribe("floor/x", 1, func(mqtt.Client, mqtt.Message) { got <- struct{}{} }); !tok.WaitTimeout(5*time.Second) {
+			if tok := c.Subscribe("floor/x", 1, func(mqtt.Client, mqtt.Message) { got <- struct{}{} }); !tok.WaitTimeout(5 * time.Second) {
 				b.Fatal("subscribe")
 			}
 			for b.Loop() {
