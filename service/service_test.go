@@ -247,16 +247,26 @@ func TestBadInputOverMQTT(t *testing.T) {
 	})
 }
 
-// A retained command is answered normally when published live (the broker
-// clears the flag for current subscribers) but is refused when the broker
-// replays it to a gateway that subscribes later.
+// A retained command is refused when the broker replays it to a gateway
+// that subscribes later. Published live, it reaches a subscribed gateway
+// either with the flag cleared (MQTT 3.1.1 brokers usually do; then it is
+// decided normally) or with it kept (then it is refused at once): both
+// are safe, and the test accepts both.
 func TestRetainedReplayRejected(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, broker string) {
 		dir := t.TempDir()
 		g := start(t, broker, dir)
 		ctl := testctl.Connect(t, broker, g.topics())
 		ctl.Publish(t, "pump", mqttlink.EncodeCommand(cmd("k-1", "pump", 7, 0, fence.StateOn)), true)
-		expect(t, ctl.Result(t, "k-1"), fence.Applied, fence.Fence{Token: 7}, fence.StateOn)
+		live := ctl.Result(t, "k-1")
+		wantFence := fence.Fence{Token: 7}
+		switch {
+		case live.Outcome == fence.Applied:
+		case live.Outcome == fence.Rejected && strings.Contains(live.Error, "retained"):
+			wantFence = fence.Fence{}
+		default:
+			t.Fatalf("live retained command = %v %q, want applied or rejected for being retained", live.Outcome, live.Error)
+		}
 		g.stop()
 		ctl.Drain()
 		g = start(t, broker, dir)
@@ -274,8 +284,8 @@ func TestRetainedReplayRejected(t *testing.T) {
 		}
 		ctl.Publish(t, "pump", nil, true) // clear it
 		ctl.Result(t, "")                 // the empty publish is answered (rejected)
-		if fs := g.api(t)["pump"].Fence; fs != (fence.Fence{Token: 7}) {
-			t.Errorf("fence after replay = %v, want 7/0", fs)
+		if fs := g.api(t)["pump"].Fence; fs != wantFence {
+			t.Errorf("fence after replay = %v, want %v", fs, wantFence)
 		}
 	})
 }
