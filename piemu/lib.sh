@@ -3,7 +3,7 @@
 # PIEMU_WORK    per-run build directory (test binary, initramfs, DTB, console log)
 PIEMU_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PIEMU_REPO=$(cd "$PIEMU_DIR/.." && pwd)
-PIEMU_CACHE=${PIEMU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fencegate/piemu}
+PIEMU_CACHE=${PIEMU_CACHE:-${XDG_CACHE_HOME:-${HOME:?set HOME or PIEMU_CACHE}/.cache}/fencegate/piemu}
 # The guest's result line (printed by piemu/guest's TestMain).
 PIEMU_PASS='PIEMU GUEST RESULT: PASS'
 

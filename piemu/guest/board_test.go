@@ -1,0 +1,164 @@
+//go:build linux
+
+package guest
+
+import (
+	"encoding/binary"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"periph.io/x/conn/v3/driver/driverreg"
+	"periph.io/x/conn/v3/gpio"
+	"periph.io/x/host/v3/gpioioctl"
+
+	"github.com/fencegate/fencegate/boards"
+)
+
+// TestModelDetection: the emulated board's device tree is detected as a
+// Pi 3B, and the header map meets the kernel's line names.
+func TestModelDetection(t *testing.T) {
+	guestOnly(t)
+	dt, err := boards.DeviceTreeModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("device tree model %q", dt)
+	m, err := boards.DetectModel(dt)
+	if err != nil || m.Board != "raspberry-pi-3b" {
+		t.Fatalf("DetectModel(%q) = %q, %v; want raspberry-pi-3b", dt, m.Board, err)
+	}
+	if m, err := boards.ResolveModel(boards.BoardRaspberryPi); err != nil || m.Board != "raspberry-pi-3b" {
+		t.Fatalf("ResolveModel(raspberry-pi) = %q, %v; want raspberry-pi-3b", m.Board, err)
+	}
+	if _, err := boards.ResolveModel("raspberry-pi-3b"); err != nil {
+		t.Fatalf("ResolveModel(raspberry-pi-3b): %v", err)
+	}
+	if _, err := boards.ResolveModel("raspberry-pi-4b"); err == nil || !strings.Contains(err.Error(), "this is a Raspberry Pi 3 Model B") {
+		t.Fatalf("ResolveModel(raspberry-pi-4b) on a 3B: %v; want a mismatch error", err)
+	}
+	// The harness adds the revision the real firmware puts there.
+	if b, err := os.ReadFile("/proc/device-tree/system/linux,revision"); err != nil || len(b) != 4 || binary.BigEndian.Uint32(b) != 0xa02082 {
+		t.Errorf("/system/linux,revision = %x, %v; want a02082", b, err)
+	}
+
+	c := bcmChip(t)
+	t.Logf("%s: label %s, %d lines", c.Path, c.Label, c.Lines)
+	for pin, want := range map[string]string{"PIN11": "GPIO17", "PIN13": "GPIO27", "BCM22": "GPIO22", "pin40": "GPIO21"} {
+		g, err := boards.Canonical(pin)
+		if err != nil || g != want {
+			t.Fatalf("Canonical(%s) = %s, %v; want %s", pin, g, err, want)
+		}
+		off, ok := c.offset(t, g)
+		if !ok {
+			t.Fatalf("%s → %s, but chip %s has no line named %s", pin, g, c.Label, g)
+		}
+		if want, _ := strconv.Atoi(strings.TrimPrefix(g, "GPIO")); off != uint32(want) {
+			t.Errorf("line %s is at offset %d, want %d", g, off, want)
+		}
+	}
+}
+
+// TestInitialLevel: a line opened with InitialHigh is out hi right after
+// OpenRaspberryPi, one opened without it out lo; Close releases both.
+func TestInitialLevel(t *testing.T) {
+	guestOnly(t)
+	c := bcmChip(t)
+	m, err := boards.ResolveModel(boards.BoardRaspberryPi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pi, err := boards.OpenRaspberryPi(m, []boards.OutputSpec{{Pin: "GPIO22", InitialHigh: true}, {Pin: "PIN16", InitialHigh: false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pi.Chip != "pinctrl-bcm2835" {
+		t.Errorf("opened chip %q, want pinctrl-bcm2835", pi.Chip)
+	}
+	expectOutput(t, c, "GPIO22", true)
+	expectOutput(t, c, "GPIO23", false) // PIN16
+	for name, want := range map[string]bool{"GPIO22": true, "BCM23": false} {
+		p, err := pi.Pin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := p.Level(); err != nil || got != want {
+			t.Errorf("%s Level() = %v, %v; want %v", name, got, err, want)
+		}
+	}
+	if err := pi.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"GPIO22", "GPIO23"} {
+		off, _ := c.offset(t, name)
+		if li := c.info(t, off); li.Flags&flagUsed != 0 {
+			t.Errorf("%s after Close: flags %s, want not USED", name, flagWords(li.Flags))
+		}
+	}
+}
+
+// TestLevelNeverReconfigures: reading a pin back (GET_VALUES on the output
+// request) leaves the line an output at its level, however often. The
+// control shows that the check would catch periph's GPIOLine.Read, which
+// turns an output into an input with a pull-up.
+func TestLevelNeverReconfigures(t *testing.T) {
+	guestOnly(t)
+	c := bcmChip(t)
+	m, err := boards.ResolveModel(boards.BoardRaspberryPi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pi, err := boards.OpenRaspberryPi(m, []boards.OutputSpec{{Pin: "GPIO24"}, {Pin: "GPIO25", InitialHigh: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pi.Close()
+	p24, _ := pi.Pin("GPIO24")
+	p25, _ := pi.Pin("GPIO25")
+	for _, level := range []bool{true, false, true} {
+		if err := p24.Out(level); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 50 {
+			got, err := p24.Level()
+			if err != nil || got != level {
+				t.Fatalf("read %d: Level() = %v, %v; want %v", i, got, err, level)
+			}
+			if got, err := p25.Level(); err != nil || !got {
+				t.Fatalf("read %d: GPIO25 Level() = %v, %v; want high (untouched)", i, got, err)
+			}
+			if i%10 == 0 {
+				expectOutput(t, c, "GPIO24", level)
+				expectOutput(t, c, "GPIO25", true)
+			}
+		}
+		expectOutput(t, c, "GPIO24", level)
+	}
+
+	// Control: periph's single-line Read on an output line.
+	if _, err := driverreg.Init(); err != nil {
+		t.Fatal(err)
+	}
+	var line *gpioioctl.GPIOLine
+	for _, ch := range gpioioctl.Chips {
+		if ch.Label() == "pinctrl-bcm2835" {
+			line = ch.ByName("GPIO26")
+		}
+	}
+	if line == nil {
+		t.Fatal("periph: no GPIO26 on pinctrl-bcm2835")
+	}
+	defer line.Close()
+	if err := line.Out(gpio.High); err != nil {
+		t.Fatal(err)
+	}
+	expectOutput(t, c, "GPIO26", true)
+	line.Read()
+	off, _ := c.offset(t, "GPIO26")
+	li := c.info(t, off)
+	if li.Flags&flagInput == 0 || li.Flags&flagPullUp == 0 {
+		t.Fatalf("control: after GPIOLine.Read GPIO26 has flags %s; expected periph to make it INPUT|PULL_UP", flagWords(li.Flags))
+	}
+	t.Logf("control: periph GPIOLine.Read turned GPIO26 into %s, debugfs %q (boards never calls it)", flagWords(li.Flags), debugfsLine(t, "GPIO26"))
+}

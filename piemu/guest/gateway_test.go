@@ -1,0 +1,200 @@
+//go:build linux
+
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/httpapi"
+	"github.com/fencegate/fencegate/mqttbroker"
+	"github.com/fencegate/fencegate/service"
+)
+
+// TestGatewayEndToEnd runs the whole gateway on the emulated board: an
+// embedded broker, service.Run with board raspberry-pi, and fenced commands
+// from the client package. After every command the kernel must show each
+// line exactly where the applied commands put it, still held as an output
+// by the gateway, and the gateway's own read-back (GET /api/actuators, i.e.
+// GET_VALUES) must agree without reconfiguring the line.
+func TestGatewayEndToEnd(t *testing.T) {
+	guestOnly(t)
+	c := bcmChip(t)
+	broker, err := mqttbroker.Start("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+
+	dir := t.TempDir() // on the guest's /tmp tmpfs
+	cfg, err := config.Parse(fmt.Appendf(nil, `id: pi-emu
+mqtt:
+  broker: %s
+store: %s
+board: raspberry-pi
+http: "127.0.0.1:0"
+actuators:
+  - name: relay1
+    pin: PIN11
+    active_low: false
+    boot: "off"
+  - name: relay2
+    pin: GPIO27
+    active_low: true
+    boot: "off"
+`, broker.URL(), filepath.Join(dir, "fence.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan service.Info, 1)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		done <- service.Run(ctx, cfg, service.Options{Init: true, Ready: func(i service.Info) { ready <- i }})
+	}()
+	var info service.Info
+	select {
+	case info = <-ready:
+		t.Logf("gateway ready in %v, API on %s", time.Since(start).Round(time.Millisecond), info.HTTP)
+	case err := <-done:
+		cancel()
+		t.Fatalf("service.Run: %v", err)
+	case <-time.After(60 * time.Second):
+		cancel()
+		t.Fatal("gateway not ready within 60 s")
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("service.Run returned %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("service.Run did not return within 30 s of cancel")
+		}
+	}
+	defer stop()
+
+	lineOf := map[string]string{"relay1": "GPIO17", "relay2": "GPIO27"}
+	// level holds each line's expected raw level; boot: off reconciles
+	// relay1 to low and the active-low relay2 to high.
+	level := map[string]bool{"GPIO17": false, "GPIO27": true}
+	check := func(when string) {
+		t.Helper()
+		for _, line := range []string{"GPIO17", "GPIO27"} {
+			expectOutput(t, c, line, level[line])
+		}
+		// The gateway's read-back: Statuses → Pin.Level → GET_VALUES.
+		for range 3 {
+			for _, a := range apiActuators(t, info.HTTP) {
+				want := "low"
+				if level[lineOf[a.Name]] {
+					want = "high"
+				}
+				if a.Level != want || a.LevelError != "" {
+					t.Fatalf("%s: API says %s level %q (error %q), want %q", when, a.Name, a.Level, a.LevelError, want)
+				}
+			}
+		}
+		for _, line := range []string{"GPIO17", "GPIO27"} {
+			expectOutput(t, c, line, level[line]) // the reads moved nothing
+		}
+		t.Logf("%-44s GPIO17 %-6s GPIO27 %s", when+":", debugfsLine(t, "GPIO17"), debugfsLine(t, "GPIO27"))
+	}
+	check("after start (boot off)")
+
+	cl, err := client.Dial(ctx, client.Options{Broker: broker.URL(), GatewayID: "pi-emu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+
+	on, off, fenceOnly := fence.StateOn, fence.StateOff, fence.StateNone
+	steps := []struct {
+		what  string
+		act   string
+		id    string
+		tok   uint64
+		seq   uint64
+		state fence.State
+		want  fence.Outcome
+		line  *bool // the new level of the actuator's line, if applied
+	}{
+		{"relay1 on 10/1", "relay1", "r1-on", 10, 1, on, fence.Applied, ptr(true)},
+		{"relay1 on 10/1 redelivered", "relay1", "r1-on", 10, 1, on, fence.Duplicate, nil},
+		{"relay1 off 9/99 (older token)", "relay1", "r1-old", 9, 99, off, fence.Stale, nil},
+		{"relay1 fence-only 11/0", "relay1", "r1-fence", 11, 0, fenceOnly, fence.Applied, nil},
+		{"relay1 off 10/2 (below the fence)", "relay1", "r1-below", 10, 2, off, fence.Stale, nil},
+		{"relay1 off 11/1", "relay1", "r1-off", 11, 1, off, fence.Applied, ptr(false)},
+		{"relay1 on 10/1 redelivered late", "relay1", "r1-on", 10, 1, on, fence.Duplicate, nil},
+		{"relay2 on 5/1 (active low)", "relay2", "r2-on", 5, 1, on, fence.Applied, ptr(false)},
+		{"relay2 off 5/2", "relay2", "r2-off", 5, 2, off, fence.Applied, ptr(true)},
+		{"relay2 on 4/9 (older token)", "relay2", "r2-old", 4, 9, on, fence.Stale, nil},
+	}
+	for _, s := range steps {
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		r, err := cl.Send(sctx, fence.Command{ID: s.id, Holder: "piemu", Actuator: s.act,
+			Fence: fence.Fence{Token: s.tok, Seq: s.seq}, State: s.state})
+		scancel()
+		var stale *client.StaleError
+		switch {
+		case r.Outcome != s.want:
+			t.Fatalf("%s: outcome %q (%v), want %q", s.what, r.Outcome, err, s.want)
+		case s.want == fence.Stale && !errors.As(err, &stale):
+			t.Fatalf("%s: error %v, want a *client.StaleError", s.what, err)
+		case s.want != fence.Stale && err != nil:
+			t.Fatalf("%s: error %v, want nil", s.what, err)
+		}
+		if s.line != nil {
+			level[lineOf[s.act]] = *s.line
+		}
+		check(fmt.Sprintf("%s → %s", s.what, r.Outcome))
+	}
+
+	// Stopping the gateway releases the lines.
+	stop()
+	for _, line := range []string{"GPIO17", "GPIO27"} {
+		off, _ := c.offset(t, line)
+		if li := c.info(t, off); li.Flags&flagUsed != 0 {
+			t.Errorf("%s after the gateway stopped: flags %s, want released", line, flagWords(li.Flags))
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func apiActuators(t *testing.T, addr string) []httpapi.Actuator {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/api/actuators")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/actuators: %s", resp.Status)
+	}
+	var out []httpapi.Actuator
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2 {
+		t.Fatalf("GET /api/actuators: %d actuators, want 2", len(out))
+	}
+	return out
+}
