@@ -7,6 +7,7 @@
 //	gateway sim [flags]                          run the laptop simulator (embedded broker, dashboard)
 //	gateway sim scenario NAME                    play a scenario; exit 0 on PASS, 1 on FAIL
 //	gateway send [flags] on|off|fence            send one tokenized command; exit 0 applied/duplicate, 3 stale, 4 rejected, 5 failed, 6 timeout
+//	gateway init --config gateway.yaml           create the fence store once; fails if it exists
 //	gateway check --config gateway.yaml          check a configuration and exit
 //	gateway inspect --store fence.db             print fences, states and the audit trail
 //	gateway version
@@ -33,6 +34,7 @@ Usage:
   gateway sim [flags]                  run the simulator: embedded broker, dashboard (see gateway sim -h)
   gateway sim scenario NAME            play a scenario against the simulator (exit 0 on PASS)
   gateway send [flags] on|off|fence    send one tokenized command (see gateway send -h)
+  gateway init --config FILE           create the fence store once (fails if it exists)
   gateway check --config FILE          check a configuration and exit
   gateway inspect --store FILE         print fences, states and recent audit entries
   gateway version                      print the version
@@ -83,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdSend(ctx, rest, stdout, stderr)
 	case "check":
 		return cmdCheck(rest, stdout, stderr)
+	case "init":
+		return cmdInit(rest, stdout, stderr)
 	case "inspect":
 		return cmdInspect(rest, stdout, stderr)
 	case "version":

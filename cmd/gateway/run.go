@@ -147,3 +147,32 @@ func simCrash(file string) func(fence.Command) {
 		}
 	}
 }
+
+// cmdInit creates the fence store of a configuration, once. It fails on an
+// existing store in any form, so that it can never serve as an idempotent
+// step that recreates a lost store. It touches no GPIO, MQTT or HTTP.
+func cmdInit(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("init", stderr)
+	cfgPath := fs.String("config", "", "configuration file (YAML)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(cfg.Store); err == nil {
+		return fmt.Errorf("store %s already exists; init never touches an existing store", cfg.Store)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store %s: %w", cfg.Store, err)
+	}
+	l, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: true, AuditFlush: -1})
+	if err != nil {
+		return err
+	}
+	if err := l.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "created store %s\n", cfg.Store)
+	return nil
+}
