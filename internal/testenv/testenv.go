@@ -82,14 +82,29 @@ func Mosquitto(t testing.TB) string {
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(dir, "mosquitto.log"))
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	daemon(t, exec.Command(bin, "-c", conf), filepath.Join(dir, "mosquitto.log"), 10*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return "tcp://" + addr
+}
+
+// daemon starts cmd with its output in logPath, kills it when t ends, and
+// waits until ready reports true; it fails t with the log if the program
+// exits first or is not ready within d.
+func daemon(t testing.TB, cmd *exec.Cmd, logPath string, d time.Duration, ready func() bool) {
+	t.Helper()
+	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-c", conf)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start mosquitto: %v", err)
+		t.Fatalf("start %s: %v", cmd.Path, err)
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
@@ -98,22 +113,17 @@ func Mosquitto(t testing.TB) string {
 		<-exited
 		logf.Close()
 	})
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return "tcp://" + addr
-		}
+	deadline := time.Now().Add(d)
+	for !ready() {
 		select {
 		case <-exited:
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("mosquitto exited at start: %s", strings.TrimSpace(string(b)))
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("%s exited at start: %s", filepath.Base(cmd.Path), strings.TrimSpace(string(b)))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("mosquitto did not listen on %s: %v", addr, err)
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("%s not ready within %v: %s", filepath.Base(cmd.Path), d, strings.TrimSpace(string(b)))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -168,44 +178,18 @@ func Etcd(t testing.TB) string {
 	dir := t.TempDir()
 	client := fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
 	peer := fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
-	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(bin, "--name", "test", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "test="+peer, "--initial-cluster-state", "new")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		logf.Close()
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	daemon(t, cmd, filepath.Join(dir, "etcd.log"), 20*time.Second, func() bool {
 		resp, err := http.Get(client + "/health")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if strings.Contains(string(body), `"true"`) {
-				return client
-			}
+		if err != nil {
+			return false
 		}
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("etcd exited at start: %s", b)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd not healthy on %s: %v", client, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strings.Contains(string(body), `"true"`)
+	})
+	return client
 }
