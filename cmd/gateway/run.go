@@ -78,17 +78,24 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	return err
 }
 
-func cmdCheck(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("check", stderr)
+// configCommand parses the flags of a subcommand that takes only --config,
+// and loads and checks that configuration.
+func configCommand(name string, args []string, stderr io.Writer) (*config.Config, string, error) {
+	fs := newFlags(name, stderr)
 	cfgPath := fs.String("config", "", "configuration file (YAML)")
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return nil, "", err
 	}
 	cfg, err := loadConfig(*cfgPath)
+	return cfg, *cfgPath, err
+}
+
+func cmdCheck(args []string, stdout, stderr io.Writer) error {
+	cfg, path, err := configCommand("check", args, stderr)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: ok: gateway %q, %d actuators, store %s\n", *cfgPath, cfg.ID, len(cfg.Actuators), cfg.Store)
+	fmt.Fprintf(stdout, "%s: ok: gateway %q, %d actuators, store %s\n", path, cfg.ID, len(cfg.Actuators), cfg.Store)
 	return nil
 }
 
@@ -152,12 +159,7 @@ func simCrash(file string) func(fence.Command) {
 // existing store in any form, so that it can never serve as an idempotent
 // step that recreates a lost store. It touches no GPIO, MQTT or HTTP.
 func cmdInit(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("init", stderr)
-	cfgPath := fs.String("config", "", "configuration file (YAML)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, _, err := configCommand("init", args, stderr)
 	if err != nil {
 		return err
 	}
