@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +17,7 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/mqttlink"
+	"github.com/fencegate/fencegate/wire"
 )
 
 // ErrTimeout is returned by Send when no answer arrived in time. The
@@ -80,7 +81,7 @@ func answerErr(r fence.Result) error {
 // Options configure Dial.
 type Options struct {
 	Broker    string // e.g. tcp://127.0.0.1:1883
-	Prefix    string // topic prefix; default "fencegate"
+	Prefix    string // topic prefix; default wire.DefaultPrefix
 	GatewayID string
 	ClientID  string // default: a unique id
 	Username  string
@@ -89,17 +90,22 @@ type Options struct {
 
 // Client is a connected controller. Its methods are safe for concurrent use.
 type Client struct {
-	topics mqttlink.Topics
+	topics wire.Topics
 	c      mqtt.Client
 	ids    atomic.Uint64
 	prefix string
 
 	mu      sync.Mutex
-	waiting map[string]chan fence.Result
+	waiting map[string]chan fence.Result // Send and Await calls, by command id
+	unread  map[string]fence.Result      // answers nobody waited for yet, by command id
+	order   []string                     // ids in unread, oldest first
 	states  map[string]fence.Output
 	status  string
 	changed chan struct{} // closed and replaced on every state or status message
 }
+
+// keepUnread is how many answers nobody waits for are kept for a later Await.
+const keepUnread = 1024
 
 var clientSeq atomic.Uint64
 
@@ -107,23 +113,23 @@ var clientSeq atomic.Uint64
 // states and status.
 func Dial(ctx context.Context, o Options) (*Client, error) {
 	if o.Prefix == "" {
-		o.Prefix = "fencegate"
+		o.Prefix = wire.DefaultPrefix
 	}
 	if o.ClientID == "" {
 		o.ClientID = fmt.Sprintf("fencegate-ctl-%d-%d", time.Now().UnixNano(), clientSeq.Add(1))
 	}
-	cl := &Client{topics: mqttlink.Topics{Prefix: o.Prefix, GatewayID: o.GatewayID},
-		waiting: map[string]chan fence.Result{}, states: map[string]fence.Output{}, changed: make(chan struct{}),
+	cl := &Client{topics: wire.Topics{Prefix: o.Prefix, GatewayID: o.GatewayID},
+		waiting: map[string]chan fence.Result{}, unread: map[string]fence.Result{},
+		states: map[string]fence.Output{}, changed: make(chan struct{}),
 		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000)}
 	opts := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID).
 		SetUsername(o.Username).SetPassword(o.Password).SetCleanSession(true).
-		SetAutoReconnect(true).SetConnectTimeout(5 * time.Second).SetOrderMatters(false)
+		SetAutoReconnect(true).SetConnectTimeout(5 * time.Second).SetOrderMatters(true)
 	cl.c = mqtt.NewClient(opts)
 	if err := wait(ctx, cl.c.Connect()); err != nil {
 		return nil, fmt.Errorf("client: connect %s: %w", o.Broker, err)
 	}
-	base := o.Prefix + "/" + o.GatewayID + "/"
-	subs := map[string]byte{base + "+/result": 1, base + "+/state": 1, cl.topics.Status(): 1}
+	subs := map[string]byte{cl.topics.ResultFilter(): 1, cl.topics.StateFilter(): 1, cl.topics.Status(): 1}
 	if err := wait(ctx, cl.c.SubscribeMultiple(subs, cl.receive)); err != nil {
 		cl.c.Disconnect(0)
 		return nil, fmt.Errorf("client: subscribe: %w", err)
@@ -144,23 +150,34 @@ func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
 	topic := m.Topic()
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	switch {
-	case topic == cl.topics.Status():
+	if topic == cl.topics.Status() {
 		cl.status = string(m.Payload())
 		cl.notify()
-	case len(topic) > 6 && topic[len(topic)-6:] == "/state":
-		if o, err := mqttlink.DecodeState(m.Payload()); err == nil {
+		return
+	}
+	switch _, kind := cl.topics.Parse(topic); kind {
+	case wire.KindState:
+		if o, err := wire.DecodeState(m.Payload()); err == nil {
 			cl.states[o.Actuator] = o
 			cl.notify()
 		}
-	default:
-		r, err := mqttlink.DecodeResult(m.Payload())
+	case wire.KindResult:
+		r, err := wire.DecodeResult(m.Payload())
 		if err != nil {
 			return
 		}
 		if ch := cl.waiting[r.ID]; ch != nil {
 			delete(cl.waiting, r.ID)
 			ch <- r
+			return
+		}
+		if _, dup := cl.unread[r.ID]; !dup {
+			cl.order = append(cl.order, r.ID)
+		}
+		cl.unread[r.ID] = r
+		if len(cl.order) > keepUnread {
+			delete(cl.unread, cl.order[0])
+			cl.order = cl.order[1:]
 		}
 	}
 }
@@ -180,18 +197,66 @@ func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, erro
 	if c.ID == "" {
 		c.ID = cl.prefix + fmt.Sprint(cl.ids.Add(1))
 	}
-	ch := make(chan fence.Result, 1)
-	cl.mu.Lock()
-	cl.waiting[c.ID] = ch
-	cl.mu.Unlock()
-	defer func() {
-		cl.mu.Lock()
-		delete(cl.waiting, c.ID)
-		cl.mu.Unlock()
-	}()
-	if err := wait(ctx, cl.c.Publish(cl.topics.Set(c.Actuator), 1, false, mqttlink.EncodeCommand(c))); err != nil {
+	ch := cl.expect(c.ID)
+	defer cl.forget(c.ID, ch)
+	if err := wait(ctx, cl.c.Publish(cl.topics.Set(c.Actuator), 1, false, wire.EncodeCommand(c))); err != nil {
 		return fence.Result{}, fmt.Errorf("client: publish: %w", err)
 	}
+	return answer(ctx, ch)
+}
+
+// PublishRaw publishes payload on actuator's command topic (QoS 1), as it
+// is: for tools and tests that send what Send would not (malformed or
+// retained commands). Await its answer by the id the payload carries.
+func (cl *Client) PublishRaw(ctx context.Context, actuator string, payload []byte, retained bool) error {
+	if err := wait(ctx, cl.c.Publish(cl.topics.Set(actuator), 1, retained, payload)); err != nil {
+		return fmt.Errorf("client: publish: %w", err)
+	}
+	return nil
+}
+
+// Await waits for the answer to the command with the given id: one that
+// already arrived unclaimed (the newest 1024 are kept), or the next one.
+// Its result and error are as Send's.
+func (cl *Client) Await(ctx context.Context, id string) (fence.Result, error) {
+	ch := cl.expect(id)
+	defer cl.forget(id, ch)
+	return answer(ctx, ch)
+}
+
+// Discard forgets every answer that arrived unclaimed.
+func (cl *Client) Discard() {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	clear(cl.unread)
+	cl.order = nil
+}
+
+// expect registers a waiter for id; an answer that already arrived is
+// delivered at once.
+func (cl *Client) expect(id string) chan fence.Result {
+	ch := make(chan fence.Result, 1)
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if r, ok := cl.unread[id]; ok {
+		delete(cl.unread, id)
+		cl.order = slices.DeleteFunc(cl.order, func(s string) bool { return s == id })
+		ch <- r
+		return ch
+	}
+	cl.waiting[id] = ch
+	return ch
+}
+
+func (cl *Client) forget(id string, ch chan fence.Result) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.waiting[id] == ch {
+		delete(cl.waiting, id)
+	}
+}
+
+func answer(ctx context.Context, ch chan fence.Result) (fence.Result, error) {
 	select {
 	case r := <-ch:
 		return r, answerErr(r)
@@ -227,6 +292,26 @@ func (cl *Client) WaitState(ctx context.Context, actuator string, ok func(fence.
 			return o, fmt.Errorf("client: state of %s: %w", actuator, ctx.Err())
 		}
 	}
+}
+
+// Scope returns the fence scope of actuator, as the gateway publishes it in
+// the actuator's retained state: the name to lock in the lease service
+// before commanding the actuator. Actuators that share a scope share one
+// lease and one fence; locking the actuator's own name instead would let
+// two controllers each hold "the" lease of one fence.
+//
+// It waits for the retained state until ctx is done: the gateway must have
+// been online at least once with this actuator configured.
+func (cl *Client) Scope(ctx context.Context, actuator string) (string, error) {
+	o, err := cl.WaitState(ctx, actuator, nil)
+	if err != nil {
+		return "", fmt.Errorf("client: no state for actuator %q from gateway %q (is the name right, and has the gateway been online?): %w",
+			actuator, cl.topics.GatewayID, err)
+	}
+	if o.Scope == "" {
+		return "", fmt.Errorf("client: gateway %q does not say which fence scope %q belongs to (a gateway older than this client); upgrade the gateway", cl.topics.GatewayID, actuator)
+	}
+	return o.Scope, nil
 }
 
 // WaitStatus waits until the gateway's status is want ("online" or "offline").

@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fencegate/fencegate/boards"
+	"github.com/fencegate/fencegate/wire"
 )
 
 // Boards this build can drive.
@@ -50,19 +51,19 @@ type Config struct {
 // MQTT configures the broker connection.
 type MQTT struct {
 	Broker      string `yaml:"broker"`
-	TopicPrefix string `yaml:"topic_prefix"`
-	ClientID    string `yaml:"client_id"`
-	Username    string `yaml:"username"`
-	Password    string `yaml:"password"`
+	TopicPrefix string `yaml:"topic_prefix,omitempty"`
+	ClientID    string `yaml:"client_id,omitempty"`
+	Username    string `yaml:"username,omitempty"`
+	Password    string `yaml:"password,omitempty"`
 }
 
 // Actuator configures one output.
 type Actuator struct {
 	Name      string `yaml:"name"`
 	Pin       string `yaml:"pin"`
-	ActiveLow bool   `yaml:"active_low"`
-	Boot      string `yaml:"boot"`
-	Scope     string `yaml:"scope"`
+	ActiveLow bool   `yaml:"active_low,omitempty"`
+	Boot      string `yaml:"boot,omitempty"`
+	Scope     string `yaml:"scope,omitempty"`
 
 	line int
 }
@@ -73,6 +74,28 @@ func (c *Config) HTTPAddr() string {
 		return DefaultHTTP
 	}
 	return *c.HTTP
+}
+
+// Marshal writes c as a configuration document that Parse reads back to
+// the same configuration, with header (if any) as a leading comment. It is
+// how programs (the simulator) write configurations: every value is
+// quoted where YAML needs it.
+func (c *Config) Marshal(header string) ([]byte, error) {
+	var b bytes.Buffer
+	for _, line := range strings.Split(strings.TrimSpace(header), "\n") {
+		if line != "" {
+			fmt.Fprintf(&b, "# %s\n", line)
+		}
+	}
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, fmt.Errorf("config: marshal: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("config: marshal: %w", err)
+	}
+	return b.Bytes(), nil
 }
 
 // Load reads and checks the configuration file at path.
@@ -186,7 +209,7 @@ func (c *Config) check() error {
 		bad("mqtt.broker %q: %v", c.MQTT.Broker, err)
 	}
 	if c.MQTT.TopicPrefix == "" {
-		c.MQTT.TopicPrefix = "fencegate"
+		c.MQTT.TopicPrefix = wire.DefaultPrefix
 	} else if strings.ContainsAny(c.MQTT.TopicPrefix, "+#") || strings.HasPrefix(c.MQTT.TopicPrefix, "/") ||
 		strings.HasSuffix(c.MQTT.TopicPrefix, "/") || strings.Contains(c.MQTT.TopicPrefix, "//") {
 		bad("mqtt.topic_prefix %q: no wildcards (+ #), no leading, trailing or double /", c.MQTT.TopicPrefix)

@@ -400,3 +400,38 @@ func TestRaspberryPiBoards(t *testing.T) {
 		}
 	}
 }
+
+// TestMarshalRoundTrip: a configuration a program writes with Marshal reads
+// back as the same configuration, whatever its values look like to YAML.
+func TestMarshalRoundTrip(t *testing.T) {
+	http := "127.0.0.1:0"
+	empty := ""
+	for _, c := range []*Config{
+		{ID: "sim", MQTT: MQTT{Broker: "tcp://127.0.0.1:1883"}, Store: "/tmp/x y/#fence.db", Board: BoardSim, HTTP: &http,
+			Actuators: []Actuator{{Name: "pump", Pin: "GPIO17", Boot: "last"}, {Name: "heater", Pin: "GPIO23", Boot: "off", Scope: "climate"},
+				{Name: "on", Pin: "GPIO22", Boot: "on", Scope: "no"}, {Name: "123", Pin: "GPIO27", ActiveLow: true, Scope: "null"}}},
+		{ID: "yes", MQTT: MQTT{Broker: "ssl://h:8883", TopicPrefix: "site/a", ClientID: "~", Username: "true", Password: "a: b # c"},
+			Store: "s.db", Board: "raspberry-pi", HTTP: &empty, Actuators: []Actuator{{Name: "relay1", Pin: "GPIO5"}}},
+	} {
+		b, err := c.Marshal("generated\nby a test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Parse(b)
+		if err != nil {
+			t.Fatalf("Parse(Marshal(%+v)): %v\n%s", c, err, b)
+		}
+		if got.ID != c.ID || got.MQTT.Password != c.MQTT.Password || got.MQTT.Username != c.MQTT.Username || got.Store != c.Store || *got.HTTP != *c.HTTP || len(got.Actuators) != len(c.Actuators) {
+			t.Errorf("Parse(Marshal(c)) = %+v, want %+v\n%s", got, c, b)
+		}
+		for i, a := range c.Actuators {
+			g := got.Actuators[i]
+			if g.Name != a.Name || g.ActiveLow != a.ActiveLow || (a.Boot != "" && g.Boot != a.Boot) || (a.Scope != "" && g.Scope != a.Scope) {
+				t.Errorf("actuator %d = %+v, want %+v\n%s", i, g, a, b)
+			}
+		}
+		if !strings.HasPrefix(string(b), "# generated\n# by a test\n") {
+			t.Errorf("Marshal header: %q", b)
+		}
+	}
+}

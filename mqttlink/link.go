@@ -28,6 +28,7 @@ import (
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/wire"
 )
 
 // Handler is the fence core as the link sees it.
@@ -48,7 +49,7 @@ type Handler interface {
 type Options struct {
 	// Broker is the broker URL, e.g. tcp://127.0.0.1:1883.
 	Broker string
-	Topics Topics
+	Topics wire.Topics
 	// ClientID defaults to "fencegate-" + Topics.GatewayID. It must be
 	// stable across restarts: the broker keeps the session (and any
 	// unacknowledged commands) under it.
@@ -76,7 +77,7 @@ func Run(ctx context.Context, opts Options, h Handler) error {
 		return errors.New("mqttlink: no broker")
 	}
 	if opts.Topics.Prefix == "" {
-		opts.Topics.Prefix = "fencegate"
+		opts.Topics.Prefix = wire.DefaultPrefix
 	}
 	if opts.ClientID == "" {
 		opts.ClientID = "fencegate-" + opts.Topics.GatewayID
@@ -191,13 +192,13 @@ func Run(ctx context.Context, opts Options, h Handler) error {
 // serve handles one command message and acknowledges it once answered.
 // During shutdown it leaves the message unacknowledged, so that the broker
 // redelivers it to the next session.
-func serve(ctx context.Context, c mqtt.Client, t Topics, h Handler, name string, m mqtt.Message) {
+func serve(ctx context.Context, c mqtt.Client, t wire.Topics, h Handler, name string, m mqtt.Message) {
 	if ctx.Err() != nil {
 		return
 	}
 	defer m.Ack()
 	var res fence.Result
-	cmd, err := DecodeCommand(name, m.Payload())
+	cmd, err := wire.DecodeCommand(name, m.Payload())
 	switch {
 	case m.Retained():
 		res = h.Reject(cmd, errors.New("retained command refused: commands must not be retained (clear it with an empty retained publish)"))
@@ -206,7 +207,7 @@ func serve(ctx context.Context, c mqtt.Client, t Topics, h Handler, name string,
 	default:
 		res = h.Handle(ctx, cmd)
 	}
-	c.Publish(t.Result(name), 1, false, EncodeResult(res))
+	c.Publish(t.Result(name), 1, false, wire.EncodeResult(res))
 	if res.Outcome == fence.Applied || res.Outcome == fence.Failed {
 		for _, peer := range h.Peers(name) {
 			publishState(c, t, h, peer, nil)
@@ -214,7 +215,7 @@ func serve(ctx context.Context, c mqtt.Client, t Topics, h Handler, name string,
 	}
 }
 
-func publishState(c mqtt.Client, t Topics, h Handler, name string, log *slog.Logger) {
+func publishState(c mqtt.Client, t wire.Topics, h Handler, name string, log *slog.Logger) {
 	o, err := h.Output(name)
 	if err != nil {
 		if log != nil {
@@ -222,7 +223,7 @@ func publishState(c mqtt.Client, t Topics, h Handler, name string, log *slog.Log
 		}
 		return
 	}
-	c.Publish(t.State(name), 1, true, EncodeState(o))
+	c.Publish(t.State(name), 1, true, wire.EncodeState(o))
 }
 
 // sessionStore is paho's memory store without outbound publishes.

@@ -23,6 +23,7 @@ import (
 	"github.com/fencegate/fencegate/fencelog"
 	"github.com/fencegate/fencegate/httpapi"
 	"github.com/fencegate/fencegate/mqttlink"
+	"github.com/fencegate/fencegate/wire"
 )
 
 // Options configure Run.
@@ -162,14 +163,14 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 
 	err = mqttlink.Run(ctx, mqttlink.Options{
 		Broker:    cfg.MQTT.Broker,
-		Topics:    mqttlink.Topics{Prefix: cfg.MQTT.TopicPrefix, GatewayID: cfg.ID},
+		Topics:    wire.Topics{Prefix: cfg.MQTT.TopicPrefix, GatewayID: cfg.ID},
 		ClientID:  cfg.MQTT.ClientID,
 		Username:  cfg.MQTT.Username,
 		Password:  cfg.MQTT.Password,
 		Actuators: names,
 		Logger:    log.With("component", "mqttlink"),
 		Ready: func() {
-			log.Info("gateway ready", "id", cfg.ID, "subscribed", mqttlink.Topics{Prefix: cfg.MQTT.TopicPrefix, GatewayID: cfg.ID}.SetFilter())
+			log.Info("gateway ready", "id", cfg.ID, "subscribed", wire.Topics{Prefix: cfg.MQTT.TopicPrefix, GatewayID: cfg.ID}.SetFilter())
 			if opts.Ready != nil {
 				opts.Ready(info)
 			}

@@ -18,8 +18,8 @@ import (
 	"github.com/fencegate/fencegate/httpapi"
 	"github.com/fencegate/fencegate/internal/testctl"
 	"github.com/fencegate/fencegate/internal/testenv"
-	"github.com/fencegate/fencegate/mqttlink"
 	"github.com/fencegate/fencegate/service"
+	"github.com/fencegate/fencegate/wire"
 )
 
 const testConfig = `id: gw1
@@ -82,8 +82,8 @@ func start(t testing.TB, broker, dir string) *gateway {
 	return g
 }
 
-func (g *gateway) topics() mqttlink.Topics {
-	return mqttlink.Topics{Prefix: g.cfg.MQTT.TopicPrefix, GatewayID: g.cfg.ID}
+func (g *gateway) topics() wire.Topics {
+	return wire.Topics{Prefix: g.cfg.MQTT.TopicPrefix, GatewayID: g.cfg.ID}
 }
 
 func (g *gateway) latch(t *testing.T) map[string]bool {
@@ -257,7 +257,7 @@ func TestRetainedReplayRejected(t *testing.T) {
 		dir := t.TempDir()
 		g := start(t, broker, dir)
 		ctl := testctl.Connect(t, broker, g.topics())
-		ctl.Publish(t, "pump", mqttlink.EncodeCommand(cmd("k-1", "pump", 7, 0, fence.StateOn)), true)
+		ctl.Publish(t, "pump", wire.EncodeCommand(cmd("k-1", "pump", 7, 0, fence.StateOn)), true)
 		live := ctl.Result(t, "k-1")
 		wantFence := fence.Fence{Token: 7}
 		switch {

@@ -7,25 +7,12 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/mqttlink"
+	"github.com/fencegate/fencegate/scenario"
+	"github.com/fencegate/fencegate/wire"
 )
 
-// TwinTopic is the command topic of an unfenced twin. It is outside the
-// gateway's topics on purpose: no gateway ever subscribes to it.
-func TwinTopic(gatewayID, name string) string {
-	return "fencegate-sim/" + gatewayID + "/unfenced/" + name + "/set"
-}
-
-// NarrationTopic carries scenario steps to the dashboard.
-func NarrationTopic(gatewayID string) string { return "fencegate-sim/" + gatewayID + "/scenario" }
-
 // Twin is the state of an unfenced twin output.
-type Twin struct {
-	Name   string `json:"name"`
-	Level  string `json:"level"` // high or low
-	Holder string `json:"holder,omitempty"`
-	Token  uint64 `json:"token,omitempty"`
-}
+type Twin = scenario.Twin
 
 // twins are sandboxed simulated outputs with NO fence: each obeys the last
 // command it hears, whatever its token. They exist only in the simulator, to
@@ -43,9 +30,11 @@ func newTwins(h *hub) *twins {
 }
 
 func (t *twins) command(_ mqtt.Client, gatewayID string, m mqtt.Message) {
-	rest := strings.TrimPrefix(m.Topic(), "fencegate-sim/"+gatewayID+"/unfenced/")
-	name := strings.TrimSuffix(rest, "/set")
-	c, err := mqttlink.DecodeCommand(name, m.Payload())
+	name, ok := twinName(gatewayID, m.Topic())
+	if !ok {
+		return
+	}
+	c, err := wire.DecodeCommand(name, m.Payload())
 	if err != nil || c.State == fence.StateNone {
 		return
 	}
@@ -72,4 +61,15 @@ func (t *twins) list() []Twin {
 		out = append(out, *t.m[n])
 	}
 	return out
+}
+
+// twinName returns the twin a twin command topic names.
+func twinName(gatewayID, topic string) (string, bool) {
+	prefix, suffix, _ := strings.Cut(scenario.TwinTopic(gatewayID, "\x00"), "\x00")
+	rest, ok := strings.CutPrefix(topic, prefix)
+	if !ok {
+		return "", false
+	}
+	name, ok := strings.CutSuffix(rest, suffix)
+	return name, ok && name != "" && !strings.Contains(name, "/")
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/fencegate/fencegate/httpapi"
 	"github.com/fencegate/fencegate/internal/testctl"
 	"github.com/fencegate/fencegate/internal/testenv"
-	"github.com/fencegate/fencegate/mqttlink"
+	"github.com/fencegate/fencegate/wire"
 )
 
 // binary is the gateway built with the failpoints tag, by TestMain.
@@ -145,7 +145,7 @@ func TestKill9UnderLoad(t *testing.T) {
 	broker := testenv.EmbeddedBroker(t)
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	cfg := writeConfig(t, dir, broker, httpAddr)
-	ctl := testctl.Connect(t, broker, mqttlink.Topics{Prefix: "fencegate", GatewayID: "crash"})
+	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "crash"})
 	scopeOf := map[string]string{"pump": "pump", "fan": "climate", "heater": "climate"}
 	tokens := map[string]*atomic.Uint64{"pump": {}, "climate": {}}
 
@@ -177,7 +177,7 @@ func TestKill9UnderLoad(t *testing.T) {
 					scope := scopeOf[name]
 					c := fence.Command{ID: fmt.Sprint("c", idSeq.Add(1)), Actuator: name,
 						Fence: fence.Fence{Token: tokens[scope].Add(1)}, State: fence.State(r.IntN(2) + 1)}
-					ctl.Publish(t, name, mqttlink.EncodeCommand(c), false)
+					ctl.Publish(t, name, wire.EncodeCommand(c), false)
 					res, ok := ctl.TryResult(c.ID, 2*time.Second)
 					if ok && res.Outcome == fence.Applied {
 						mu.Lock()
@@ -259,7 +259,7 @@ func TestCrashBetweenFsyncAndDrive(t *testing.T) {
 	broker := testenv.EmbeddedBroker(t)
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	cfg := writeConfig(t, dir, broker, httpAddr)
-	ctl := testctl.Connect(t, broker, mqttlink.Topics{Prefix: "fencegate", GatewayID: "crash"})
+	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "crash"})
 	p := startProc(t, []string{"FENCEGATE_CRASH_AFTER_COMMIT=3"}, "run", "--config", cfg, "--init")
 	ctl.WaitStatus(t, "online")
 	// Boot records count as commits too: none here, since --init made a new
@@ -275,7 +275,7 @@ func TestCrashBetweenFsyncAndDrive(t *testing.T) {
 			t.Fatalf("%s = %v (%s)", c.ID, res.Outcome, res.Error)
 		}
 	}
-	ctl.Publish(t, "pump", mqttlink.EncodeCommand(cmds[2]), false)
+	ctl.Publish(t, "pump", wire.EncodeCommand(cmds[2]), false)
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):

@@ -16,7 +16,7 @@ import (
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/mqttlink"
+	"github.com/fencegate/fencegate/wire"
 )
 
 // Exit codes of gateway send.
@@ -55,7 +55,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlags("send", stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, sendUsage); fs.PrintDefaults() }
 	broker := fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL")
-	prefix := fs.String("prefix", "fencegate", "topic prefix")
+	prefix := fs.String("prefix", wire.DefaultPrefix, "topic prefix")
 	username := fs.String("username", "", "MQTT user name (the password is read from $FENCEGATE_MQTT_PASSWORD)")
 	gw := fs.String("gateway", "", "gateway id (required)")
 	act := fs.String("actuator", "", "actuator name (required)")
@@ -144,7 +144,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer cancel()
 	res, err := ctl.Send(sctx, c)
 	if res.Outcome != "" {
-		fmt.Fprintf(stdout, "%s\n", mqttlink.EncodeResult(res))
+		fmt.Fprintf(stdout, "%s\n", wire.EncodeResult(res))
 	}
 	var (
 		se *client.StaleError

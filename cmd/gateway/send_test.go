@@ -21,7 +21,7 @@ import (
 	"github.com/fencegate/fencegate/fencelog"
 	"github.com/fencegate/fencegate/internal/testctl"
 	"github.com/fencegate/fencegate/internal/testenv"
-	"github.com/fencegate/fencegate/mqttlink"
+	"github.com/fencegate/fencegate/wire"
 )
 
 // gatewayProc starts a gateway process on the sim board against broker and
@@ -33,7 +33,7 @@ func gatewayProc(t *testing.T, broker string) string {
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	os.WriteFile(filepath.Join(dir, "api"), []byte(httpAddr), 0o644)
 	cfg := writeConfig(t, dir, broker, httpAddr)
-	ctl := testctl.Connect(t, broker, mqttlink.Topics{Prefix: "fencegate", GatewayID: "crash"})
+	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "crash"})
 	startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
 	ctl.WaitStatus(t, "online")
 	return filepath.Join(dir, "fence.db.pins")

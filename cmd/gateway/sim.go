@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/mqttbroker"
+	"github.com/fencegate/fencegate/scenario"
 	"github.com/fencegate/fencegate/sim"
+	"github.com/fencegate/fencegate/wire"
 )
 
 func defaultSimDir() string {
@@ -79,7 +81,7 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fs := newFlags("sim", stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage:\n  gateway sim [flags]                 run the simulator\n  gateway sim scenario NAME [flags]   play a scenario (%s)\n\nFlags:\n", strings.Join(sim.ScenarioNames(), ", "))
+		fmt.Fprintf(stderr, "Usage:\n  gateway sim [flags]                 run the simulator\n  gateway sim scenario NAME [flags]   play a scenario (%s)\n\nFlags:\n", strings.Join(scenario.Names(), ", "))
 		fs.PrintDefaults()
 	}
 	f := addSimFlags(fs, defaultSimDir())
@@ -105,7 +107,7 @@ try:
   mosquitto_pub -h %s -p %s -q 1 -t %s/%s/pump/set -m '{"id":"try-1","token":42,"state":"on","holder":"me"}'
   gateway sim scenario paused-controller     (or press a scenario button on the dashboard)
 stop with Ctrl-C
-`, s.HTTPAddr, s.BrokerURL, kind, s.Store, s.Latch, host, port, sim.Prefix, *f.id)
+`, s.HTTPAddr, s.BrokerURL, kind, s.Store, s.Latch, host, port, wire.DefaultPrefix, *f.id)
 	<-ctx.Done()
 	return nil
 }
@@ -122,18 +124,18 @@ func cmdScenario(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if name == "" {
-		return usageErr("which scenario? %s", strings.Join(sim.ScenarioNames(), ", "))
+		return usageErr("which scenario? %s", strings.Join(scenario.Names(), ", "))
 	}
 	found := false
-	for _, n := range sim.ScenarioNames() {
+	for _, n := range scenario.Names() {
 		found = found || n == name
 	}
 	if !found {
-		return usageErr("unknown scenario %q (scenarios: %s)", name, strings.Join(sim.ScenarioNames(), ", "))
+		return usageErr("unknown scenario %q (scenarios: %s)", name, strings.Join(scenario.Names(), ", "))
 	}
 	url := strings.TrimSuffix(*simURL, "/")
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	_, err := sim.FetchInfo(pctx, url)
+	_, err := scenario.FetchSim(pctx, url)
 	cancel()
 	if err != nil {
 		dir, err := os.MkdirTemp("", "fencegate-scenario-")
@@ -153,7 +155,7 @@ func cmdScenario(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	} else {
 		fmt.Fprintf(stdout, "playing against the simulator at %s (watch it on its dashboard)\n", url)
 	}
-	v, err := sim.RunScenario(ctx, name, sim.Env{SimURL: url, Delay: *delay, Out: stdout})
+	v, err := scenario.Run(ctx, name, scenario.Env{SimURL: url, Delay: *delay, Out: stdout})
 	if err != nil {
 		return err
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/testctl"
 	"github.com/fencegate/fencegate/internal/testenv"
-	"github.com/fencegate/fencegate/mqttlink"
-	"github.com/fencegate/fencegate/sim"
+	"github.com/fencegate/fencegate/scenario"
+	"github.com/fencegate/fencegate/wire"
 )
 
 // runningSim starts `gateway sim` on free ports and returns its dashboard
@@ -83,7 +83,7 @@ func runningSim(t *testing.T, extra ...string) (dashboard, broker string) {
 // Every scenario passes on its own: with no simulator reachable, the
 // command starts one on free ports, plays, and exits 0 with a PASS line.
 func TestScenariosStandalone(t *testing.T) {
-	for _, name := range sim.ScenarioNames() {
+	for _, name := range scenario.Names() {
 		t.Run(name, func(t *testing.T) {
 			out, code := runCLI(t, "sim", "scenario", name, "--sim", "http://127.0.0.1:1", "--delay", "0")
 			if code != 0 || !strings.Contains(out, "PASS "+name) {
@@ -101,7 +101,7 @@ func TestScenariosStandalone(t *testing.T) {
 // broker, and the gateway keeps its fences across them.
 func TestScenariosAgainstRunningSim(t *testing.T) {
 	dash, _ := runningSim(t)
-	for _, name := range sim.ScenarioNames() {
+	for _, name := range scenario.Names() {
 		out, code := runCLI(t, "sim", "scenario", name, "--sim", dash, "--delay", "0")
 		if code != 0 || !strings.Contains(out, "playing against the simulator") || !strings.Contains(out, "PASS "+name) {
 			t.Errorf("gateway sim scenario %s --sim %s: exit %d\n%s", name, dash, code, out)
@@ -134,7 +134,7 @@ func chromium(t *testing.T) string {
 func TestDashboardInBrowser(t *testing.T) {
 	exe := chromium(t)
 	dash, broker := runningSim(t, "--step-delay", "150ms")
-	ctl := testctl.Connect(t, broker, mqttlink.Topics{Prefix: "fencegate", GatewayID: "sim"})
+	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "sim"})
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,

@@ -1,98 +1,61 @@
-// Package testctl is a minimal MQTT controller for fencegate's tests: a real
-// paho client that publishes commands and collects answers, state and
-// status messages.
+// Package testctl is the controller of fencegate's tests: package client,
+// the controllers' own library, with every wait bounded and every failure
+// reported through testing.TB.
 package testctl
 
 import (
-	"fmt"
-	"sync"
-	"sync/atomic"
+	"context"
 	"testing"
 	"time"
 
-	mqtt "github.com/eclipse/paho.mqtt.golang"
-
+	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/mqttlink"
+	"github.com/fencegate/fencegate/wire"
 )
 
 // Timeout bounds every wait.
 const Timeout = 10 * time.Second
 
-var clientSeq atomic.Int64
-
 // Controller is a connected test controller.
 type Controller struct {
-	Topics mqttlink.Topics
-	c      mqtt.Client
-
-	mu      sync.Mutex
-	cond    *sync.Cond
-	results []fence.Result
-	states  map[string]fence.Output
-	status  string
+	Topics wire.Topics
+	*client.Client
 }
 
 // Connect connects a controller to broker for the gateway topics t; it
 // disconnects when tb ends.
-func Connect(tb testing.TB, broker string, t mqttlink.Topics) *Controller {
+func Connect(tb testing.TB, broker string, t wire.Topics) *Controller {
 	tb.Helper()
-	ctl := &Controller{Topics: t, states: make(map[string]fence.Output)}
-	ctl.cond = sync.NewCond(&ctl.mu)
-	id := fmt.Sprintf("testctl-%d-%d", time.Now().UnixNano(), clientSeq.Add(1))
-	o := mqtt.NewClientOptions().AddBroker(broker).SetClientID(id).SetCleanSession(true).
-		SetAutoReconnect(true).SetConnectTimeout(5 * time.Second).SetOrderMatters(true)
-	ctl.c = mqtt.NewClient(o)
-	if tok := ctl.c.Connect(); !tok.WaitTimeout(Timeout) || tok.Error() != nil {
-		tb.Fatalf("testctl: connect %s: %v", broker, tok.Error())
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{Broker: broker, Prefix: t.Prefix, GatewayID: t.GatewayID})
+	if err != nil {
+		tb.Fatalf("testctl: %v", err)
 	}
-	tb.Cleanup(func() { ctl.c.Disconnect(100) })
-	subs := map[string]byte{
-		t.Prefix + "/" + t.GatewayID + "/+/result": 1,
-		t.Prefix + "/" + t.GatewayID + "/+/state":  1,
-		t.Status(): 1,
-	}
-	tok := ctl.c.SubscribeMultiple(subs, func(_ mqtt.Client, m mqtt.Message) {
-		ctl.mu.Lock()
-		defer ctl.mu.Unlock()
-		defer ctl.cond.Broadcast()
-		switch topic := m.Topic(); {
-		case topic == t.Status():
-			ctl.status = string(m.Payload())
-		case len(topic) > 6 && topic[len(topic)-6:] == "/state":
-			if o, err := mqttlink.DecodeState(m.Payload()); err == nil {
-				ctl.states[o.Actuator] = o
-			}
-		default:
-			if r, err := mqttlink.DecodeResult(m.Payload()); err == nil {
-				ctl.results = append(ctl.results, r)
-			}
-		}
-	})
-	if !tok.WaitTimeout(Timeout) || tok.Error() != nil {
-		tb.Fatalf("testctl: subscribe: %v", tok.Error())
-	}
-	return ctl
+	tb.Cleanup(c.Close)
+	return &Controller{Topics: t, Client: c}
 }
 
 // Publish publishes a raw payload to actuator's command topic with QoS 1.
 func (ctl *Controller) Publish(tb testing.TB, actuator string, payload []byte, retained bool) {
 	tb.Helper()
-	tok := ctl.c.Publish(ctl.Topics.Set(actuator), 1, retained, payload)
-	if !tok.WaitTimeout(Timeout) || tok.Error() != nil {
-		tb.Fatalf("testctl: publish: %v", tok.Error())
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	if err := ctl.PublishRaw(ctx, actuator, payload, retained); err != nil {
+		tb.Fatalf("testctl: %v", err)
 	}
 }
 
 // Send publishes c and waits for its answer (matched by c.ID, which should
-// be unique in the test).
+// be unique in the test). Stale, rejected and failed answers are returned,
+// not failures.
 func (ctl *Controller) Send(tb testing.TB, c fence.Command) fence.Result {
 	tb.Helper()
-	ctl.Publish(tb, c.Actuator, mqttlink.EncodeCommand(c), false)
+	ctl.Publish(tb, c.Actuator, wire.EncodeCommand(c), false)
 	return ctl.Result(tb, c.ID)
 }
 
-// Result waits for the first answer with the given id and removes it.
+// Result waits for the answer with the given id.
 func (ctl *Controller) Result(tb testing.TB, id string) fence.Result {
 	tb.Helper()
 	r, ok := ctl.TryResult(id, Timeout)
@@ -104,25 +67,19 @@ func (ctl *Controller) Result(tb testing.TB, id string) fence.Result {
 
 // TryResult is Result without failing: ok is false after d.
 func (ctl *Controller) TryResult(id string, d time.Duration) (fence.Result, bool) {
-	return wait(ctl, d, func() (fence.Result, bool) {
-		for i, r := range ctl.results {
-			if r.ID == id {
-				ctl.results = append(ctl.results[:i], ctl.results[i+1:]...)
-				return r, true
-			}
-		}
-		return fence.Result{}, false
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	r, err := ctl.Await(ctx, id)
+	return r, r.Outcome != "" || err == nil
 }
 
 // State waits until actuator's retained state satisfies ok and returns it.
 func (ctl *Controller) State(tb testing.TB, actuator string, ok func(fence.Output) bool) fence.Output {
 	tb.Helper()
-	o, found := wait(ctl, Timeout, func() (fence.Output, bool) {
-		o, have := ctl.states[actuator]
-		return o, have && (ok == nil || ok(o))
-	})
-	if !found {
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	o, err := ctl.WaitState(ctx, actuator, ok)
+	if err != nil {
 		tb.Fatalf("testctl: state of %s not as expected within %v; last %+v", actuator, Timeout, o)
 	}
 	return o
@@ -131,36 +88,12 @@ func (ctl *Controller) State(tb testing.TB, actuator string, ok func(fence.Outpu
 // WaitStatus waits until the gateway's status is want.
 func (ctl *Controller) WaitStatus(tb testing.TB, want string) {
 	tb.Helper()
-	if _, ok := wait(ctl, Timeout, func() (string, bool) { return ctl.status, ctl.status == want }); !ok {
-		tb.Fatalf("testctl: status is %q, want %q", ctl.status, want)
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	if err := ctl.Client.WaitStatus(ctx, want); err != nil {
+		tb.Fatalf("testctl: %v", err)
 	}
 }
 
-// Drain discards collected answers.
-func (ctl *Controller) Drain() {
-	ctl.mu.Lock()
-	ctl.results = nil
-	ctl.mu.Unlock()
-}
-
-func wait[T any](ctl *Controller, d time.Duration, f func() (T, bool)) (T, bool) {
-	deadline := time.Now().Add(d)
-	stop := time.AfterFunc(d, func() {
-		ctl.mu.Lock()
-		ctl.cond.Broadcast()
-		ctl.mu.Unlock()
-	})
-	defer stop.Stop()
-	ctl.mu.Lock()
-	defer ctl.mu.Unlock()
-	for {
-		if v, ok := f(); ok {
-			return v, true
-		}
-		if !time.Now().Before(deadline) {
-			v, _ := f()
-			return v, false
-		}
-		ctl.cond.Wait()
-	}
-}
+// Drain discards answers nobody waited for.
+func (ctl *Controller) Drain() { ctl.Discard() }

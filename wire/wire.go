@@ -1,4 +1,12 @@
-package mqttlink
+// Package wire is fencegate's MQTT wire protocol: the topic layout of a
+// gateway, and the JSON payloads of commands, answers, states and the
+// gateway's status. It is the one place that knows them: the gateway's
+// MQTT link, the controller client, the simulator and the tests all build
+// topics and payloads here. docs/protocol.md specifies the same protocol
+// for people and for controllers in other languages.
+//
+// It imports only the standard library and package fence.
+package wire
 
 import (
 	"bytes"
@@ -14,15 +22,28 @@ import (
 	"github.com/fencegate/fencegate/fence"
 )
 
-// MaxPayload is the largest command payload accepted, in bytes.
-const MaxPayload = 1024
+// DefaultPrefix is the first topic level when a gateway's configuration
+// sets no mqtt.topic_prefix.
+const DefaultPrefix = "fencegate"
 
-// MaxText is the largest id or holder accepted, in bytes.
-const MaxText = 128
+// Status payloads, retained on Topics.Status.
+const (
+	// StatusOnline means the gateway is subscribed and takes commands.
+	StatusOnline = "online"
+	// StatusOffline means it does not (stopped, crashed, or disconnected:
+	// the broker publishes it as the gateway's last will).
+	StatusOffline = "offline"
+)
 
-// Topics names the topics of one gateway.
+// Topics names the topics of one gateway:
+//
+//	<prefix>/<gateway>/<actuator>/set      commands (controllers publish, QoS 1, never retained)
+//	<prefix>/<gateway>/<actuator>/result   answers (the gateway publishes, QoS 1)
+//	<prefix>/<gateway>/<actuator>/state    each actuator's recorded state (retained)
+//	<prefix>/<gateway>/status              online or offline (retained; the last will says offline)
+//	<prefix>/<gateway>/instance            which process serves the gateway id (retained)
 type Topics struct {
-	Prefix    string // default "fencegate"
+	Prefix    string // the first level(s); empty means DefaultPrefix
 	GatewayID string
 }
 
@@ -36,25 +57,75 @@ func (t Topics) Result(actuator string) string { return t.base() + actuator + "/
 func (t Topics) State(actuator string) string { return t.base() + actuator + "/state" }
 
 // Status returns the gateway's retained availability topic.
-func (t Topics) Status() string { return t.Prefix + "/" + t.GatewayID + "/status" }
+func (t Topics) Status() string { return t.base() + "status" }
+
+// Instance returns the topic on which the process serving the gateway id
+// announces itself (see Claim).
+func (t Topics) Instance() string { return t.base() + "instance" }
 
 // SetFilter is the subscription filter for every command topic.
 func (t Topics) SetFilter() string { return t.base() + "+/set" }
 
-func (t Topics) base() string { return t.Prefix + "/" + t.GatewayID + "/" }
+// ResultFilter is the subscription filter for every answer topic.
+func (t Topics) ResultFilter() string { return t.base() + "+/result" }
+
+// StateFilter is the subscription filter for every state topic.
+func (t Topics) StateFilter() string { return t.base() + "+/state" }
+
+func (t Topics) base() string {
+	p := t.Prefix
+	if p == "" {
+		p = DefaultPrefix
+	}
+	return p + "/" + t.GatewayID + "/"
+}
+
+// Kind says which of an actuator's topics a topic is.
+type Kind int
+
+// Kinds of actuator topics.
+const (
+	KindNone   Kind = iota // not an actuator topic of this gateway
+	KindSet                // <actuator>/set
+	KindResult             // <actuator>/result
+	KindState              // <actuator>/state
+)
+
+// Parse returns the actuator an actuator topic of this gateway names, and
+// which topic it is; KindNone for any other topic.
+func (t Topics) Parse(topic string) (actuator string, kind Kind) {
+	rest, ok := strings.CutPrefix(topic, t.base())
+	if !ok {
+		return "", KindNone
+	}
+	name, leaf, ok := strings.Cut(rest, "/")
+	if !ok || name == "" || strings.Contains(leaf, "/") {
+		return "", KindNone
+	}
+	switch leaf {
+	case "set":
+		return name, KindSet
+	case "result":
+		return name, KindResult
+	case "state":
+		return name, KindState
+	}
+	return "", KindNone
+}
 
 // Actuator returns the actuator named by a command topic.
 func (t Topics) Actuator(topic string) (string, bool) {
-	rest, ok := strings.CutPrefix(topic, t.base())
-	if !ok {
-		return "", false
+	if name, kind := t.Parse(topic); kind == KindSet {
+		return name, true
 	}
-	name, ok := strings.CutSuffix(rest, "/set")
-	if !ok || name == "" || strings.Contains(name, "/") {
-		return "", false
-	}
-	return name, true
+	return "", false
 }
+
+// MaxPayload is the largest command payload accepted, in bytes.
+const MaxPayload = 1024
+
+// MaxText is the largest id or holder accepted, in bytes.
+const MaxText = 128
 
 // DecodeCommand parses a command payload for actuator. It is strict: the
 // payload must be one JSON object with only the fields id, token, seq, state
@@ -261,14 +332,14 @@ func EncodeResult(r fence.Result) []byte {
 func DecodeResult(payload []byte) (fence.Result, error) {
 	var w wireResult
 	if err := json.Unmarshal(payload, &w); err != nil {
-		return fence.Result{}, fmt.Errorf("mqttlink: decode result: %w", err)
+		return fence.Result{}, fmt.Errorf("wire: decode result: %w", err)
 	}
 	r := fence.Result{ID: w.ID, Actuator: w.Actuator, Outcome: w.Outcome,
 		Command: fence.Fence{Token: w.Token, Seq: w.Seq}, Fence: w.Fence, Error: w.Error}
 	if w.State != "" {
 		s, err := fence.ParseState(w.State)
 		if err != nil {
-			return fence.Result{}, fmt.Errorf("mqttlink: decode result: %w", err)
+			return fence.Result{}, fmt.Errorf("wire: decode result: %w", err)
 		}
 		r.State = s
 	}
@@ -276,7 +347,10 @@ func DecodeResult(payload []byte) (fence.Result, error) {
 }
 
 type wireState struct {
-	Actuator  string      `json:"actuator"`
+	Actuator string `json:"actuator"`
+	// Scope is the actuator's fence scope: the name a controller locks in
+	// its lease service to command this actuator.
+	Scope     string      `json:"scope,omitempty"`
 	State     string      `json:"state,omitempty"`
 	Fence     fence.Fence `json:"fence"`
 	Holder    string      `json:"holder,omitempty"`
@@ -285,7 +359,7 @@ type wireState struct {
 
 // EncodeState formats an actuator's retained state message.
 func EncodeState(o fence.Output) []byte {
-	w := wireState{Actuator: o.Actuator, State: o.State.String(), Fence: o.Fence, Holder: o.Holder}
+	w := wireState{Actuator: o.Actuator, Scope: o.Scope, State: o.State.String(), Fence: o.Fence, Holder: o.Holder}
 	if !o.ChangedAt.IsZero() {
 		t := o.ChangedAt
 		w.ChangedAt = &t
@@ -298,11 +372,11 @@ func EncodeState(o fence.Output) []byte {
 func DecodeState(payload []byte) (fence.Output, error) {
 	var w wireState
 	if err := json.Unmarshal(payload, &w); err != nil {
-		return fence.Output{}, fmt.Errorf("mqttlink: decode state: %w", err)
+		return fence.Output{}, fmt.Errorf("wire: decode state: %w", err)
 	}
-	o := fence.Output{Actuator: w.Actuator, Fence: w.Fence, Holder: w.Holder}
+	o := fence.Output{Actuator: w.Actuator, Scope: w.Scope, Fence: w.Fence, Holder: w.Holder}
 	if err := o.State.UnmarshalText([]byte(w.State)); err != nil {
-		return fence.Output{}, fmt.Errorf("mqttlink: decode state: %w", err)
+		return fence.Output{}, fmt.Errorf("wire: decode state: %w", err)
 	}
 	if w.ChangedAt != nil {
 		o.ChangedAt = *w.ChangedAt

@@ -1,4 +1,14 @@
-package sim
+// Package scenario plays fencegate's stories against a running simulator
+// (package sim), over MQTT with simulated controllers and a simulated
+// lease service, and judges the gateway's behaviour: a paused controller,
+// a duplicate delivery, a crash between fsync and drive, and the same
+// story against an unfenced twin.
+//
+// It talks to the simulator only through its HTTP API (GET /api/sim, the
+// gateway's API behind it) and the broker, so the same player runs from
+// the dashboard (in the simulator's process) and from
+// `gateway sim scenario NAME` (in another process).
+package scenario
 
 import (
 	"context"
@@ -13,11 +23,11 @@ import (
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/httpapi"
-	"github.com/fencegate/fencegate/mqttlink"
+	"github.com/fencegate/fencegate/wire"
 )
 
-// ScenarioInfo names and describes a scenario.
-type ScenarioInfo struct {
+// Info names and describes a scenario.
+type Info struct {
 	Name        string `json:"name"`
 	Title       string `json:"title"`
 	Description string `json:"description"`
@@ -41,18 +51,18 @@ type Env struct {
 }
 
 type scenario struct {
-	info ScenarioInfo
+	info Info
 	run  func(ctx context.Context, r *run) Verdict
 }
 
 var scenarioOrder = []scenario{
-	{ScenarioInfo{"paused-controller", "Paused controller",
+	{Info{"paused-controller", "Paused controller",
 		"A gets token N and pauses; B gets N+1 and switches the pump off; A wakes and sends its old command: stale."}, pausedController},
-	{ScenarioInfo{"duplicate-delivery", "Duplicate delivery",
+	{Info{"duplicate-delivery", "Duplicate delivery",
 		"A QoS 1 redelivery of an applied command is answered duplicate and driven once."}, duplicateDelivery},
-	{ScenarioInfo{"crash-and-reconcile", "Crash and reconcile",
+	{Info{"crash-and-reconcile", "Crash and reconcile",
 		"The gateway is killed between its fsync and the drive; after the restart the output is reconciled to the record."}, crashAndReconcile},
-	{ScenarioInfo{"unfenced", "Unfenced (simulation only)",
+	{Info{"unfenced", "Unfenced (simulation only)",
 		"The paused-controller story against the fenced pump and an unfenced twin side by side: the stale write wins only on the twin."}, unfenced},
 }
 
@@ -64,16 +74,17 @@ var scenarios = func() map[string]scenario {
 	return m
 }()
 
-func scenarioInfos() []ScenarioInfo {
-	out := make([]ScenarioInfo, 0, len(scenarioOrder))
+// Infos describes every scenario, in order.
+func Infos() []Info {
+	out := make([]Info, 0, len(scenarioOrder))
 	for _, s := range scenarioOrder {
 		out = append(out, s.info)
 	}
 	return out
 }
 
-// ScenarioNames lists the scenarios in their order.
-func ScenarioNames() []string {
+// Names lists the scenarios in their order.
+func Names() []string {
 	var names []string
 	for _, s := range scenarioOrder {
 		names = append(names, s.info.Name)
@@ -81,29 +92,73 @@ func ScenarioNames() []string {
 	return names
 }
 
-// ErrUnknownScenario is returned by RunScenario for a name it does not know.
-var ErrUnknownScenario = errors.New("sim: unknown scenario")
+// ErrUnknown is returned by Run for a name it does not know.
+var ErrUnknown = errors.New("scenario: unknown scenario")
 
-// FetchInfo reads a running simulator's description (GET /api/sim).
-func FetchInfo(ctx context.Context, simURL string) (Info, error) {
-	var info Info
+// Sim is what a player reads of a running simulator (GET /api/sim): where
+// its gateway is, the unfenced twins, and how the gateway process last
+// ended.
+type Sim struct {
+	GatewayID string `json:"gateway_id"`
+	Prefix    string `json:"prefix"`
+	Broker    string `json:"broker"`
+	Twins     []Twin `json:"twins"`
+	LastExit  *Exit  `json:"last_exit,omitempty"`
+}
+
+// Twin is the state of an unfenced twin output.
+type Twin struct {
+	Name   string `json:"name"`
+	Level  string `json:"level"` // high or low
+	Holder string `json:"holder,omitempty"`
+	Token  uint64 `json:"token,omitempty"`
+}
+
+// Exit describes how the simulator's gateway process last ended, with the
+// latch levels read right after, before the restart reconciles them.
+type Exit struct {
+	At     time.Time       `json:"at"`
+	Reason string          `json:"reason"`
+	Latch  map[string]bool `json:"latch"`
+}
+
+// TwinTopic is the command topic of an unfenced twin. It is outside the
+// gateway's topics on purpose: no gateway ever subscribes to it.
+func TwinTopic(gatewayID, name string) string {
+	return "fencegate-sim/" + gatewayID + "/unfenced/" + name + "/set"
+}
+
+// NarrationTopic carries a playing scenario's steps to the simulator's
+// dashboard.
+func NarrationTopic(gatewayID string) string { return "fencegate-sim/" + gatewayID + "/scenario" }
+
+// Narration is one message on NarrationTopic: an event for the
+// dashboard's stream ("start", "step" or "verdict") and its data.
+type Narration struct {
+	Event string          `json:"event"`
+	Data  json.RawMessage `json:"data"`
+}
+
+// FetchSim reads a running simulator's description (GET /api/sim).
+func FetchSim(ctx context.Context, simURL string) (Sim, error) {
+	var info Sim
 	err := getJSON(ctx, simURL+"/api/sim", &info)
 	return info, err
 }
 
-// RunScenario plays a scenario against the simulator at env.SimURL, over
+// Run plays a scenario against the simulator at env.SimURL, over
 // MQTT with simulated controllers, and reports each step to env.Out and to
 // the simulator's dashboard. The error is for failures to play at all; a
 // scenario that played and found the gateway wrong returns a failing
 // Verdict.
-func RunScenario(ctx context.Context, name string, env Env) (Verdict, error) {
+func Run(ctx context.Context, name string, env Env) (Verdict, error) {
 	sc, ok := scenarios[name]
 	if !ok {
-		return Verdict{}, fmt.Errorf("%w %q (scenarios: %s)", ErrUnknownScenario, name, strings.Join(ScenarioNames(), ", "))
+		return Verdict{}, fmt.Errorf("%w %q (scenarios: %s)", ErrUnknown, name, strings.Join(Names(), ", "))
 	}
-	info, err := FetchInfo(ctx, env.SimURL)
+	info, err := FetchSim(ctx, env.SimURL)
 	if err != nil {
-		return Verdict{}, fmt.Errorf("sim: no simulator at %s: %w", env.SimURL, err)
+		return Verdict{}, fmt.Errorf("scenario: no simulator at %s: %w", env.SimURL, err)
 	}
 	ctl, err := client.Dial(ctx, client.Options{Broker: info.Broker, Prefix: info.Prefix, GatewayID: info.GatewayID})
 	if err != nil {
@@ -133,20 +188,15 @@ func RunScenario(ctx context.Context, name string, env Env) (Verdict, error) {
 // run is one playing of a scenario.
 type run struct {
 	env  Env
-	info Info
+	info Sim
 	ctl  *client.Client
 	name string
 	step int
 }
 
-type narration struct {
-	Event string          `json:"event"`
-	Data  json.RawMessage `json:"data"`
-}
-
 func (r *run) event(name string, data any) {
 	b, _ := json.Marshal(data)
-	msg, _ := json.Marshal(narration{Event: name, Data: b})
+	msg, _ := json.Marshal(Narration{Event: name, Data: b})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	r.ctl.Publish(ctx, NarrationTopic(r.info.GatewayID), msg, false)
@@ -275,7 +325,7 @@ func story(ctx context.Context, r *run, twin bool) Verdict {
 		if twin {
 			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			if err := r.ctl.Publish(tctx, TwinTopic(r.info.GatewayID, act), mqttlink.EncodeCommand(c), false); err != nil {
+			if err := r.ctl.Publish(tctx, TwinTopic(r.info.GatewayID, act), wire.EncodeCommand(c), false); err != nil {
 				return fence.Result{}, err
 			}
 		}
@@ -343,7 +393,7 @@ func (r *run) waitTwin(ctx context.Context, name, holder string) (Twin, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for {
-		info, err := FetchInfo(ctx, r.env.SimURL)
+		info, err := FetchSim(ctx, r.env.SimURL)
 		if err == nil {
 			for _, t := range info.Twins {
 				if t.Name == name && t.Holder == holder {
@@ -456,7 +506,7 @@ func crashAndReconcile(ctx context.Context, r *run) Verdict {
 	defer cancel()
 	var exit *Exit
 	for exit == nil {
-		info, err := FetchInfo(wctx, r.env.SimURL)
+		info, err := FetchSim(wctx, r.env.SimURL)
 		if err == nil && info.LastExit != nil && info.LastExit.At.After(armed) {
 			exit = info.LastExit
 			break

@@ -1,4 +1,4 @@
-package mqttlink
+package wire
 
 import (
 	"strings"
@@ -222,7 +222,11 @@ func TestTopics(t *testing.T) {
 		{"Result", tp.Result("pump"), "fencegate/greenhouse-1/pump/result"},
 		{"State", tp.State("pump"), "fencegate/greenhouse-1/pump/state"},
 		{"Status", tp.Status(), "fencegate/greenhouse-1/status"},
+		{"Instance", tp.Instance(), "fencegate/greenhouse-1/instance"},
 		{"SetFilter", tp.SetFilter(), "fencegate/greenhouse-1/+/set"},
+		{"ResultFilter", tp.ResultFilter(), "fencegate/greenhouse-1/+/result"},
+		{"StateFilter", tp.StateFilter(), "fencegate/greenhouse-1/+/state"},
+		{"default prefix", Topics{GatewayID: "gw"}.Status(), DefaultPrefix + "/gw/status"},
 		{"nested prefix Set", Topics{Prefix: "site/a", GatewayID: "gw"}.Set("fan"), "site/a/gw/fan/set"},
 	}
 	for _, s := range strs {
@@ -264,10 +268,23 @@ func TestTopics(t *testing.T) {
 			t.Errorf("Actuator(%q) = %q, %v, want %q, %v", tt.topic, name, ok, tt.wantName, tt.wantOK)
 		}
 	}
-	// Every name Set produces is read back.
+	// Every name each topic function produces is read back with its kind.
 	for _, n := range []string{"pump", "a-b_c", "X9"} {
 		if got, ok := tp.Actuator(tp.Set(n)); got != n || !ok {
 			t.Errorf("Actuator(Set(%q)) = %q, %v, want %q, true", n, got, ok, n)
+		}
+		for _, k := range []struct {
+			topic string
+			kind  Kind
+		}{{tp.Set(n), KindSet}, {tp.Result(n), KindResult}, {tp.State(n), KindState}} {
+			if got, kind := tp.Parse(k.topic); got != n || kind != k.kind {
+				t.Errorf("Parse(%q) = %q, %v, want %q, %v", k.topic, got, kind, n, k.kind)
+			}
+		}
+	}
+	for _, topic := range []string{tp.Status(), tp.Instance(), "fencegate/greenhouse-1/pump/other", "x/greenhouse-1/pump/state"} {
+		if got, kind := tp.Parse(topic); kind != KindNone || got != "" {
+			t.Errorf("Parse(%q) = %q, %v, want KindNone", topic, got, kind)
 		}
 	}
 }
