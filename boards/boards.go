@@ -1,99 +1,87 @@
-// Package boards provides the outputs of the boards fencegate runs on, and
-// their pin maps.
+// Package boards opens the boards fencegate drives: the simulated board of
+// the simulator and the tests, and the Raspberry Pi's GPIO through the
+// kernel's character device. It decides which board a configuration
+// means ([Open]) and owns the rules every board shares: the pin names
+// (package pinmap, which needs nothing but the standard library) and where
+// the sim board keeps its levels ([LatchPath]).
 //
-// Every board names pins the way the Raspberry Pi's 40-pin header does: a
-// pin may be written GPIO17, BCM17 or PIN11 (the physical header position),
-// and all three mean the same line. [Canonical] resolves a name and explains
-// why a name is not an output (unknown, power, ground).
-//
-// The sim board ([OpenSim]) keeps its levels in a small file, a latch that
-// outlives the gateway process as a real output does.
+// Every board hands out its outputs as [actuator.Pin]: the one pin
+// interface, defined by the package that drives outputs.
 package boards
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/fencegate/fencegate/actuator"
+	"github.com/fencegate/fencegate/boards/pinmap"
 )
 
-// Pin is one output line. It is the interface package actuator consumes.
-type Pin interface {
-	// Out drives the line high (true) or low (false).
-	Out(high bool) error
-	// Level reads back the line's level without reconfiguring it.
-	Level() (bool, error)
+// Board is an opened board.
+type Board interface {
+	// Pin returns an opened output by any name pinmap.Canonical accepts.
+	Pin(name string) (actuator.Pin, error)
+	// Close releases the board's lines. A real board leaves them at their
+	// last level, as the kernel does.
+	Close() error
+	// String describes the board for people: its model, chip or latch.
+	String() string
 }
 
-// header maps the 40-pin header's physical positions to BCM GPIO numbers;
-// positions that are not GPIO name their function.
-var header = [41]string{
-	1: "3V3 power", 2: "5V power", 3: "GPIO2", 4: "5V power", 5: "GPIO3", 6: "ground",
-	7: "GPIO4", 8: "GPIO14", 9: "ground", 10: "GPIO15", 11: "GPIO17", 12: "GPIO18",
-	13: "GPIO27", 14: "ground", 15: "GPIO22", 16: "GPIO23", 17: "3V3 power", 18: "GPIO24",
-	19: "GPIO10", 20: "ground", 21: "GPIO9", 22: "GPIO25", 23: "GPIO11", 24: "GPIO8",
-	25: "ground", 26: "GPIO7", 27: "GPIO0", 28: "GPIO1", 29: "GPIO5", 30: "ground",
-	31: "GPIO6", 32: "GPIO12", 33: "GPIO13", 34: "ground", 35: "GPIO19", 36: "GPIO16",
-	37: "GPIO26", 38: "GPIO20", 39: "ground", 40: "GPIO21",
+// Line is one output to open.
+type Line struct {
+	// Pin is any name pinmap.Canonical accepts.
+	Pin string
+	// InitialHigh is the level the line is at from the moment it is
+	// opened. Package actuator decides it (the boot rule), so that taking
+	// over a line moves nothing that reconciliation would not move.
+	InitialHigh bool
 }
 
-// HeaderPosition returns the physical header position of a canonical GPIO
-// name ("GPIO17" → 11), or 0 if it is not on the header.
-func HeaderPosition(gpio string) int {
-	if !strings.HasPrefix(gpio, "GPIO") {
-		return 0 // the table also names power and ground positions
-	}
-	for i, v := range header {
-		if v == gpio {
-			return i
-		}
-	}
-	return 0
+// Options configure Open.
+type Options struct {
+	// Board is the configuration's board name (pinmap.Boards).
+	Board string
+	// Store is the fence store's file; the sim board keeps its latch next
+	// to it (LatchPath).
+	Store string
+	// Lines are the outputs to open, at their initial levels.
+	Lines []Line
 }
 
-// Canonical resolves a pin name (GPIO17, BCM17, PIN11; case-insensitive) to
-// its canonical form "GPIOn". Names of lines that are not on the 40-pin
-// header, or header positions that are power or ground, are errors.
-func Canonical(name string) (string, error) {
-	up := strings.ToUpper(strings.TrimSpace(name))
-	num := func(prefix string) (int, bool) {
-		if !strings.HasPrefix(up, prefix) {
-			return 0, false
+// Open opens the board a configuration names, with the given lines at
+// their initial levels.
+func Open(o Options) (Board, error) {
+	switch {
+	case o.Board == pinmap.Sim:
+		s, err := OpenSim(LatchPath(o.Store))
+		if err != nil {
+			return nil, err
 		}
-		n, err := strconv.Atoi(up[len(prefix):])
-		if err != nil || n < 0 || strings.HasPrefix(up[len(prefix):], "+") {
-			return 0, false
+		if err := s.SetLevels(o.Lines); err != nil {
+			return nil, err
 		}
-		return n, true
-	}
-	if n, ok := num("PIN"); ok {
-		if n < 1 || n > 40 {
-			return "", fmt.Errorf("boards: pin %q: the header has positions 1 to 40", name)
+		return s, nil
+	case pinmap.IsRaspberryPi(o.Board):
+		model, err := pinmap.ResolveModel(o.Board)
+		if err != nil {
+			return nil, err
 		}
-		v := header[n]
-		if !strings.HasPrefix(v, "GPIO") {
-			return "", fmt.Errorf("boards: pin %q: header position %d is %s, not a GPIO", name, n, v)
-		}
-		return v, nil
+		return OpenRaspberryPi(model, o.Lines)
 	}
-	n, ok := num("GPIO")
-	if !ok {
-		n, ok = num("BCM")
-	}
-	if !ok {
-		return "", fmt.Errorf("boards: pin %q: want GPIOn, BCMn or PINn (header position)", name)
-	}
-	g := "GPIO" + strconv.Itoa(n)
-	if HeaderPosition(g) == 0 {
-		return "", fmt.Errorf("boards: pin %q: GPIO%d is not on the 40-pin header (GPIO0 to GPIO27 are)", name, n)
-	}
-	return g, nil
+	return nil, fmt.Errorf("boards: unknown board %q (want one of %s)", o.Board, strings.Join(pinmap.Boards(), ", "))
 }
 
-// Describe formats a canonical GPIO name with its header position, for
-// messages: "GPIO17 (header pin 11)".
-func Describe(gpio string) string {
-	if p := HeaderPosition(gpio); p != 0 {
-		return fmt.Sprintf("%s (header pin %d)", gpio, p)
-	}
-	return gpio
-}
+// LatchPath returns the sim board's latch file for a fence store: next to
+// it, named after it, so that the levels stay with the record they follow.
+func LatchPath(store string) string { return store + ".pins" }
+
+// Both boards and their pins, checked against the interfaces on every
+// platform this package builds for: the Raspberry Pi's stub on macOS and
+// Windows must keep up with the real thing.
+var (
+	_ Board        = (*Sim)(nil)
+	_ Board        = (*RaspberryPi)(nil)
+	_ actuator.Pin = (*simPin)(nil)
+	_ actuator.Pin = (*rpiPin)(nil)
+)

@@ -8,6 +8,9 @@ import (
 	"periph.io/x/conn/v3/driver/driverreg"
 	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/host/v3/gpioioctl"
+
+	"github.com/fencegate/fencegate/actuator"
+	"github.com/fencegate/fencegate/boards/pinmap"
 )
 
 // RaspberryPi is an open set of output lines on a Raspberry Pi, driven
@@ -18,7 +21,7 @@ import (
 // GET_VALUES on that same request, never with periph's GPIOLine.Read, which
 // would turn an output into an input with a pull-up and drop a relay.
 type RaspberryPi struct {
-	Model Model
+	Model pinmap.Model
 	Chip  string // the GPIO chip's label
 
 	mu    sync.Mutex // serialises Out and Read on the line set
@@ -36,7 +39,7 @@ var initErr error
 // initial levels are set right after, in the next system call. A relay does
 // not react within those microseconds, but a fast input watching the line
 // could see a low pulse on lines whose initial level is high.
-func OpenRaspberryPi(model Model, outs []OutputSpec) (*RaspberryPi, error) {
+func OpenRaspberryPi(model pinmap.Model, outs []Line) (*RaspberryPi, error) {
 	initOnce.Do(func() { _, initErr = driverreg.Init() })
 	if initErr != nil {
 		return nil, fmt.Errorf("boards: periph: %w", initErr)
@@ -48,18 +51,18 @@ func OpenRaspberryPi(model Model, outs []OutputSpec) (*RaspberryPi, error) {
 			labels = append(labels, c.Label())
 		}
 		return nil, fmt.Errorf("boards: %s: no GPIO chip labelled %s (found %v); is /dev/gpiochip* readable by this user (group gpio)?",
-			model.Name, strings.Join(model.chips, " or "), labels)
+			model.Name, strings.Join(model.Chips, " or "), labels)
 	}
 	p := &RaspberryPi{Model: model, Chip: chip.Label(), index: map[string]int{}}
 	cfg := &gpioioctl.LineSetConfig{DefaultDirection: gpioioctl.LineOutput, DefaultEdge: gpio.NoEdge, DefaultPull: gpio.PullNoChange}
 	var bits gpio.GPIOValue
 	for i, o := range outs {
-		name, err := Canonical(o.Pin)
+		name, err := pinmap.Canonical(o.Pin)
 		if err != nil {
 			return nil, err
 		}
 		if _, dup := p.index[name]; dup {
-			return nil, fmt.Errorf("boards: %s is opened twice", Describe(name))
+			return nil, fmt.Errorf("boards: %s is opened twice", pinmap.Describe(name))
 		}
 		if chip.ByName(name) == nil {
 			return nil, fmt.Errorf("boards: %s: chip %s has no line named %s", model.Name, chip.Label(), name)
@@ -85,8 +88,8 @@ func OpenRaspberryPi(model Model, outs []OutputSpec) (*RaspberryPi, error) {
 	return p, nil
 }
 
-func findChip(model Model) *gpioioctl.GPIOChip {
-	for _, label := range model.chips {
+func findChip(model pinmap.Model) *gpioioctl.GPIOChip {
+	for _, label := range model.Chips {
 		for _, c := range gpioioctl.Chips {
 			if c.Label() == label {
 				return c
@@ -102,20 +105,24 @@ func findChip(model Model) *gpioioctl.GPIOChip {
 	return nil
 }
 
-// Pin returns an opened output by any name Canonical accepts.
-func (p *RaspberryPi) Pin(name string) (Pin, error) {
-	g, err := Canonical(name)
+// String implements Board.
+func (p *RaspberryPi) String() string { return p.Model.Name + ", GPIO chip " + p.Chip }
+
+// Pin implements Board.
+func (p *RaspberryPi) Pin(name string) (actuator.Pin, error) {
+	g, err := pinmap.Canonical(name)
 	if err != nil {
 		return nil, err
 	}
 	i, ok := p.index[g]
 	if !ok {
-		return nil, fmt.Errorf("boards: %s was not opened", Describe(g))
+		return nil, fmt.Errorf("boards: %s was not opened", pinmap.Describe(g))
 	}
 	return &rpiPin{board: p, name: g, bit: gpio.GPIOValue(1) << i}, nil
 }
 
-// Close releases the lines. The kernel leaves them at their last level.
+// Close implements Board: it releases the lines, which the kernel leaves
+// at their last level.
 func (p *RaspberryPi) Close() error {
 	if p.set == nil {
 		return nil
@@ -129,9 +136,9 @@ type rpiPin struct {
 	bit   gpio.GPIOValue
 }
 
-func (r *rpiPin) String() string { return r.board.Model.Name + " " + Describe(r.name) }
+func (r *rpiPin) String() string { return r.board.Model.Name + " " + pinmap.Describe(r.name) }
 
-// Out implements Pin.
+// Out implements actuator.Pin.
 func (r *rpiPin) Out(high bool) error {
 	r.board.mu.Lock()
 	defer r.board.mu.Unlock()
@@ -140,19 +147,19 @@ func (r *rpiPin) Out(high bool) error {
 		v = r.bit
 	}
 	if err := r.board.set.Out(v, r.bit); err != nil {
-		return fmt.Errorf("boards: drive %s: %w", Describe(r.name), err)
+		return fmt.Errorf("boards: drive %s: %w", pinmap.Describe(r.name), err)
 	}
 	return nil
 }
 
-// Level implements Pin: GET_VALUES on the output request, which leaves the
+// Level implements actuator.Pin: GET_VALUES on the output request, which leaves the
 // line an output.
 func (r *rpiPin) Level() (bool, error) {
 	r.board.mu.Lock()
 	defer r.board.mu.Unlock()
 	v, err := r.board.set.Read(r.bit)
 	if err != nil {
-		return false, fmt.Errorf("boards: read %s: %w", Describe(r.name), err)
+		return false, fmt.Errorf("boards: read %s: %w", pinmap.Describe(r.name), err)
 	}
 	return v&r.bit != 0, nil
 }

@@ -2,18 +2,40 @@
 
 package boards
 
-import "errors"
+import (
+	"errors"
 
-// RaspberryPi is only available on Linux.
-type RaspberryPi struct{ Model Model }
+	"github.com/fencegate/fencegate/actuator"
+	"github.com/fencegate/fencegate/boards/pinmap"
+)
 
-// OpenRaspberryPi fails: the GPIO character device exists only on Linux.
-func OpenRaspberryPi(Model, []OutputSpec) (*RaspberryPi, error) {
-	return nil, errors.New("boards: the raspberry-pi board needs Linux")
+// errNotLinux is why a Raspberry Pi board cannot be opened in this build.
+var errNotLinux = errors.New("boards: the raspberry-pi board needs Linux (the GPIO character device); use board: sim here")
+
+// RaspberryPi is only available on Linux. This stub lets every package
+// build on macOS and Windows, where only the sim board runs; boards.go
+// checks that it has the real board's methods.
+type RaspberryPi struct {
+	Model pinmap.Model
+	Chip  string
 }
 
-// Pin fails.
-func (p *RaspberryPi) Pin(string) (Pin, error) { return nil, errors.New("boards: not on Linux") }
+// OpenRaspberryPi fails: the GPIO character device exists only on Linux.
+func OpenRaspberryPi(pinmap.Model, []Line) (*RaspberryPi, error) { return nil, errNotLinux }
 
-// Close does nothing.
+// String implements Board.
+func (p *RaspberryPi) String() string { return p.Model.Name }
+
+// Pin implements Board; it always fails.
+func (p *RaspberryPi) Pin(string) (actuator.Pin, error) { return nil, errNotLinux }
+
+// Close implements Board.
 func (p *RaspberryPi) Close() error { return nil }
+
+type rpiPin struct{}
+
+// Out implements actuator.Pin; it always fails.
+func (rpiPin) Out(bool) error { return errNotLinux }
+
+// Level implements actuator.Pin; it always fails.
+func (rpiPin) Level() (bool, error) { return false, errNotLinux }

@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/fencegate/fencegate/actuator"
+	"github.com/fencegate/fencegate/boards/pinmap"
 )
 
 // Sim is the simulated board. Its output levels live in a small JSON file
@@ -37,19 +40,44 @@ func OpenSim(path string) (*Sim, error) {
 // Path returns the latch file's name.
 func (s *Sim) Path() string { return s.path }
 
-// Pin returns the output named name (any form Canonical accepts).
-func (s *Sim) Pin(name string) (Pin, error) {
-	g, err := Canonical(name)
+// String implements Board.
+func (s *Sim) String() string { return "sim board, latch " + s.path }
+
+// Close implements Board; the latch file stays.
+func (s *Sim) Close() error { return nil }
+
+// Pin returns the output named name (any form pinmap.Canonical accepts).
+func (s *Sim) Pin(name string) (actuator.Pin, error) {
+	g, err := pinmap.Canonical(name)
 	if err != nil {
 		return nil, err
 	}
 	return &simPin{board: s, name: g}, nil
 }
 
+// SetLevels sets the levels of lines in one write of the latch, as a real
+// board's line request does; they do not count as drives.
+func (s *Sim) SetLevels(lines []Line) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	levels := make(map[string]bool, len(lines))
+	for _, l := range lines {
+		g, err := pinmap.Canonical(l.Pin)
+		if err != nil {
+			return err
+		}
+		levels[g] = l.InitialHigh
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writeLocked(levels)
+}
+
 // SetFault makes every drive of the named pin fail with err (nil clears it).
 // It is the simulator's fault injection.
 func (s *Sim) SetFault(name string, err error) error {
-	g, cerr := Canonical(name)
+	g, cerr := pinmap.Canonical(name)
 	if cerr != nil {
 		return cerr
 	}
@@ -97,11 +125,23 @@ func (s *Sim) write(pin string, high bool) error {
 	if err := s.faults[pin]; err != nil {
 		return err
 	}
+	if err := s.writeLocked(map[string]bool{pin: high}); err != nil {
+		return err
+	}
+	s.drives[pin]++
+	return nil
+}
+
+// writeLocked sets levels in the latch file (atomically: a temporary file
+// renamed over it). s.mu must be held.
+func (s *Sim) writeLocked(levels map[string]bool) error {
 	m, err := ReadLatch(s.path)
 	if err != nil {
 		return err
 	}
-	m[pin] = high
+	for pin, high := range levels {
+		m[pin] = high
+	}
 	raw := make(map[string]string, len(m))
 	for k, v := range m {
 		raw[k] = "low"
@@ -130,7 +170,6 @@ func (s *Sim) write(pin string, high bool) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("boards: sim latch: %w", err)
 	}
-	s.drives[pin]++
 	return nil
 }
 
@@ -139,9 +178,9 @@ type simPin struct {
 	name  string
 }
 
-func (p *simPin) String() string { return "sim " + Describe(p.name) }
+func (p *simPin) String() string { return "sim " + pinmap.Describe(p.name) }
 
-// Out implements Pin.
+// Out implements actuator.Pin.
 func (p *simPin) Out(high bool) error { return p.board.write(p.name, high) }
 
 // Drives returns how often this process drove the pin, so that a test or
@@ -152,7 +191,7 @@ func (p *simPin) Drives() uint64 {
 	return p.board.drives[p.name]
 }
 
-// Level implements Pin: it reads the latch file.
+// Level implements actuator.Pin: it reads the latch file.
 func (p *simPin) Level() (bool, error) {
 	m, err := ReadLatch(p.board.path)
 	if err != nil {

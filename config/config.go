@@ -20,14 +20,14 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/fencegate/fencegate/boards"
+	"github.com/fencegate/fencegate/boards/pinmap"
 	"github.com/fencegate/fencegate/wire"
 )
 
-// Boards this build can drive.
+// Board names, as package pinmap (which owns them) defines them.
 const (
-	BoardSim         = "sim"
-	BoardRaspberryPi = "raspberry-pi"
+	BoardSim         = pinmap.Sim
+	BoardRaspberryPi = pinmap.RaspberryPi
 )
 
 // DefaultHTTP is the JSON API address used when the http key is absent.
@@ -218,11 +218,11 @@ func (c *Config) check() error {
 		bad("store is required (the fence store's file, e.g. /var/lib/fencegate/fence.db)")
 	}
 	switch {
-	case c.Board == BoardSim, boards.IsRaspberryPi(c.Board):
+	case pinmap.Known(c.Board):
 	case c.Board == "":
 		bad("board is required (sim, or raspberry-pi to detect the model)")
 	default:
-		bad("board %q is unknown (want sim, %s)", c.Board, strings.Join(boards.BoardNames(), ", "))
+		bad("board %q is unknown (want %s)", c.Board, strings.Join(pinmap.Boards(), ", "))
 	}
 	if c.HTTP != nil && *c.HTTP != "" {
 		_, port, err := net.SplitHostPort(*c.HTTP)
@@ -256,10 +256,10 @@ func (c *Config) check() error {
 		}
 		if a.Pin == "" {
 			bad("%s: pin is required (e.g. GPIO17, BCM17 or PIN11)", where)
-		} else if g, err := boards.Canonical(a.Pin); err != nil {
-			bad("%s: %v", where, strings.TrimPrefix(err.Error(), "boards: "))
+		} else if g, err := pinmap.Canonical(a.Pin); err != nil {
+			bad("%s: %v", where, strings.TrimPrefix(err.Error(), "pinmap: "))
 		} else if other, dup := pins[g]; dup {
-			bad("%s: pin %s is %s, already used by %q", where, a.Pin, boards.Describe(g), other)
+			bad("%s: pin %s is %s, already used by %q", where, a.Pin, pinmap.Describe(g), other)
 		} else {
 			pins[g] = a.Name
 			a.Pin = g

@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"syscall"
 
+	"github.com/fencegate/fencegate/internal/sockerr"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
@@ -38,7 +38,7 @@ func Start(addr string, log *slog.Logger) (*Broker, error) {
 	}
 	tcp := listeners.NewTCP(listeners.Config{ID: "tcp", Address: addr})
 	if err := srv.AddListener(tcp); err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
+		if sockerr.AddrInUse(err) {
 			return nil, fmt.Errorf("%w: %s", ErrAddrInUse, addr)
 		}
 		return nil, fmt.Errorf("mqttbroker: listen %s: %w", addr, err)

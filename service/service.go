@@ -49,8 +49,8 @@ type Info struct {
 // initialLevels returns each output's level at start: the level its boot
 // policy will reconcile it to (the recorded state for boot: last), so that
 // taking over the line moves nothing.
-func initialLevels(flog *fencelog.Log, cfg *config.Config) ([]boards.OutputSpec, error) {
-	outs := make([]boards.OutputSpec, 0, len(cfg.Actuators))
+func initialLevels(flog *fencelog.Log, cfg *config.Config) ([]boards.Line, error) {
+	outs := make([]boards.Line, 0, len(cfg.Actuators))
 	for _, a := range cfg.Actuators {
 		on := a.Boot == "on"
 		if a.Boot == "last" {
@@ -60,13 +60,10 @@ func initialLevels(flog *fencelog.Log, cfg *config.Config) ([]boards.OutputSpec,
 			}
 			on = rec.State == fence.StateOn
 		}
-		outs = append(outs, boards.OutputSpec{Pin: a.Pin, InitialHigh: on != a.ActiveLow})
+		outs = append(outs, boards.Line{Pin: a.Pin, InitialHigh: on != a.ActiveLow})
 	}
 	return outs, nil
 }
-
-// LatchPath returns the sim board's latch file for a store: next to it.
-func LatchPath(store string) string { return store + ".pins" }
 
 // Run runs the gateway until ctx is done. It returns an error if start-up
 // fails or the store breaks (a failed write), so that a supervisor restarts
@@ -83,34 +80,20 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	defer flog.Close()
 	info := Info{Store: cfg.Store}
 
-	var pinOf func(string) (boards.Pin, error)
-	switch {
-	case cfg.Board == config.BoardSim:
-		info.Latch = LatchPath(cfg.Store)
-		b, err := boards.OpenSim(info.Latch)
-		if err != nil {
-			return err
-		}
-		pinOf = b.Pin
-	case boards.IsRaspberryPi(cfg.Board):
-		model, err := boards.ResolveModel(cfg.Board)
-		if err != nil {
-			return err
-		}
-		outs, err := initialLevels(flog, cfg)
-		if err != nil {
-			return err
-		}
-		pi, err := boards.OpenRaspberryPi(model, outs)
-		if err != nil {
-			return err
-		}
-		defer pi.Close()
-		log.Info("board opened", "model", model.Name, "chip", pi.Chip)
-		pinOf = pi.Pin
-	default:
-		return fmt.Errorf("service: board %q is not supported by this build", cfg.Board)
+	lines, err := initialLevels(flog, cfg)
+	if err != nil {
+		return err
 	}
+	board, err := boards.Open(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: lines})
+	if err != nil {
+		return err
+	}
+	defer board.Close()
+	log.Info("board opened", "board", board.String())
+	if cfg.Board == config.BoardSim {
+		info.Latch = boards.LatchPath(cfg.Store)
+	}
+	pinOf := board.Pin
 
 	specs := make([]actuator.Spec, 0, len(cfg.Actuators))
 	names := make([]string, 0, len(cfg.Actuators))

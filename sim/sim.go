@@ -25,6 +25,7 @@ import (
 	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/httpapi"
+	"github.com/fencegate/fencegate/internal/sockerr"
 	"github.com/fencegate/fencegate/mqttbroker"
 	"github.com/fencegate/fencegate/scenario"
 	"github.com/fencegate/fencegate/wire"
@@ -153,7 +154,7 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 	// The dashboard's port first: the error a person most likely meets.
 	ln, err := net.Listen("tcp", o.HTTPAddr)
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
+		if sockerr.AddrInUse(err) {
 			return nil, fmt.Errorf("%w: %s", ErrHTTPInUse, o.HTTPAddr)
 		}
 		return nil, fmt.Errorf("sim: dashboard: %w", err)

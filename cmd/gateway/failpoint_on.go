@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/fencegate/fencegate/fence"
 )
@@ -23,8 +22,7 @@ func failpoint() func(fence.Command) {
 	var count atomic.Int64
 	return func(fence.Command) {
 		if count.Add(1) == n {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // never drive
+			killSelf() // never drives
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"syscall"
 
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
@@ -149,8 +148,7 @@ func cmdInspect(args []string, stdout, stderr io.Writer) error {
 func simCrash(file string) func(fence.Command) {
 	return func(fence.Command) {
 		if os.Remove(file) == nil {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // never drive
+			killSelf() // never drives
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -128,7 +127,10 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		*token = l.Token()
 		fmt.Fprintf(stderr, "granted token %d (lock %s)\n", *token, l.Key())
 		if *stop {
-			syscall.Kill(os.Getpid(), syscall.SIGSTOP) // a pause after the grant, before the publish
+			// A pause after the grant, before the publish.
+			if err := pauseSelf(stderr); err != nil {
+				return err
+			}
 			fmt.Fprintf(stderr, "continued\n")
 		}
 	}

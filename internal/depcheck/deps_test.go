@@ -1,12 +1,16 @@
-// Package depcheck holds the test that keeps fencegate's dependency
-// direction: the fence decision free of MQTT and GPIO, the transport and
-// the hardware depending on the core and never the reverse, and the
-// simulator's broker out of the path that `gateway run` takes.
+// Package depcheck holds the tests that keep fencegate's structure: the
+// dependency direction (the fence decision free of MQTT and GPIO, the
+// transport and the hardware depending on the core and never the reverse,
+// the simulator's broker out of the path that `gateway run` takes, a
+// configuration checked without a GPIO driver), and builds for the laptops
+// the simulator runs on (macOS, Windows).
 package depcheck
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -49,17 +53,27 @@ func TestDependencyDirection(t *testing.T) {
 		pkg       string
 		forbidden []string
 	}{
-		{"fence", []string{paho, bbolt, mochi, gpio, yaml, mod}}, // standard library only (and itself)
-		{"fencelog", []string{paho, mochi, gpio, yaml, mod + "mqttlink", mod + "actuator", mod + "boards"}},
-		{"actuator", []string{paho, mochi, gpio, yaml, mod + "mqttlink", mod + "boards"}},
+		// The rule and the words: standard library only.
+		{"fence", []string{paho, bbolt, mochi, gpio, yaml, mod}},
+		{"wire", []string{paho, bbolt, mochi, gpio, yaml, mod + "fencelog", mod + "actuator", mod + "boards"}},
+		{"boards/pinmap", []string{paho, bbolt, mochi, gpio, yaml, mod}},
+		// The safety core: no transport, no hardware.
+		{"fencelog", []string{paho, mochi, gpio, yaml, mod + "mqttlink", mod + "wire", mod + "actuator", mod + "boards"}},
+		{"actuator", []string{paho, mochi, gpio, yaml, mod + "mqttlink", mod + "wire", mod + "boards", mod + "config"}},
+		// The transport and the hardware depend on the core, never on each other.
 		{"mqttlink", []string{bbolt, mochi, gpio, mod + "fencelog", mod + "actuator", mod + "boards"}},
-		{"boards", []string{paho, bbolt, mochi, mod + "fencelog", mod + "mqttlink", mod + "actuator"}},
+		{"boards", []string{paho, mochi, yaml, mod + "mqttlink", mod + "wire", mod + "config", mod + "service"}},
+		// Checking a configuration never loads a GPIO driver or a broker client.
+		{"config", []string{paho, mochi, gpio}},
 		{"httpapi", []string{paho, mochi, gpio}},
 		// The run path: everything `gateway run` uses. The embedded broker
-		// belongs to the simulator only.
-		{"service", []string{mochi, mod + "sim", mod + "mqttbroker", "go.etcd.io/etcd", mod + "lease"}},
+		// and the simulator belong to the simulator only.
+		{"service", []string{mochi, mod + "sim", mod + "scenario", mod + "mqttbroker", "go.etcd.io/etcd", mod + "lease"}},
+		// The simulator runs the gateway as a child process, never in its own.
+		{"sim", []string{mod + "service", mod + "mqttlink"}},
+		{"scenario", []string{mochi, mod + "sim", mod + "mqttbroker", mod + "service", gpio}},
 		// Controllers' packages: no gateway internals.
-		{"client", []string{bbolt, mochi, gpio, mod + "fencelog", mod + "actuator", mod + "boards", mod + "service"}},
+		{"client", []string{bbolt, mochi, gpio, mod + "fencelog", mod + "actuator", mod + "boards", mod + "service", mod + "mqttlink"}},
 		{"lease", []string{paho, bbolt, mochi, gpio, mod + "fencelog", mod + "actuator", mod + "service"}},
 	}
 	// A positive control, so that an empty listing cannot pass.
@@ -77,5 +91,35 @@ func TestDependencyDirection(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestCrossBuild builds every package, and links the gateway, for the
+// laptops the simulator must run on: macOS (Intel and Apple silicon) and
+// Windows. Only the sim board works there, but everything must build, so
+// that `make sim` works on a clean clone of any of them.
+func TestCrossBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross builds take a while; not in -short")
+	}
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", err)
+	}
+	for _, target := range []string{"darwin/amd64", "darwin/arm64", "windows/amd64"} {
+		goos, goarch, _ := strings.Cut(target, "/")
+		t.Run(strings.ReplaceAll(target, "/", "-"), func(t *testing.T) {
+			for _, args := range [][]string{
+				{"build", "./..."},
+				{"build", "-o", filepath.Join(t.TempDir(), "gateway"), "./cmd/gateway"},
+			} {
+				cmd := exec.Command("go", args...)
+				cmd.Dir = strings.TrimSpace(string(root))
+				cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0")
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("GOOS=%s GOARCH=%s go %s: %v\n%s", goos, goarch, strings.Join(args, " "), err, out)
+				}
+			}
+		})
 	}
 }

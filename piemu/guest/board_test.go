@@ -14,28 +14,29 @@ import (
 	"periph.io/x/host/v3/gpioioctl"
 
 	"github.com/fencegate/fencegate/boards"
+	"github.com/fencegate/fencegate/boards/pinmap"
 )
 
 // TestModelDetection: the emulated board's device tree is detected as a
 // Pi 3B, and the header map meets the kernel's line names.
 func TestModelDetection(t *testing.T) {
 	guestOnly(t)
-	dt, err := boards.DeviceTreeModel()
+	dt, err := pinmap.DeviceTreeModel()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("device tree model %q", dt)
-	m, err := boards.DetectModel(dt)
+	m, err := pinmap.DetectModel(dt)
 	if err != nil || m.Board != "raspberry-pi-3b" {
 		t.Fatalf("DetectModel(%q) = %q, %v; want raspberry-pi-3b", dt, m.Board, err)
 	}
-	if m, err := boards.ResolveModel(boards.BoardRaspberryPi); err != nil || m.Board != "raspberry-pi-3b" {
+	if m, err := pinmap.ResolveModel(pinmap.RaspberryPi); err != nil || m.Board != "raspberry-pi-3b" {
 		t.Fatalf("ResolveModel(raspberry-pi) = %q, %v; want raspberry-pi-3b", m.Board, err)
 	}
-	if _, err := boards.ResolveModel("raspberry-pi-3b"); err != nil {
+	if _, err := pinmap.ResolveModel("raspberry-pi-3b"); err != nil {
 		t.Fatalf("ResolveModel(raspberry-pi-3b): %v", err)
 	}
-	if _, err := boards.ResolveModel("raspberry-pi-4b"); err == nil || !strings.Contains(err.Error(), "this is a Raspberry Pi 3 Model B") {
+	if _, err := pinmap.ResolveModel("raspberry-pi-4b"); err == nil || !strings.Contains(err.Error(), "this is a Raspberry Pi 3 Model B") {
 		t.Fatalf("ResolveModel(raspberry-pi-4b) on a 3B: %v; want a mismatch error", err)
 	}
 	// The harness adds the revision the real firmware puts there.
@@ -46,7 +47,7 @@ func TestModelDetection(t *testing.T) {
 	c := bcmChip(t)
 	t.Logf("%s: label %s, %d lines", c.Path, c.Label, c.Lines)
 	for pin, want := range map[string]string{"PIN11": "GPIO17", "PIN13": "GPIO27", "BCM22": "GPIO22", "pin40": "GPIO21"} {
-		g, err := boards.Canonical(pin)
+		g, err := pinmap.Canonical(pin)
 		if err != nil || g != want {
 			t.Fatalf("Canonical(%s) = %s, %v; want %s", pin, g, err, want)
 		}
@@ -65,11 +66,11 @@ func TestModelDetection(t *testing.T) {
 func TestInitialLevel(t *testing.T) {
 	guestOnly(t)
 	c := bcmChip(t)
-	m, err := boards.ResolveModel(boards.BoardRaspberryPi)
+	m, err := pinmap.ResolveModel(pinmap.RaspberryPi)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pi, err := boards.OpenRaspberryPi(m, []boards.OutputSpec{{Pin: "GPIO22", InitialHigh: true}, {Pin: "PIN16", InitialHigh: false}})
+	pi, err := boards.OpenRaspberryPi(m, []boards.Line{{Pin: "GPIO22", InitialHigh: true}, {Pin: "PIN16", InitialHigh: false}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,11 +106,11 @@ func TestInitialLevel(t *testing.T) {
 func TestLevelNeverReconfigures(t *testing.T) {
 	guestOnly(t)
 	c := bcmChip(t)
-	m, err := boards.ResolveModel(boards.BoardRaspberryPi)
+	m, err := pinmap.ResolveModel(pinmap.RaspberryPi)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pi, err := boards.OpenRaspberryPi(m, []boards.OutputSpec{{Pin: "GPIO24"}, {Pin: "GPIO25", InitialHigh: true}})
+	pi, err := boards.OpenRaspberryPi(m, []boards.Line{{Pin: "GPIO24"}, {Pin: "GPIO25", InitialHigh: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package boards
+package pinmap
 
 import (
 	"errors"
@@ -39,7 +39,7 @@ func TestDetectModel(t *testing.T) {
 }
 
 func TestBoardNames(t *testing.T) {
-	for _, b := range BoardNames() {
+	for _, b := range RaspberryPiBoards() {
 		if !IsRaspberryPi(b) {
 			t.Errorf("IsRaspberryPi(%q) = false", b)
 		}
