@@ -320,11 +320,11 @@ func TestDeb(t *testing.T) {
 				files[strings.TrimSuffix(m[4], "/")] = m[1] + " " + m[2] + "/" + m[3]
 			}
 			for path, want := range map[string]string{
-				binPath:                                 "-rwxr-xr-x root/root",
-				configPath:                              "-rw-r----- root/root", // group fencegate by dpkg-statoverride in postinst
-				unitPath:                                "-rw-r--r-- root/root",
-				"/usr/share/doc/fencegate/packaging.md": "-rw-r--r-- root/root",
-				copyrightPath:                           "-rw-r--r-- root/root",
+				binPath:                       "-rwxr-xr-x root/root",
+				configPath:                    "-rw-r----- root/root", // group fencegate by dpkg-statoverride in postinst
+				unitPath:                      "-rw-r--r-- root/root",
+				docDir + "/docs/packaging.md": "-rw-r--r-- root/root",
+				copyrightPath:                 "-rw-r--r-- root/root",
 			} {
 				if files[path] != want {
 					t.Errorf("%s: %q, want %q", path, files[path], want)
@@ -395,6 +395,35 @@ func TestDeb(t *testing.T) {
 					t.Errorf("%s in the package differs from %s", dst, src)
 				}
 			}
+			// The files are the ones nfpm.yaml lists, and every link in the
+			// shipped documentation names one of them.
+			shipped := map[string]string{}
+			filepath.WalkDir(data, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					shipped[strings.TrimPrefix(p, data)] = p
+				}
+				return err
+			})
+			want := nfpmShipped(t)
+			for p := range shipped {
+				if _, ok := want[p]; !ok {
+					t.Errorf("the package ships %s, which packaging/nfpm.yaml does not list", p)
+				}
+			}
+			for p := range want {
+				if _, ok := shipped[p]; !ok {
+					t.Errorf("packaging/nfpm.yaml lists %s, which the package does not ship", p)
+				}
+			}
+			broken, followed, err := brokenLinks(shipped)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range broken {
+				t.Errorf("%s", b)
+			}
+			t.Logf("%d links and named paths in the shipped files followed", followed)
+
 			// The copyright file gives fencegate itself nfpm.yaml's licence.
 			cr, _ := os.ReadFile(filepath.Join(data, copyrightPath))
 			if ps, err := parseDEP5(string(cr)); err != nil || len(ps) < 2 || ps[1].fields["Files"] != "*" || ps[1].fields["License"] != lic {
