@@ -7,9 +7,9 @@ PKGS    ?= ./...
 
 all: build
 
-## build: the gateway binary, in bin/
+## build: the gateway binary, in bin/ (-buildvcs: `gateway version` names the commit, whatever GOFLAGS says)
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/gateway
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o $(BIN) ./cmd/gateway
 
 ## test: every test, with the race detector (CI=true makes missing programs fail instead of skip)
 test:

@@ -35,9 +35,11 @@ const (
 	testVersion = "v1.2.3-4-gabcdef0"
 	debVersion  = "1.2.3+4.gabcdef0"
 
-	configPath = "/etc/fencegate/gateway.yaml"
-	unitPath   = "/lib/systemd/system/fencegate.service"
-	binPath    = "/usr/bin/gateway"
+	configPath    = "/etc/fencegate/gateway.yaml"
+	unitPath      = "/lib/systemd/system/fencegate.service"
+	binPath       = "/usr/bin/gateway"
+	docDir        = "/usr/share/doc/fencegate"
+	copyrightPath = docDir + "/copyright"
 )
 
 // debArches are the packages `make deb` builds, with the binary each takes.
@@ -170,8 +172,9 @@ func checkELF(t *testing.T, path string, machine elf.Machine, class elf.Class, g
 	if bi.Path != "github.com/fencegate/fencegate/cmd/gateway" {
 		t.Errorf("%s: main package %q, want the gateway", path, bi.Path)
 	}
-	// In a git checkout, `gateway version` must name the commit.
-	if exec.Command("git", "-C", repoRoot(t), "rev-parse", "--git-dir").Run() == nil {
+	// In a git checkout, `gateway version` must name the commit (Go cannot
+	// stamp one in a linked worktree: see goStamps).
+	if goStamps(repoRoot(t)) {
 		if settings["vcs.revision"] == "" || bi.Main.Version == "" || bi.Main.Version == "(devel)" {
 			t.Errorf("%s: module version %q, vcs.revision %q; want the commit stamped (-buildvcs)", path, bi.Main.Version, settings["vcs.revision"])
 		}
@@ -290,6 +293,18 @@ func TestDeb(t *testing.T) {
 			if fields["Maintainer"] == "" || fields["Description"] == "" {
 				t.Errorf("Maintainer %q, Description %q: want both", fields["Maintainer"], fields["Description"])
 			}
+			// The licence: Debian's control file has no License field, and
+			// nfpm writes its license into none for a .deb (it does for RPM
+			// and APK). The package's licence is its copyright file's, below.
+			lic := readNfpm(t).License
+			if lic != "Apache-2.0" {
+				t.Errorf("packaging/nfpm.yaml: license %q, want Apache-2.0", lic)
+			}
+			if got := strings.TrimSpace(run(t, dpkgDeb, "--field", deb, "License")); got != "" && got != lic {
+				t.Errorf("%s: License %q, want %q as nfpm.yaml says", deb, got, lic)
+			} else if got == "" {
+				t.Logf("dpkg-deb --field License: none (Debian has no such field); the licence is in %s", copyrightPath)
+			}
 			t.Logf("dpkg-deb --info:\n%s", run(t, dpkgDeb, "--info", deb))
 
 			// Files, owners and modes.
@@ -305,10 +320,11 @@ func TestDeb(t *testing.T) {
 				files[strings.TrimSuffix(m[4], "/")] = m[1] + " " + m[2] + "/" + m[3]
 			}
 			for path, want := range map[string]string{
-				binPath:                                 "-rwxr-xr-x root/root",
-				configPath:                              "-rw-r----- root/root", // group fencegate by dpkg-statoverride in postinst
-				unitPath:                                "-rw-r--r-- root/root",
-				"/usr/share/doc/fencegate/packaging.md": "-rw-r--r-- root/root",
+				binPath:                       "-rwxr-xr-x root/root",
+				configPath:                    "-rw-r----- root/root", // group fencegate by dpkg-statoverride in postinst
+				unitPath:                      "-rw-r--r-- root/root",
+				docDir + "/docs/packaging.md": "-rw-r--r-- root/root",
+				copyrightPath:                 "-rw-r--r-- root/root",
 			} {
 				if files[path] != want {
 					t.Errorf("%s: %q, want %q", path, files[path], want)
@@ -363,8 +379,9 @@ func TestDeb(t *testing.T) {
 			run(t, dpkgDeb, "--extract", deb, data)
 			checkELF(t, filepath.Join(data, binPath), a.machine, a.class, a.goarch, a.goarm)
 			for dst, src := range map[string]string{
-				unitPath:   "packaging/fencegate.service",
-				configPath: "packaging/gateway.yaml",
+				unitPath:      "packaging/fencegate.service",
+				configPath:    "packaging/gateway.yaml",
+				copyrightPath: "packaging/copyright",
 			} {
 				got, err := os.ReadFile(filepath.Join(data, dst))
 				if err != nil {
@@ -377,6 +394,40 @@ func TestDeb(t *testing.T) {
 				if !bytes.Equal(got, want) {
 					t.Errorf("%s in the package differs from %s", dst, src)
 				}
+			}
+			// The files are the ones nfpm.yaml lists, and every link in the
+			// shipped documentation names one of them.
+			shipped := map[string]string{}
+			filepath.WalkDir(data, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					shipped[strings.TrimPrefix(p, data)] = p
+				}
+				return err
+			})
+			want := nfpmShipped(t)
+			for p := range shipped {
+				if _, ok := want[p]; !ok {
+					t.Errorf("the package ships %s, which packaging/nfpm.yaml does not list", p)
+				}
+			}
+			for p := range want {
+				if _, ok := shipped[p]; !ok {
+					t.Errorf("packaging/nfpm.yaml lists %s, which the package does not ship", p)
+				}
+			}
+			broken, followed, err := brokenLinks(shipped)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range broken {
+				t.Errorf("%s", b)
+			}
+			t.Logf("%d links and named paths in the shipped files followed", followed)
+
+			// The copyright file gives fencegate itself nfpm.yaml's licence.
+			cr, _ := os.ReadFile(filepath.Join(data, copyrightPath))
+			if ps, err := parseDEP5(string(cr)); err != nil || len(ps) < 2 || ps[1].fields["Files"] != "*" || ps[1].fields["License"] != lic {
+				t.Errorf("%s: want a first Files: * paragraph with License: %s (%v)", copyrightPath, lic, err)
 			}
 		})
 	}
