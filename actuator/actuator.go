@@ -3,8 +3,11 @@
 //
 // # Concepts
 //
-// A [Bank] holds the configured actuators, each bound to a [Pin] that a board
-// provides, and the fence scope each belongs to. [Bank.Handle] takes one
+// A [Bank] holds the configured actuators, the fence scope each belongs to
+// and the interlocks among them. [New] binds every actuator to its scope in
+// the store and applies the boot rule; [Bank.Lines] tells the board at
+// which level to take over each line; [Bank.Start] attaches the pins and
+// drives them to those levels. [Bank.Handle] then takes one
 // [fence.Command] through the whole path: admission and durable record
 // (package fencelog), then the drive, then the answer.
 //
@@ -15,9 +18,17 @@
 //     fence's drive. Different scopes proceed independently.
 //   - An output is driven only after fencelog reported the new fence durable.
 //     If the record fails, nothing is driven and the answer is failed.
-//   - [Bank.Reconcile] drives every output to its recorded state (boot: last)
-//     or to its boot state (boot: on/off, recorded without touching the
-//     fence) before any command is handled.
+//   - Of the members of an interlock at most one is ever on: a command
+//     that would turn a second one on is refused, or, with break-before-make,
+//     switches the others off first. Every state of the effect and the fence
+//     are recorded in one transaction before any pin moves, the offs are
+//     driven before the on, and no member comes on before the interlock's
+//     dead time has passed since the last one went off. A failed off stops
+//     the sequence: nothing comes on next to an output that may still be on.
+//   - The boot rule has one owner, this package: the level at which a line
+//     is taken over and the level Start drives it to are the same decision,
+//     made after the store bound the actuators to their scopes, so nothing
+//     moves at start that reconciliation would not move.
 package actuator
 
 import (
@@ -25,6 +36,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +45,9 @@ import (
 	"github.com/fencegate/fencegate/fencelog"
 )
 
-// Pin is one physical (or simulated) output, as a board provides it.
+// Pin is one physical (or simulated) output, as a board provides it. It is
+// the one pin interface of the project: package boards checks its boards
+// against it.
 type Pin interface {
 	// Out drives the pin high (true) or low (false).
 	Out(high bool) error
@@ -50,20 +65,44 @@ const (
 	BootOn   Boot = "on"   // drive on and record on; the fence is untouched
 )
 
+// ParseBoot parses a boot policy; the empty string is BootLast.
+func ParseBoot(s string) (Boot, error) {
+	switch b := Boot(s); b {
+	case "":
+		return BootLast, nil
+	case BootLast, BootOff, BootOn:
+		return b, nil
+	}
+	return "", fmt.Errorf("actuator: boot %q: want last, off or on", s)
+}
+
+// MaxDeadTime is the longest dead time an interlock may ask for: the scope
+// waits it out under its lock.
+const MaxDeadTime = 10 * time.Second
+
 // Spec describes one actuator for New.
 type Spec struct {
 	Name      string
 	Scope     string // fence scope; empty means Name
-	PinName   string // for people: the board's name for Pin
+	PinName   string // the board's name for the pin
 	ActiveLow bool   // on drives the pin low
 	Boot      Boot   // empty means BootLast
-	Pin       Pin
 }
 
 // Options configure a Bank. Nil or zero values are usable.
 type Options struct {
-	// Logger receives drive failures. Nil discards.
+	// Logger receives drive failures and what the boot rule changed. Nil
+	// discards.
 	Logger *slog.Logger
+	// Interlocks are groups of actuators of one scope of which at most one
+	// may be on.
+	Interlocks []fence.Interlock
+	// Changed, if set, is called with the recorded state of every actuator
+	// of a scope whenever they may have changed: after an applied or failed
+	// command, at Start, and on Republish. It is called under the scope's
+	// lock, so the calls for one scope come in fence order; it must not
+	// block.
+	Changed func(outputs []fence.Output)
 	// AfterCommit, if set, is called after a command's fence was recorded
 	// durably and before its output is driven. It exists for crash tests
 	// and the simulator's crash scenario.
@@ -73,14 +112,59 @@ type Options struct {
 // Bank is the set of configured actuators. Its methods are safe for
 // concurrent use.
 type Bank struct {
-	log   *fencelog.Log
-	opts  Options
-	outs  map[string]*output // immutable after New
-	order []string           // actuator names in configuration order
-	locks map[string]*sync.Mutex
+	log    *fencelog.Log
+	opts   Options
+	outs   map[string]*output // immutable after New
+	order  []string           // actuator names in configuration order
+	scopes []*scope           // in order of their first actuator
+
+	startMu sync.Mutex
+	started bool
 
 	subMu sync.Mutex // guards subs
 	subs  map[chan Event]struct{}
+}
+
+// scope is one fence scope's actuators and its lock.
+type scope struct {
+	name    string
+	sem     chan struct{} // the scope's lock; a Handle waiting for it gives up when its ctx ends
+	members []*output     // in configuration order
+}
+
+func (s *scope) lock(ctx context.Context) error {
+	select {
+	case s.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *scope) unlock() { <-s.sem }
+
+type output struct {
+	Spec
+	scope *scope
+	lock  *interlock // nil outside any interlock
+	start start      // the boot rule's decision
+	pin   Pin        // set by Start
+}
+
+func (o *output) level(s fence.State) bool { return (s == fence.StateOn) != o.ActiveLow }
+
+// start is the boot rule's decision for one actuator.
+type start struct {
+	state fence.State // the recorded state it is driven to
+	// deferred: an interlocked output recorded on starts off and is
+	// switched on after its interlock's dead time.
+	deferred bool
+}
+
+// interlock is an Interlock and the time its last member went off.
+type interlock struct {
+	fence.Interlock
+	lastOff time.Time // guarded by the scope's lock
 }
 
 // Event is one decision, as Subscribe delivers it.
@@ -90,6 +174,549 @@ type Event struct {
 	Holder string
 	State  fence.State // the state the command asked for
 	Result fence.Result
+}
+
+// Status is an actuator's recorded state together with its read-back level.
+type Status struct {
+	fence.Output
+	PinName   string
+	ActiveLow bool
+	// Interlock names the actuator's interlock, if any.
+	Interlock string
+	// High is the level read back from the pin; valid if LevelErr is nil.
+	High     bool
+	LevelErr error
+	// Drives counts the drives of the pin by this process, for boards that
+	// count them (the sim board); nil otherwise.
+	Drives *uint64
+}
+
+// Line is where a board takes over one actuator's line: at the level the
+// boot rule decided.
+type Line struct {
+	Actuator string
+	Pin      string
+	High     bool
+}
+
+// New checks the actuators and interlocks, binds every actuator to its
+// scope in the store (an actuator the configuration moved brings its old
+// scope's fence along, see fencelog.Log.Bind), and applies the boot rule:
+//
+//   - boot: last drives the recorded state; an actuator never commanded
+//     is recorded off;
+//   - boot: on and boot: off record that state (the fence is untouched);
+//   - if more than one member of an interlock would be on (a store from
+//     before the interlock was configured), every member is recorded off;
+//   - a member of an interlock with a dead time that is recorded on is
+//     taken over off and switched on by Start once the dead time has
+//     passed: at start the gateway cannot know whether a crash interrupted
+//     a switch-over, so it makes sure of the dead time.
+//
+// What the rule changes is recorded (fsynced, audited as "boot") before
+// New returns, and before any line is taken over.
+func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
+	b := &Bank{log: log, outs: make(map[string]*output)}
+	if opts != nil {
+		b.opts = *opts
+	}
+	if b.opts.Logger == nil {
+		b.opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	byScope := map[string]*scope{}
+	for _, s := range specs {
+		if s.Name == "" {
+			return nil, errors.New("actuator: empty actuator name")
+		}
+		if _, dup := b.outs[s.Name]; dup {
+			return nil, fmt.Errorf("actuator: duplicate actuator %q", s.Name)
+		}
+		if s.Scope == "" {
+			s.Scope = s.Name
+		}
+		boot, err := ParseBoot(string(s.Boot))
+		if err != nil {
+			return nil, fmt.Errorf("actuator: %s: %w", s.Name, err)
+		}
+		s.Boot = boot
+		sc := byScope[s.Scope]
+		if sc == nil {
+			sc = &scope{name: s.Scope, sem: make(chan struct{}, 1)}
+			byScope[s.Scope] = sc
+			b.scopes = append(b.scopes, sc)
+		}
+		o := &output{Spec: s, scope: sc}
+		sc.members = append(sc.members, o)
+		b.outs[s.Name] = o
+		b.order = append(b.order, s.Name)
+	}
+	if err := b.addInterlocks(b.opts.Interlocks); err != nil {
+		return nil, err
+	}
+	if err := b.boot(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// CheckInterlocks checks interlocks against specs as New does, without a
+// store: for configuration checks.
+func CheckInterlocks(specs []Spec, interlocks []fence.Interlock) error {
+	b := &Bank{outs: map[string]*output{}}
+	for _, s := range specs {
+		if s.Scope == "" {
+			s.Scope = s.Name
+		}
+		b.outs[s.Name] = &output{Spec: s}
+	}
+	return b.addInterlocks(interlocks)
+}
+
+func (b *Bank) addInterlocks(list []fence.Interlock) error {
+	names := map[string]bool{}
+	for _, g := range list {
+		if g.Name == "" {
+			return errors.New("actuator: an interlock needs a name")
+		}
+		if names[g.Name] {
+			return fmt.Errorf("actuator: interlock %q is declared twice", g.Name)
+		}
+		names[g.Name] = true
+		if len(g.Members) < 2 {
+			return fmt.Errorf("actuator: interlock %s: name at least two actuators", g.Name)
+		}
+		if g.DeadTime < 0 || g.DeadTime > MaxDeadTime {
+			return fmt.Errorf("actuator: interlock %s: dead_time %v: want 0 to %v", g.Name, g.DeadTime, MaxDeadTime)
+		}
+		il := &interlock{Interlock: g}
+		il.Members = slices.Clone(g.Members)
+		var scopeName string
+		var ons []string
+		for _, m := range g.Members {
+			o := b.outs[m]
+			switch {
+			case o == nil:
+				return fmt.Errorf("actuator: interlock %s: no actuator %q", g.Name, m)
+			case o.lock == il:
+				return fmt.Errorf("actuator: interlock %s names %s twice", g.Name, m)
+			case o.lock != nil:
+				return fmt.Errorf("actuator: interlock %s: %s is already in interlock %s; put all mutually exclusive actuators in one interlock",
+					g.Name, m, o.lock.Name)
+			case scopeName != "" && o.Scope != scopeName:
+				return fmt.Errorf("actuator: interlock %s: %s is in scope %q, %s in scope %q; the members of an interlock must share one scope (one lease, one fence), so that one holder decides them all",
+					g.Name, g.Members[0], scopeName, m, o.Scope)
+			}
+			scopeName = o.Scope
+			o.lock = il
+			if o.Boot == BootOn {
+				ons = append(ons, m)
+			}
+		}
+		if len(ons) > 1 {
+			return fmt.Errorf("actuator: interlock %s: %s all have boot: on, but at most one may be on", g.Name, strings.Join(ons, " and "))
+		}
+	}
+	return nil
+}
+
+// boot binds the actuators to their scopes and applies the boot rule (see New).
+func (b *Bank) boot() error {
+	scopes := make(map[string]string, len(b.outs))
+	for name, o := range b.outs {
+		scopes[name] = o.Scope
+	}
+	moved, err := b.log.Bind(scopes)
+	if err != nil {
+		return fmt.Errorf("actuator: %w", err)
+	}
+	for _, name := range moved {
+		b.opts.Logger.Warn("actuator moved to another scope; its old fence came along", "actuator", name, "scope", b.outs[name].Scope)
+	}
+	var changes []fencelog.StateChange
+	set := func(o *output, s fence.State, why string) {
+		o.start.state = s
+		changes = append(changes, fencelog.StateChange{Scope: o.Scope, Actuator: o.Name, State: s, Holder: "boot", Why: why})
+	}
+	for _, sc := range b.scopes {
+		rec, err := b.log.Scope(sc.name)
+		if err != nil {
+			return fmt.Errorf("actuator: %w", err)
+		}
+		for _, o := range sc.members {
+			recorded := rec.Output(o.Name).State
+			o.start.state = recorded
+			switch {
+			case o.Boot == BootOn && recorded != fence.StateOn:
+				set(o, fence.StateOn, "boot: on")
+			case o.Boot == BootOff && recorded != fence.StateOff:
+				set(o, fence.StateOff, "boot: off")
+			case recorded == fence.StateNone:
+				set(o, fence.StateOff, "never commanded: off")
+			}
+		}
+		for _, o := range sc.members {
+			if o.lock == nil || o != b.outs[o.lock.Members[0]] {
+				continue
+			}
+			var ons []string
+			for _, m := range o.lock.Members {
+				if b.outs[m].start.state == fence.StateOn {
+					ons = append(ons, m)
+				}
+			}
+			if len(ons) > 1 {
+				why := fmt.Sprintf("interlock %s: %s were all on; at most one may be: all switched off", o.lock.Name, strings.Join(ons, ", "))
+				b.opts.Logger.Warn(why)
+				for _, m := range ons {
+					set(b.outs[m], fence.StateOff, why)
+				}
+			}
+		}
+	}
+	if err := b.log.SetStates(changes); err != nil {
+		return fmt.Errorf("actuator: %w", err)
+	}
+	for _, o := range b.outs {
+		o.start.deferred = o.lock != nil && o.lock.DeadTime > 0 && o.start.state == fence.StateOn
+	}
+	return nil
+}
+
+// Lines returns, in configuration order, the level at which a board must
+// take over each actuator's line: the boot rule's decision (an interlocked
+// output that will come on after its dead time is taken over off).
+func (b *Bank) Lines() []Line {
+	lines := make([]Line, 0, len(b.order))
+	for _, name := range b.order {
+		o := b.outs[name]
+		lines = append(lines, Line{Actuator: name, Pin: o.PinName, High: o.level(o.initial())})
+	}
+	return lines
+}
+
+func (o *output) initial() fence.State {
+	if o.start.deferred {
+		return fence.StateOff
+	}
+	return o.start.state
+}
+
+// Start attaches every actuator's pin (pin returns it by its Spec.PinName)
+// and drives the outputs as the boot rule decided: each scope's outputs to
+// their initial levels, offs before ons; then, once their interlock's dead
+// time has passed, the interlocked outputs that were taken over off. Call
+// it once, before handling commands. It stops at the first failure.
+func (b *Bank) Start(pin func(name string) (Pin, error)) error {
+	b.startMu.Lock()
+	defer b.startMu.Unlock()
+	if b.started {
+		return errors.New("actuator: Start called twice")
+	}
+	for _, name := range b.order {
+		o := b.outs[name]
+		p, err := pin(o.PinName)
+		if err != nil {
+			return fmt.Errorf("actuator: %s: %w", name, err)
+		}
+		o.pin = p
+	}
+	ctx := context.Background()
+	var deferred []*output
+	for _, sc := range b.scopes {
+		sc.lock(ctx)
+		err := b.startScope(sc)
+		sc.unlock()
+		if err != nil {
+			return err
+		}
+		for _, o := range sc.members {
+			if o.start.deferred {
+				deferred = append(deferred, o)
+			}
+		}
+	}
+	for _, o := range deferred {
+		o.scope.lock(ctx)
+		err := b.drive(o, fence.StateOn)
+		if err == nil {
+			b.changed(o.scope)
+		}
+		o.scope.unlock()
+		if err != nil {
+			return fmt.Errorf("actuator: %s: drive on after the dead time of interlock %s: %w", o.Name, o.lock.Name, err)
+		}
+	}
+	b.started = true
+	return nil
+}
+
+func (b *Bank) startScope(sc *scope) error {
+	now := time.Now()
+	for _, pass := range []fence.State{fence.StateOff, fence.StateOn} {
+		for _, o := range sc.members {
+			if o.initial() != pass {
+				continue
+			}
+			if err := o.pin.Out(o.level(pass)); err != nil {
+				return fmt.Errorf("actuator: %s: drive %s at start: %w", o.Name, pass, err)
+			}
+		}
+	}
+	for _, o := range sc.members {
+		if o.lock != nil {
+			o.lock.lastOff = now // at start every member may just have gone off
+		}
+	}
+	b.changed(sc)
+	return nil
+}
+
+// drive drives o to s, waiting out o's interlock's dead time before an on
+// and noting when an interlocked output went off. The scope's lock must be
+// held.
+func (b *Bank) drive(o *output, s fence.State) error {
+	if s == fence.StateOn && o.lock != nil {
+		if wait := time.Until(o.lock.lastOff.Add(o.lock.DeadTime)); wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+	if err := o.pin.Out(o.level(s)); err != nil {
+		return err
+	}
+	if s == fence.StateOff && o.lock != nil {
+		o.lock.lastOff = time.Now()
+	}
+	return nil
+}
+
+// changed reports the scope's recorded states to Options.Changed. The
+// scope's lock must be held.
+func (b *Bank) changed(sc *scope) {
+	if b.opts.Changed == nil {
+		return
+	}
+	rec, err := b.log.Scope(sc.name)
+	if err != nil {
+		b.opts.Logger.Error("read scope", "scope", sc.name, "err", err)
+		return
+	}
+	b.changedFrom(sc, rec)
+}
+
+func (b *Bank) changedFrom(sc *scope, rec fencelog.Scope) {
+	if b.opts.Changed == nil {
+		return
+	}
+	outs := make([]fence.Output, 0, len(sc.members))
+	for _, o := range sc.members {
+		outs = append(outs, rec.Output(o.Name))
+	}
+	b.opts.Changed(outs)
+}
+
+// Republish reports every scope's recorded states to Options.Changed, each
+// under its scope's lock.
+func (b *Bank) Republish() {
+	for _, sc := range b.scopes {
+		sc.lock(context.Background())
+		b.changed(sc)
+		sc.unlock()
+	}
+}
+
+// Names returns the actuator names in configuration order.
+func (b *Bank) Names() []string { return slices.Clone(b.order) }
+
+// Scope returns the fence scope of the named actuator.
+func (b *Bank) Scope(actuator string) (string, bool) {
+	o, ok := b.outs[actuator]
+	if !ok {
+		return "", false
+	}
+	return o.Scope, true
+}
+
+// Handle takes c through admission, durable record and drive, and returns
+// the answer. An unknown actuator is rejected. It never panics on bad
+// input. If ctx ends while c waits for its scope, c is not decided and the
+// error is ctx's: the caller must leave the command unanswered (and, over
+// MQTT, unacknowledged, so that the broker delivers it again).
+func (b *Bank) Handle(ctx context.Context, c fence.Command) (fence.Result, error) {
+	o, ok := b.outs[c.Actuator]
+	if !ok {
+		return b.Reject(c, fence.ReasonUnknownActuator, fmt.Errorf("unknown actuator %q", c.Actuator)), nil
+	}
+	b.startMu.Lock()
+	started := b.started
+	b.startMu.Unlock()
+	if !started {
+		return fence.Result{}, errors.New("actuator: Handle before Start")
+	}
+	if err := o.scope.lock(ctx); err != nil {
+		return fence.Result{}, err
+	}
+	res := b.handle(o, c)
+	o.scope.unlock()
+	b.emit(c, o.Scope, res)
+	return res, nil
+}
+
+func (b *Bank) handle(o *output, c fence.Command) fence.Result {
+	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}
+	adm, err := b.log.Admit(o.Scope, c, b.planner(o, c))
+	if err != nil {
+		res.Outcome = fence.Failed
+		res.Error = "fence not recorded, nothing driven: " + err.Error()
+		if cur, err := b.log.Output(o.Scope, o.Name); err == nil {
+			res.Fence, res.State = cur.Fence, cur.State
+		}
+		return res
+	}
+	res.Outcome = adm.Outcome
+	res.Fence, res.State = adm.Output.Fence, adm.Output.State
+	switch adm.Outcome {
+	case fence.Duplicate:
+		orig := adm.Original
+		if orig.Refused != nil {
+			// The original was refused; so is its redelivery, the same way.
+			b.refuse(&res, orig.Refused, adm.Scope)
+			res.Fence = orig.Fence
+			break
+		}
+		res.Fence, res.State = orig.Fence, orig.State
+		if res.State == fence.StateNone {
+			res.State = adm.Output.State
+		}
+	case fence.Stale:
+		res.Error = adm.Reason
+	case fence.Applied:
+		if b.opts.AfterCommit != nil {
+			b.opts.AfterCommit(c)
+		}
+		if r := adm.Effect.Refusal; r != nil {
+			b.refuse(&res, r, adm.Scope)
+			b.changedFrom(o.scope, adm.Scope)
+			break
+		}
+		for i, set := range adm.Effect.Sets {
+			target := b.outs[set.Actuator]
+			if err := b.drive(target, set.State); err != nil {
+				res.Outcome = fence.Failed
+				res.Error = fmt.Sprintf("fence %s recorded but %s could not be driven %s: %v", c.Fence, target.Name, set.State, err)
+				if rest := adm.Effect.Sets[i+1:]; len(rest) > 0 {
+					res.Error += fmt.Sprintf("; %s was not driven %s (the interlock's other member may still be on)", rest[len(rest)-1].Actuator, rest[len(rest)-1].State)
+				}
+				b.opts.Logger.Error("drive failed", "actuator", target.Name, "pin", target.PinName, "state", set.State.String(), "err", err)
+				b.log.Record(fencelog.Entry{Scope: o.Scope, Actuator: o.Name, ID: c.ID, Holder: c.Holder,
+					Command: c.Fence, State: c.State, Outcome: fence.Failed, Fence: res.Fence, Error: res.Error})
+				break
+			}
+		}
+		b.changedFrom(o.scope, adm.Scope)
+	}
+	return res
+}
+
+// planner returns the effect rule of c: its interlock's, for a command
+// that turns an interlocked output on. A member counts as on if its record
+// says so, or if its pin reads on (a failed drive left the record behind)
+// or cannot be read. The scope's lock must be held.
+func (b *Bank) planner(o *output, c fence.Command) fencelog.Planner {
+	if o.lock == nil || c.State != fence.StateOn {
+		return nil
+	}
+	pinOn := map[string]bool{}
+	for _, m := range o.lock.Members {
+		if m == o.Name {
+			continue
+		}
+		mo := b.outs[m]
+		high, err := mo.pin.Level()
+		pinOn[m] = err != nil || high == mo.level(fence.StateOn)
+	}
+	g := &o.lock.Interlock
+	return func(states map[string]fence.State) fence.Effect {
+		return g.Effect(c, func(a string) bool { return states[a] == fence.StateOn || pinOn[a] })
+	}
+}
+
+// refuse makes res the answer to a command that raised the fence but was
+// refused r.
+func (b *Bank) refuse(res *fence.Result, r *fence.Refusal, rec fencelog.Scope) {
+	res.Outcome = fence.Rejected
+	res.Reason = r.Reason
+	res.Error = r.Error
+	if r.Blocker != "" {
+		blocking := rec.Output(r.Blocker)
+		res.Blocking = &blocking
+	}
+}
+
+// Reject answers c as rejected for reason (a fence.Reason* code) because
+// of err, audits it, and changes nothing. The answer carries the
+// actuator's current fence and state when the actuator exists.
+func (b *Bank) Reject(c fence.Command, reason string, err error) fence.Result {
+	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence, Outcome: fence.Rejected, Reason: reason, Error: err.Error()}
+	e := fencelog.Entry{Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Command: c.Fence, State: c.State,
+		Outcome: fence.Rejected, Error: res.Error}
+	if o, ok := b.outs[c.Actuator]; ok {
+		e.Scope = o.Scope
+		if cur, err := b.log.Output(o.Scope, o.Name); err == nil {
+			res.Fence, res.State = cur.Fence, cur.State
+			e.Fence = cur.Fence
+		}
+	}
+	b.log.Record(e)
+	b.emit(c, e.Scope, res)
+	return res
+}
+
+// Audit returns up to n of the newest audit entries, oldest first.
+func (b *Bank) Audit(n int) ([]fencelog.Entry, error) { return b.log.Audit(n) }
+
+// Output returns the recorded state of the named actuator.
+func (b *Bank) Output(name string) (fence.Output, error) {
+	o, ok := b.outs[name]
+	if !ok {
+		return fence.Output{}, fmt.Errorf("actuator: unknown actuator %q", name)
+	}
+	return b.log.Output(o.Scope, o.Name)
+}
+
+// Statuses returns every actuator's recorded state and read-back level, in
+// configuration order. Each scope is read under its lock, so it never shows
+// a command between its record and its drive.
+func (b *Bank) Statuses() ([]Status, error) {
+	out := make([]Status, 0, len(b.order))
+	for _, sc := range b.scopes {
+		sc.lock(context.Background())
+		rec, err := b.log.Scope(sc.name)
+		if err != nil {
+			sc.unlock()
+			return nil, err
+		}
+		for _, o := range sc.members {
+			st := Status{Output: rec.Output(o.Name), PinName: o.PinName, ActiveLow: o.ActiveLow}
+			if o.lock != nil {
+				st.Interlock = o.lock.Name
+			}
+			if o.pin == nil {
+				st.LevelErr = errors.New("not started")
+			} else {
+				st.High, st.LevelErr = o.pin.Level()
+				if c, ok := o.pin.(interface{ Drives() uint64 }); ok {
+					n := c.Drives()
+					st.Drives = &n
+				}
+			}
+			out = append(out, st)
+		}
+		sc.unlock()
+	}
+	slices.SortStableFunc(out, func(x, y Status) int {
+		return slices.Index(b.order, x.Actuator) - slices.Index(b.order, y.Actuator)
+	})
+	return out, nil
 }
 
 // Subscribe returns a channel of decisions and a function that ends the
@@ -123,255 +750,4 @@ func (b *Bank) emit(c fence.Command, scope string, res fence.Result) {
 		default:
 		}
 	}
-}
-
-type output struct {
-	Spec
-}
-
-// Status is an actuator's recorded state together with its read-back level.
-type Status struct {
-	fence.Output
-	PinName   string
-	ActiveLow bool
-	// High is the level read back from the pin; valid if LevelErr is nil.
-	High     bool
-	LevelErr error
-	// Drives counts the drives of the pin by this process, for boards that
-	// count them (the sim board); nil otherwise.
-	Drives *uint64
-}
-
-// New builds a Bank over log. Actuator names must be unique and non-empty,
-// and every Spec needs a Pin.
-func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
-	b := &Bank{log: log, outs: make(map[string]*output), locks: make(map[string]*sync.Mutex)}
-	if opts != nil {
-		b.opts = *opts
-	}
-	if b.opts.Logger == nil {
-		b.opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	for _, s := range specs {
-		if s.Name == "" {
-			return nil, errors.New("actuator: empty actuator name")
-		}
-		if _, dup := b.outs[s.Name]; dup {
-			return nil, fmt.Errorf("actuator: duplicate actuator %q", s.Name)
-		}
-		if s.Pin == nil {
-			return nil, fmt.Errorf("actuator: %s: no pin", s.Name)
-		}
-		if s.Scope == "" {
-			s.Scope = s.Name
-		}
-		switch s.Boot {
-		case "":
-			s.Boot = BootLast
-		case BootLast, BootOff, BootOn:
-		default:
-			return nil, fmt.Errorf("actuator: %s: unknown boot policy %q", s.Name, s.Boot)
-		}
-		b.outs[s.Name] = &output{Spec: s}
-		b.order = append(b.order, s.Name)
-		if b.locks[s.Scope] == nil {
-			b.locks[s.Scope] = new(sync.Mutex)
-		}
-	}
-	return b, nil
-}
-
-// Names returns the actuator names in configuration order.
-func (b *Bank) Names() []string { return append([]string(nil), b.order...) }
-
-// Reconcile binds every actuator to its scope in the store (an actuator
-// the configuration moved brings its old scope's fence along, see
-// fencelog.Log.Bind), then drives every output according to its boot
-// policy. Call it once at start, before handling commands. It stops at the
-// first failure.
-func (b *Bank) Reconcile() error {
-	scopes := make(map[string]string, len(b.outs))
-	for name, o := range b.outs {
-		scopes[name] = o.Scope
-	}
-	moved, err := b.log.Bind(scopes)
-	if err != nil {
-		return fmt.Errorf("actuator: %w", err)
-	}
-	for _, name := range moved {
-		b.opts.Logger.Warn("actuator moved to another scope; its old fence came along", "actuator", name, "scope", b.outs[name].Scope)
-	}
-	for _, name := range b.order {
-		o := b.outs[name]
-		mu := b.locks[o.Scope]
-		mu.Lock()
-		err := b.reconcile(o)
-		mu.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (b *Bank) reconcile(o *output) error {
-	var state fence.State
-	switch o.Boot {
-	case BootLast:
-		rec, err := b.log.Output(o.Scope, o.Name)
-		if err != nil {
-			return fmt.Errorf("actuator: %s: %w", o.Name, err)
-		}
-		state = rec.State
-		if state == fence.StateNone {
-			// Never commanded: off, and recorded so, so that the state
-			// topic and the API say what the output does.
-			state = fence.StateOff
-			if _, err := b.log.SetState(o.Scope, o.Name, state, "boot"); err != nil {
-				return fmt.Errorf("actuator: %s: %w", o.Name, err)
-			}
-		}
-	case BootOff, BootOn:
-		state = fence.StateOff
-		if o.Boot == BootOn {
-			state = fence.StateOn
-		}
-		if _, err := b.log.SetState(o.Scope, o.Name, state, "boot"); err != nil {
-			return fmt.Errorf("actuator: %s: %w", o.Name, err)
-		}
-	}
-	if err := o.Pin.Out(o.level(state)); err != nil {
-		return fmt.Errorf("actuator: %s: drive %s at boot: %w", o.Name, state, err)
-	}
-	return nil
-}
-
-func (o *output) level(s fence.State) bool { return (s == fence.StateOn) != o.ActiveLow }
-
-// Handle takes c through admission, durable record and drive, and returns the
-// answer. It never panics on bad input; an unknown actuator is rejected.
-func (b *Bank) Handle(ctx context.Context, c fence.Command) fence.Result {
-	o, ok := b.outs[c.Actuator]
-	if !ok {
-		return b.Reject(c, fmt.Errorf("unknown actuator %q", c.Actuator))
-	}
-	mu := b.locks[o.Scope]
-	mu.Lock()
-	res := b.handle(o, c)
-	mu.Unlock()
-	b.emit(c, o.Scope, res)
-	return res
-}
-
-func (b *Bank) handle(o *output, c fence.Command) fence.Result {
-	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}
-	adm, err := b.log.Admit(o.Scope, c)
-	if err != nil {
-		res.Outcome = fence.Failed
-		res.Error = "fence not recorded, nothing driven: " + err.Error()
-		if cur, err := b.log.Output(o.Scope, o.Name); err == nil {
-			res.Fence, res.State = cur.Fence, cur.State
-		}
-		return res
-	}
-	res.Outcome = adm.Outcome
-	res.Fence, res.State = adm.Output.Fence, adm.Output.State
-	switch adm.Outcome {
-	case fence.Duplicate:
-		res.Fence, res.State = adm.Original.Fence, adm.Original.State
-		if res.State == fence.StateNone {
-			res.State = adm.Output.State
-		}
-	case fence.Stale:
-		res.Error = adm.Reason
-	case fence.Applied:
-		if b.opts.AfterCommit != nil {
-			b.opts.AfterCommit(c)
-		}
-		if c.State == fence.StateNone {
-			break
-		}
-		if err := o.Pin.Out(o.level(c.State)); err != nil {
-			res.Outcome = fence.Failed
-			res.Error = fmt.Sprintf("fence %s recorded but %s could not be driven %s: %v", c.Fence, o.Name, c.State, err)
-			b.opts.Logger.Error("drive failed", "actuator", o.Name, "pin", o.PinName, "state", c.State.String(), "err", err)
-			b.log.Record(fencelog.Entry{Scope: o.Scope, Actuator: o.Name, ID: c.ID, Holder: c.Holder,
-				Command: c.Fence, State: c.State, Outcome: fence.Failed, Fence: res.Fence, Error: res.Error})
-		}
-	}
-	return res
-}
-
-// Reject answers c as rejected for reason, audits it, and changes nothing.
-// The answer carries the actuator's current fence and state when the
-// actuator exists.
-func (b *Bank) Reject(c fence.Command, reason error) fence.Result {
-	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence, Outcome: fence.Rejected, Error: reason.Error()}
-	e := fencelog.Entry{Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Command: c.Fence, State: c.State,
-		Outcome: fence.Rejected, Error: res.Error}
-	if o, ok := b.outs[c.Actuator]; ok {
-		e.Scope = o.Scope
-		if cur, err := b.log.Output(o.Scope, o.Name); err == nil {
-			res.Fence, res.State = cur.Fence, cur.State
-			e.Fence = cur.Fence
-		}
-	}
-	b.log.Record(e)
-	b.emit(c, e.Scope, res)
-	return res
-}
-
-// Audit returns up to n of the newest audit entries, oldest first.
-func (b *Bank) Audit(n int) ([]fencelog.Entry, error) { return b.log.Audit(n) }
-
-// Output returns the recorded state of the named actuator.
-func (b *Bank) Output(name string) (fence.Output, error) {
-	o, ok := b.outs[name]
-	if !ok {
-		return fence.Output{}, fmt.Errorf("actuator: unknown actuator %q", name)
-	}
-	return b.log.Output(o.Scope, o.Name)
-}
-
-// Peers returns the actuators in the named actuator's fence scope, itself
-// included, in configuration order; nil for an unknown actuator.
-func (b *Bank) Peers(name string) []string {
-	o, ok := b.outs[name]
-	if !ok {
-		return nil
-	}
-	var peers []string
-	for _, n := range b.order {
-		if b.outs[n].Scope == o.Scope {
-			peers = append(peers, n)
-		}
-	}
-	return peers
-}
-
-// Statuses returns every actuator's recorded state and read-back level, in
-// configuration order. Each actuator's pair is read under its scope's lock,
-// so it never shows a command between its record and its drive.
-func (b *Bank) Statuses() ([]Status, error) {
-	out := make([]Status, 0, len(b.order))
-	for _, name := range b.order {
-		o := b.outs[name]
-		mu := b.locks[o.Scope]
-		mu.Lock()
-		rec, err := b.log.Output(o.Scope, o.Name)
-		st := Status{Output: rec, PinName: o.PinName, ActiveLow: o.ActiveLow}
-		if err == nil {
-			st.High, st.LevelErr = o.Pin.Level()
-			if c, ok := o.Pin.(interface{ Drives() uint64 }); ok {
-				n := c.Drives()
-				st.Drives = &n
-			}
-		}
-		mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, nil
 }

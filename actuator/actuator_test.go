@@ -74,23 +74,24 @@ func newRigWrapped(t *testing.T, dir string, acts []act, opts *actuator.Options,
 		t.Fatal(err)
 	}
 	var specs []actuator.Spec
+	names := map[string]string{} // pin → actuator
 	for _, a := range acts {
-		pin, err := sim.Pin(a.pin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var p actuator.Pin = pin
-		if onDrive != nil {
-			p = recordingPin{Pin: pin, name: a.name, onDrive: onDrive}
-		}
-		specs = append(specs, actuator.Spec{Name: a.name, Scope: a.scope, PinName: a.pin, ActiveLow: a.activeLow, Boot: a.boot, Pin: p})
+		specs = append(specs, actuator.Spec{Name: a.name, Scope: a.scope, PinName: a.pin, ActiveLow: a.activeLow, Boot: a.boot})
+		names[a.pin] = a.name
 	}
 	b, err := actuator.New(l, specs, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Reconcile(); err != nil {
-		t.Fatalf("Reconcile: %v", err)
+	err = b.Start(func(name string) (actuator.Pin, error) {
+		pin, err := sim.Pin(name)
+		if err != nil || onDrive == nil {
+			return pin, err
+		}
+		return recordingPin{Pin: pin, name: names[name], onDrive: onDrive}, nil
+	})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
 	}
 	return &rig{bank: b, log: l, sim: sim, store: store}
 }
@@ -107,7 +108,7 @@ func (r *rig) level(t *testing.T, pin string) bool {
 
 func (r *rig) send(t *testing.T, c fence.Command, want fence.Outcome) fence.Result {
 	t.Helper()
-	res := r.bank.Handle(context.Background(), c)
+	res := must(r.bank.Handle(context.Background(), c))
 	if res.Outcome != want {
 		t.Fatalf("Handle(%+v) = %v (%s), want %v", c, res.Outcome, res.Error, want)
 	}
@@ -146,7 +147,7 @@ func TestHandle(t *testing.T) {
 	if !strings.Contains(res.Error, "unknown actuator") {
 		t.Errorf("unknown actuator error = %q", res.Error)
 	}
-	res = r.bank.Reject(command("y", "pump", 99, 0, fence.StateOn), errors.New("bad"))
+	res = r.bank.Reject(command("y", "pump", 99, 0, fence.StateOn), fence.ReasonInvalid, errors.New("bad"))
 	if res.Outcome != fence.Rejected || res.Fence != (fence.Fence{Token: 42, Seq: 1}) || res.State != fence.StateOff {
 		t.Errorf("Reject = %+v, want rejected with current fence 42/1 and state off", res)
 	}
@@ -206,7 +207,7 @@ func TestPausedControllerInterleavings(t *testing.T) {
 			for range yields {
 				runtime.Gosched()
 			}
-			resA = r.bank.Handle(context.Background(), command(fmt.Sprint("a", i), aAct, tokA, 0, stateA))
+			resA = must(r.bank.Handle(context.Background(), command(fmt.Sprint("a", i), aAct, tokA, 0, stateA)))
 		}()
 		stopNoise := make(chan struct{})
 		wg.Add(1)
@@ -222,9 +223,9 @@ func TestPausedControllerInterleavings(t *testing.T) {
 				valveTok++
 				c := command(fmt.Sprint("v", valveTok), "valve", valveTok, 0, fence.State(j%2+1))
 				noiseTok.Unlock()
-				r.bank.Handle(context.Background(), c)
+				must(r.bank.Handle(context.Background(), c))
 				if i > 0 {
-					r.bank.Handle(context.Background(), command(fmt.Sprint("b", i-1, "-0"), bAct, tokB-2, 0, stateB))
+					must(r.bank.Handle(context.Background(), command(fmt.Sprint("b", i-1, "-0"), bAct, tokB-2, 0, stateB)))
 				}
 			}
 		}()
@@ -235,13 +236,13 @@ func TestPausedControllerInterleavings(t *testing.T) {
 			if s == 0 && rng.IntN(2) == 0 {
 				st = fence.StateNone
 			}
-			res := r.bank.Handle(context.Background(), command(fmt.Sprint("b", i, "-", s), bAct, tokB, uint64(s), st))
+			res := must(r.bank.Handle(context.Background(), command(fmt.Sprint("b", i, "-", s), bAct, tokB, uint64(s), st)))
 			if res.Outcome != fence.Applied {
 				t.Fatalf("iteration %d: B's command %d = %v (%s), want applied", i, s, res.Outcome, res.Error)
 			}
 		}
 		// B's last command always sets its state.
-		res := r.bank.Handle(context.Background(), command(fmt.Sprint("b", i, "-set"), bAct, tokB, uint64(n), stateB))
+		res := must(r.bank.Handle(context.Background(), command(fmt.Sprint("b", i, "-set"), bAct, tokB, uint64(n), stateB)))
 		if res.Outcome != fence.Applied {
 			t.Fatalf("iteration %d: B's set = %v", i, res.Outcome)
 		}
@@ -304,7 +305,7 @@ func TestDrivesFollowFenceOrder(t *testing.T) {
 					tok = uint64(rng.IntN(int(tok)) + 1)
 				}
 				c := command(fmt.Sprint(g, "-", i), names[rng.IntN(4)], tok, uint64(rng.IntN(4)), fence.State(rng.IntN(2)+1))
-				res := r.bank.Handle(context.Background(), c)
+				res := must(r.bank.Handle(context.Background(), c))
 				if res.Outcome == fence.Applied {
 					appliedMu.Lock()
 					if h, ok := highest[c.Actuator]; !ok || h.Fence.Less(c.Fence) {
@@ -357,7 +358,7 @@ func TestReconcile(t *testing.T) {
 		if scope != "pump" {
 			scope = "climate"
 		}
-		if adm, err := l.Admit(scope, c); err != nil || adm.Outcome != fence.Applied {
+		if adm, err := l.Admit(scope, c, nil); err != nil || adm.Outcome != fence.Applied {
 			t.Fatalf("Admit = %v, %v", adm.Outcome, err)
 		}
 	}
@@ -445,7 +446,7 @@ func TestRecordFailureNeverDrives(t *testing.T) {
 		c := command(fmt.Sprint(i), name, uint64(i+1), 0, fence.State(i%2+1))
 		c.Holder = holder
 		before := r.level(t, fmt.Sprint("GPIO", i%20+2))
-		res := r.bank.Handle(context.Background(), c)
+		res := must(r.bank.Handle(context.Background(), c))
 		switch res.Outcome {
 		case fence.Applied:
 		case fence.Failed:
@@ -474,16 +475,30 @@ func TestNewRejectsBadSpecs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	sim, _ := boards.OpenSim(filepath.Join(t.TempDir(), "pins"))
-	p, _ := sim.Pin("GPIO17")
 	for _, specs := range [][]actuator.Spec{
-		{{Name: "", Pin: p}},
-		{{Name: "a", Pin: p}, {Name: "a", Pin: p}},
-		{{Name: "a"}},
-		{{Name: "a", Pin: p, Boot: "sometimes"}},
+		{{Name: "", PinName: "GPIO17"}},
+		{{Name: "a", PinName: "GPIO17"}, {Name: "a", PinName: "GPIO27"}},
+		{{Name: "a", PinName: "GPIO17", Boot: "sometimes"}},
 	} {
 		if _, err := actuator.New(l, specs, nil); err == nil {
 			t.Errorf("New(%+v) succeeded, want an error", specs)
 		}
 	}
+	// A pin the board does not have fails Start.
+	b, err := actuator.New(l, []actuator.Spec{{Name: "a", PinName: "GPIO99"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, _ := boards.OpenSim(filepath.Join(t.TempDir(), "pins"))
+	if err := b.Start(sim.Pin); err == nil {
+		t.Error("Start with a pin the board does not have succeeded")
+	}
+}
+
+// must returns Handle's answer; an error (a cancelled context) is a test bug.
+func must(res fence.Result, err error) fence.Result {
+	if err != nil {
+		panic(fmt.Sprintf("Handle: %v", err))
+	}
+	return res
 }

@@ -85,3 +85,25 @@ var (
 	_ actuator.Pin = (*simPin)(nil)
 	_ actuator.Pin = (*rpiPin)(nil)
 )
+
+// Check tells whether Open would succeed with these options, without
+// taking any line over: the sim board's latch can be read, or this
+// machine is the configured Raspberry Pi and its GPIO chip has the lines.
+// It returns a description of the board for people.
+func Check(o Options) (string, error) {
+	switch {
+	case o.Board == pinmap.Sim:
+		path := LatchPath(o.Store)
+		if _, err := ReadLatch(path); err != nil {
+			return "", err
+		}
+		return "sim board, latch " + path, nil
+	case pinmap.IsRaspberryPi(o.Board):
+		model, err := pinmap.ResolveModel(o.Board)
+		if err != nil {
+			return "", err
+		}
+		return checkRaspberryPi(model, o.Lines)
+	}
+	return "", fmt.Errorf("boards: unknown board %q (want one of %s)", o.Board, strings.Join(pinmap.Boards(), ", "))
+}

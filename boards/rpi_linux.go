@@ -88,6 +88,30 @@ func OpenRaspberryPi(model pinmap.Model, outs []Line) (*RaspberryPi, error) {
 	return p, nil
 }
 
+// checkRaspberryPi finds model's GPIO chip and the lines, without
+// requesting any.
+func checkRaspberryPi(model pinmap.Model, lines []Line) (string, error) {
+	initOnce.Do(func() { _, initErr = driverreg.Init() })
+	if initErr != nil {
+		return "", fmt.Errorf("boards: periph: %w", initErr)
+	}
+	chip := findChip(model)
+	if chip == nil {
+		return "", fmt.Errorf("boards: %s: no GPIO chip labelled %s; is /dev/gpiochip* readable by this user (group gpio)?",
+			model.Name, strings.Join(model.Chips, " or "))
+	}
+	for _, l := range lines {
+		name, err := pinmap.Canonical(l.Pin)
+		if err != nil {
+			return "", err
+		}
+		if chip.ByName(name) == nil {
+			return "", fmt.Errorf("boards: %s: chip %s has no line named %s", model.Name, chip.Label(), name)
+		}
+	}
+	return fmt.Sprintf("%s, GPIO chip %s, %d lines", model.Name, chip.Label(), len(lines)), nil
+}
+
 func findChip(model pinmap.Model) *gpioioctl.GPIOChip {
 	for _, label := range model.Chips {
 		for _, c := range gpioioctl.Chips {

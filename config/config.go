@@ -17,10 +17,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/boards/pinmap"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -46,6 +49,9 @@ type Config struct {
 	// disables it.
 	HTTP      *string    `yaml:"http"`
 	Actuators []Actuator `yaml:"actuators"`
+	// Interlocks are groups of actuators of one scope of which at most one
+	// may be on.
+	Interlocks []Interlock `yaml:"interlocks,omitempty"`
 }
 
 // MQTT configures the broker connection.
@@ -66,6 +72,39 @@ type Actuator struct {
 	Scope     string `yaml:"scope,omitempty"`
 
 	line int
+}
+
+// Interlock configures a group of actuators of one scope of which at most
+// one may be on (see fence.Interlock).
+type Interlock struct {
+	Name      string   `yaml:"name"`
+	Actuators []string `yaml:"actuators"`
+	// BreakBeforeMake lets a command that turns a member on switch the one
+	// that is on off first; without it, such a command is rejected.
+	BreakBeforeMake bool `yaml:"break_before_make,omitempty"`
+	// DeadTime is the least time all members stay off between one going
+	// off and another coming on, e.g. 500ms.
+	DeadTime time.Duration `yaml:"dead_time,omitempty"`
+
+	line int
+}
+
+// Specs returns the actuators as package actuator takes them.
+func (c *Config) Specs() []actuator.Spec {
+	specs := make([]actuator.Spec, 0, len(c.Actuators))
+	for _, a := range c.Actuators {
+		specs = append(specs, actuator.Spec{Name: a.Name, Scope: a.Scope, PinName: a.Pin, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot)})
+	}
+	return specs
+}
+
+// Locks returns the interlocks as package fence takes them.
+func (c *Config) Locks() []fence.Interlock {
+	var out []fence.Interlock
+	for _, g := range c.Interlocks {
+		out = append(out, fence.Interlock{Name: g.Name, Members: g.Actuators, BreakBeforeMake: g.BreakBeforeMake, DeadTime: g.DeadTime})
+	}
+	return out
 }
 
 // HTTPAddr returns the JSON API address, "" if disabled.
@@ -146,10 +185,16 @@ func Parse(b []byte) (*Config, error) {
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err == nil {
-		lines := actuatorLines(&root)
+		lines := itemLines(&root, "actuators")
 		for i := range c.Actuators {
 			if i < len(lines) {
 				c.Actuators[i].line = lines[i]
+			}
+		}
+		lines = itemLines(&root, "interlocks")
+		for i := range c.Interlocks {
+			if i < len(lines) {
+				c.Interlocks[i].line = lines[i]
 			}
 		}
 	}
@@ -176,13 +221,14 @@ func friendly(err error) error {
 	return errors.New(strings.Join(msgs, "; "))
 }
 
-func actuatorLines(root *yaml.Node) []int {
+// itemLines returns the line of each item of the top-level list key.
+func itemLines(root *yaml.Node, key string) []int {
 	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
 		return nil
 	}
 	m := root.Content[0]
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == "actuators" && m.Content[i+1].Kind == yaml.SequenceNode {
+		if m.Content[i].Value == key && m.Content[i+1].Kind == yaml.SequenceNode {
 			var lines []int
 			for _, n := range m.Content[i+1].Content {
 				lines = append(lines, n.Line)
@@ -264,18 +310,33 @@ func (c *Config) check() error {
 			pins[g] = a.Name
 			a.Pin = g
 		}
-		switch a.Boot {
-		case "":
-			a.Boot = "last"
-		case "last", "off", "on":
-		default:
-			bad("%s: boot %q: want last, off or on", where, a.Boot)
+		if boot, err := actuator.ParseBoot(a.Boot); err != nil {
+			bad("%s: %v", where, strings.TrimPrefix(err.Error(), "actuator: "))
+		} else {
+			a.Boot = string(boot)
 		}
 		if a.Scope == "" {
 			a.Scope = a.Name
 		} else if !nameRE.MatchString(a.Scope) {
 			bad("%s: scope %q: use letters, digits, - and _ only", where, a.Scope)
 		}
+	}
+	var locks []fence.Interlock // the interlocks checked so far, together
+	for i, g := range c.Locks() {
+		where := fmt.Sprintf("interlocks[%d]", i)
+		if l := c.Interlocks[i].line; l > 0 {
+			where = fmt.Sprintf("line %d: interlock %q", l, g.Name)
+		}
+		if g.Name != "" && !nameRE.MatchString(g.Name) {
+			bad("%s: name: use letters, digits, - and _ only", where)
+			continue
+		}
+		if err := actuator.CheckInterlocks(c.Specs(), append(locks, g)); err != nil {
+			msg := strings.TrimPrefix(err.Error(), "actuator: ")
+			bad("%s: %s", where, strings.TrimPrefix(msg, "interlock "+g.Name+": "))
+			continue
+		}
+		locks = append(locks, g)
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const validYAML = `id: greenhouse-1
@@ -433,5 +434,38 @@ func TestMarshalRoundTrip(t *testing.T) {
 		if !strings.HasPrefix(string(b), "# generated\n# by a test\n") {
 			t.Errorf("Marshal header: %q", b)
 		}
+	}
+}
+
+func TestInterlocks(t *testing.T) {
+	base := "id: gw\nmqtt: {broker: tcp://127.0.0.1:1883}\nstore: s.db\nboard: sim\nactuators:\n" +
+		"  - {name: vent-open, pin: GPIO5, scope: vent}\n" +
+		"  - {name: vent-close, pin: GPIO6, scope: vent}\n" +
+		"  - {name: pump, pin: GPIO17}\n"
+	good := base + "interlocks:\n  - name: vent\n    actuators: [vent-open, vent-close]\n    break_before_make: true\n    dead_time: 500ms\n"
+	c, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Locks(); len(got) != 1 || got[0].DeadTime != 500*time.Millisecond || !got[0].BreakBeforeMake || len(got[0].Members) != 2 {
+		t.Errorf("Locks() = %+v", got)
+	}
+	tests := []struct{ yaml, want string }{
+		{"interlocks:\n  - name: vent\n    actuators: [vent-open, pump]\n", `line 10: interlock "vent": vent-open is in scope "vent", pump in scope "pump"; the members of an interlock must share one scope`},
+		{"interlocks:\n  - name: vent\n    actuators: [vent-open, nope]\n", `line 10: interlock "vent": no actuator "nope"`},
+		{"interlocks:\n  - name: vent\n    actuators: [vent-open]\n", `line 10: interlock "vent": name at least two actuators`},
+		{"interlocks:\n  - name: vent\n    actuators: [vent-open, vent-close]\n    dead_time: 1m\n", `dead_time 1m0s: want 0 to 10s`},
+		{"interlocks:\n  - name: a\n    actuators: [vent-open, vent-close]\n  - name: b\n    actuators: [vent-close, vent-open]\n", `line 12: interlock "b": vent-close is already in interlock a`},
+		{"interlocks:\n  - name: vent\n    actuators: [vent-open, vent-close]\n    dead_time: soon\n", `line 12`},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(base + tt.yaml))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(...%s) = %v, want an error containing %q", tt.yaml, err, tt.want)
+		}
+	}
+	both := strings.Replace(strings.Replace(base, "scope: vent}", "scope: vent, boot: \"on\"}", 2), "", "", 1)
+	if _, err := Parse([]byte(both + "interlocks:\n  - {name: vent, actuators: [vent-open, vent-close]}\n")); err == nil || !strings.Contains(err.Error(), "boot: on") {
+		t.Errorf("two members with boot: on = %v, want an error", err)
 	}
 }

@@ -1,25 +1,33 @@
-// Package fence holds fencegate's domain types and its admission rule: the
-// pure decision whether a tokenized command may pass a scope's fence.
+// Package fence holds fencegate's domain types and its rules: the pure
+// decision whether a tokenized command may pass a scope's fence, and what
+// an admitted command may change when its actuator is interlocked.
 //
 // # Concepts
 //
-// A fence scope is one actuator, or a group of interlocked actuators, that a
-// single lease protects. Its fence is the highest (token, seq) pair admitted so
+// A fence scope is one actuator, or a group of actuators, that a single
+// lease protects. Its fence is the highest (token, seq) pair admitted so
 // far. A [Command] names an actuator, carries the pair its controller was
 // granted and, usually, the state to set. [Decide] compares the pair with the
 // fence and with the scope's window of recently applied commands and returns
 // one [Outcome].
 //
+// An [Interlock] is something else: a group of actuators of one scope of
+// which at most one may be on (the two relays of a motor's directions).
+// [Interlock.Effect] decides what an admitted command changes: everything
+// it asked for, the other members switched off first (break-before-make),
+// or nothing at all (a [Refusal]), though its pair still raises the fence.
+//
 // # Safety
 //
-// Decide is a pure function of its arguments: it reads no clock, no disk and
-// no network. Durability (recording the new fence before any output moves) is
+// Decide and Effect are pure functions of their arguments: they read no
+// clock, no disk and no network. Durability (recording the new fence before any output moves) is
 // the job of package fencelog; ordering per scope is the job of package
 // actuator. This package imports only the standard library.
 package fence
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -125,6 +133,9 @@ type AppliedCommand struct {
 	Actuator string `json:"actuator"`
 	Fence    Fence  `json:"fence"`
 	State    State  `json:"state"`
+	// Refused is set when the command raised the fence but changed no
+	// output (an interlock refused it); a redelivery is answered the same.
+	Refused *Refusal `json:"refused,omitempty"`
 }
 
 // Window is the number of applied commands per scope that are remembered for
@@ -176,16 +187,16 @@ func Decide(current Fence, recent []AppliedCommand, c Command) Decision {
 		"token %d seq %d is below the fence %d/%d; reread state", c.Fence.Token, c.Fence.Seq, current.Token, current.Seq)}
 }
 
-// Remember returns recent with c appended, keeping at most Window entries.
-// It does not modify recent.
-func Remember(recent []AppliedCommand, c Command) []AppliedCommand {
+// Remember returns recent with c appended, keeping at most Window entries;
+// refused is c's refusal, if its effect was one. It does not modify recent.
+func Remember(recent []AppliedCommand, c Command, refused *Refusal) []AppliedCommand {
 	start := 0
 	if len(recent) >= Window {
 		start = len(recent) - Window + 1
 	}
 	out := make([]AppliedCommand, 0, len(recent)-start+1)
 	out = append(out, recent[start:]...)
-	return append(out, AppliedCommand{ID: c.ID, Actuator: c.Actuator, Fence: c.Fence, State: c.State})
+	return append(out, AppliedCommand{ID: c.ID, Actuator: c.Actuator, Fence: c.Fence, State: c.State, Refused: refused})
 }
 
 func stateWord(s State) string {
@@ -210,11 +221,22 @@ type Output struct {
 	ChangedAt time.Time `json:"changed_at"`
 }
 
+// Reasons a command is rejected, as they appear on the wire: a controller
+// reacts to the reason, a person reads the error text.
+const (
+	ReasonInvalid         = "invalid"          // the payload is malformed
+	ReasonUnknownActuator = "unknown-actuator" // no such actuator on this gateway
+	ReasonRetained        = "retained"         // delivered with the retain flag
+	ReasonInterlock       = "interlock"        // another member of its interlock is on
+)
+
 // Result is the answer to one command.
 type Result struct {
 	ID       string
 	Actuator string
 	Outcome  Outcome
+	// Reason is why a command was rejected (a Reason* code); empty otherwise.
+	Reason string
 	// Command is the (token, seq) the command carried; zero if it could not be parsed.
 	Command Fence
 	// Fence is the scope's fence after the decision, or, for a duplicate, the
@@ -225,4 +247,100 @@ type Result struct {
 	State State
 	// Error explains rejected, failed and stale outcomes.
 	Error string
+	// Blocking is, for a command an interlock refused, the recorded state
+	// of the member that is on.
+	Blocking *Output
+}
+
+// Interlock is a group of actuators of one scope of which at most one may
+// be on: the relays of a motor's two directions, a heater and the cooler
+// it must never run against. It is mutual exclusion, not a lease: the
+// scope's one fence still orders the controllers.
+type Interlock struct {
+	Name    string
+	Members []string
+	// BreakBeforeMake, if set, lets a command that turns a member on switch
+	// the member that is on off first; otherwise such a command is refused.
+	BreakBeforeMake bool
+	// DeadTime is the least time every member stays off between one going
+	// off and another coming on. It decides when an output moves, never
+	// whether a command is admitted.
+	DeadTime time.Duration
+}
+
+// Has reports whether actuator is a member of g.
+func (g *Interlock) Has(actuator string) bool {
+	for _, m := range g.Members {
+		if m == actuator {
+			return true
+		}
+	}
+	return false
+}
+
+// Set is one recorded state change of an admitted command.
+type Set struct {
+	Actuator string
+	State    State
+}
+
+// Refusal says why an admitted command changes no output. Its pair still
+// raises the fence: a displaced holder must not keep acting with its
+// older token.
+type Refusal struct {
+	Reason string `json:"reason"` // a Reason* code
+	Error  string `json:"error"`  // for people
+	// Blocker is the actuator whose state refused the command.
+	Blocker string `json:"blocker,omitempty"`
+}
+
+// Effect is what an admitted command changes in its scope: the states to
+// record, in the order their outputs must be driven, or a refusal.
+type Effect struct {
+	Sets    []Set
+	Refusal *Refusal
+}
+
+// Plain is the effect of a command outside any interlock: it sets its own
+// actuator (nothing, for a fence-only command).
+func Plain(c Command) Effect {
+	if c.State == StateNone {
+		return Effect{}
+	}
+	return Effect{Sets: []Set{{c.Actuator, c.State}}}
+}
+
+// Effect decides what admitting c changes, c's actuator being a member of
+// g. on reports whether another member is on; the caller decides what
+// counts (the record, and the level read back from the pin).
+//
+//   - A command that does not turn its actuator on is Plain.
+//   - If no other member is on, it is Plain.
+//   - Otherwise, with BreakBeforeMake, every member that is on is switched
+//     off first, then the actuator on: Sets lists the offs before the on.
+//   - Otherwise it is refused (ReasonInterlock), naming the first member
+//     that is on.
+func (g *Interlock) Effect(c Command, on func(actuator string) bool) Effect {
+	if c.State != StateOn {
+		return Plain(c)
+	}
+	var others []string
+	for _, m := range g.Members {
+		if m != c.Actuator && on(m) {
+			others = append(others, m)
+		}
+	}
+	if len(others) == 0 {
+		return Plain(c)
+	}
+	if !g.BreakBeforeMake {
+		return Effect{Refusal: &Refusal{Reason: ReasonInterlock, Blocker: others[0], Error: fmt.Sprintf(
+			"interlock %s: %s is on, and at most one of %s may be on; switch %s off first",
+			g.Name, others[0], strings.Join(g.Members, ", "), others[0])}}
+	}
+	sets := make([]Set, 0, len(others)+1)
+	for _, m := range others {
+		sets = append(sets, Set{m, StateOff})
+	}
+	return Effect{Sets: append(sets, Set{c.Actuator, StateOn})}
 }

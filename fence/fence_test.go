@@ -87,7 +87,7 @@ func TestRememberWindow(t *testing.T) {
 	var recent []AppliedCommand
 	for i := range Window + 10 {
 		prev := recent
-		recent = Remember(recent, Command{ID: fmt.Sprint(i), Fence: Fence{uint64(i + 1), 0}})
+		recent = Remember(recent, Command{ID: fmt.Sprint(i), Fence: Fence{uint64(i + 1), 0}}, nil)
 		if len(prev) > 0 && &prev[0] == &recent[0] {
 			t.Fatal("Remember reused its input's array")
 		}
@@ -135,4 +135,50 @@ func ExampleDecide() {
 	a := Command{ID: "a-1", Actuator: "pump", Fence: Fence{41, 0}, State: StateOn}
 	fmt.Println(Decide(Fence{42, 0}, recent, a).Outcome)
 	// Output: stale
+}
+
+func TestInterlockEffect(t *testing.T) {
+	reject := &Interlock{Name: "vent", Members: []string{"vent-open", "vent-close"}}
+	bbm := &Interlock{Name: "vent", Members: []string{"vent-open", "vent-close", "vent-stop"}, BreakBeforeMake: true}
+	onSet := func(names ...string) func(string) bool {
+		return func(a string) bool {
+			for _, n := range names {
+				if n == a {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	cmd := func(act string, s State) Command { return Command{Actuator: act, Fence: Fence{42, 1}, State: s} }
+	tests := []struct {
+		name string
+		g    *Interlock
+		c    Command
+		on   []string
+		want Effect
+	}{
+		{"on, nothing else on", reject, cmd("vent-open", StateOn), nil, Effect{Sets: []Set{{"vent-open", StateOn}}}},
+		{"on, itself already on", reject, cmd("vent-open", StateOn), []string{"vent-open"}, Effect{Sets: []Set{{"vent-open", StateOn}}}},
+		{"off is never refused", reject, cmd("vent-open", StateOff), []string{"vent-close"}, Effect{Sets: []Set{{"vent-open", StateOff}}}},
+		{"fence only is never refused", reject, cmd("vent-open", StateNone), []string{"vent-close"}, Effect{}},
+		{"on while the other is on: refused", reject, cmd("vent-open", StateOn), []string{"vent-close"},
+			Effect{Refusal: &Refusal{Reason: ReasonInterlock, Blocker: "vent-close"}}},
+		{"break-before-make: the other off first", bbm, cmd("vent-open", StateOn), []string{"vent-close"},
+			Effect{Sets: []Set{{"vent-close", StateOff}, {"vent-open", StateOn}}}},
+		{"break-before-make: every other off first", bbm, cmd("vent-stop", StateOn), []string{"vent-open", "vent-close"},
+			Effect{Sets: []Set{{"vent-open", StateOff}, {"vent-close", StateOff}, {"vent-stop", StateOn}}}},
+	}
+	for _, tt := range tests {
+		got := tt.g.Effect(tt.c, onSet(tt.on...))
+		if fmt.Sprint(got.Sets) != fmt.Sprint(tt.want.Sets) || (got.Refusal == nil) != (tt.want.Refusal == nil) {
+			t.Errorf("%s: Effect = %+v, want %+v", tt.name, got, tt.want)
+			continue
+		}
+		if r := got.Refusal; r != nil {
+			if r.Reason != tt.want.Refusal.Reason || r.Blocker != tt.want.Refusal.Blocker || !strings.Contains(r.Error, "interlock vent: vent-close is on") {
+				t.Errorf("%s: Refusal = %+v, want %+v naming vent-close", tt.name, r, tt.want.Refusal)
+			}
+		}
+	}
 }

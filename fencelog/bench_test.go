@@ -38,7 +38,7 @@ func BenchmarkAdmitApplied(b *testing.B) {
 	defer l.Close()
 	for i := 0; b.Loop(); i++ {
 		c := fence.Command{ID: fmt.Sprint(i), Actuator: "pump", Holder: "bench", Fence: fence.Fence{Token: uint64(i + 1)}, State: fence.State(i%2 + 1)}
-		if adm, err := l.Admit("pump", c); err != nil || adm.Outcome != fence.Applied {
+		if adm, err := l.Admit("pump", c, nil); err != nil || adm.Outcome != fence.Applied {
 			b.Fatalf("Admit = %v, %v", adm.Outcome, err)
 		}
 	}
@@ -52,10 +52,10 @@ func BenchmarkAdmitStale(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	l.Admit("pump", fence.Command{ID: "b", Actuator: "pump", Fence: fence.Fence{Token: 42}, State: fence.StateOn})
+	l.Admit("pump", fence.Command{ID: "b", Actuator: "pump", Fence: fence.Fence{Token: 42}, State: fence.StateOn}, nil)
 	c := fence.Command{ID: "a", Actuator: "pump", Fence: fence.Fence{Token: 41}, State: fence.StateOff}
 	for b.Loop() {
-		if adm, err := l.Admit("pump", c); err != nil || adm.Outcome != fence.Stale {
+		if adm, err := l.Admit("pump", c, nil); err != nil || adm.Outcome != fence.Stale {
 			b.Fatalf("Admit = %v, %v", adm.Outcome, err)
 		}
 	}

@@ -31,7 +31,9 @@
 package fencelog
 
 import (
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,6 +60,11 @@ var (
 	ErrNotStore = errors.New("fencelog: file is not a fencegate store")
 	// ErrLocked is returned by Open when another process holds the store.
 	ErrLocked = errors.New("fencelog: store is locked by another process")
+	// ErrEmpty is returned by Open for a file of zero bytes, with or
+	// without Options.Create: a store that was truncated (or never
+	// written) must not silently become a fresh store that accepts any
+	// token.
+	ErrEmpty = errors.New("fencelog: store file is empty")
 )
 
 // Errors returned by a Log's methods.
@@ -66,6 +73,9 @@ var (
 	ErrBroken = errors.New("fencelog: store refused after a failed write; restart to reopen it")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("fencelog: store is closed")
+	// ErrReadOnly is returned by every write to a store opened with
+	// Options.ReadOnly.
+	ErrReadOnly = errors.New("fencelog: store is open read-only")
 )
 
 // OutcomeBoot marks an audit entry for a state set at start by an
@@ -76,6 +86,11 @@ const OutcomeBoot fence.Outcome = "boot"
 // moved to another scope; see Log.Bind.
 const OutcomeMoved fence.Outcome = "moved"
 
+// OutcomeInterlock marks an audit entry for an actuator that an interlock
+// switched off so that another member of it could come on
+// (break-before-make); it is written with the command's applied entry.
+const OutcomeInterlock fence.Outcome = "interlock"
+
 const formatVersion = "1"
 
 var (
@@ -84,12 +99,18 @@ var (
 	bucketAudit  = []byte("audit")
 	bucketBind   = []byte("actuators")
 	keyFormat    = []byte("format")
+	keyID        = []byte("id")
 )
 
 // Options configure Open. The zero value (or nil) is usable.
 type Options struct {
-	// Create makes Open create a missing store (and its directory).
+	// Create makes Open create a missing store (and its directory). It
+	// never turns an existing file into a store, not even an empty one.
 	Create bool
+	// ReadOnly opens the store for reading only (gateway inspect, check):
+	// it takes a shared lock, which waits while a gateway holds the store,
+	// and every write fails with ErrReadOnly.
+	ReadOnly bool
 	// Timeout bounds the wait for the store's file lock. Zero means one
 	// second, so a restarted gateway fails fast on a stale lock instead of hanging.
 	Timeout time.Duration
@@ -126,12 +147,55 @@ type Entry struct {
 	Error string      `json:"error,omitempty"`
 }
 
-// Admission is what Admit decided and the actuator's record afterwards.
+// Admission is what Admit decided and the scope's record afterwards.
 type Admission struct {
 	fence.Decision
-	// Output is the actuator's recorded state after the decision; its Fence
-	// is the scope's fence.
+	// Effect is, for an applied command, what it changed: the states
+	// recorded (in the order to drive them), or the refusal that changed
+	// nothing but the fence.
+	Effect fence.Effect
+	// Output is the commanded actuator's recorded state after the
+	// decision; its Fence is the scope's fence.
 	Output fence.Output
+	// Scope is the scope's record after the decision.
+	Scope Scope
+}
+
+// Scope is a scope's record as one transaction read it.
+type Scope struct {
+	Name  string
+	Fence fence.Fence
+	rec   scopeRecord
+}
+
+// Output returns actuator's recorded state in the scope (State is
+// fence.StateNone if it was never recorded).
+func (s Scope) Output(actuator string) fence.Output { return s.rec.output(s.Name, actuator) }
+
+// States returns the recorded state of every actuator with a record.
+func (s Scope) States() map[string]fence.State {
+	m := make(map[string]fence.State, len(s.rec.Outputs))
+	for a, o := range s.rec.Outputs {
+		m[a] = o.State
+	}
+	return m
+}
+
+// Planner decides the effect of an admitted command from the recorded
+// states of its scope (actuator → state). Admit calls it inside the
+// transaction that records the effect, so the states it sees are the ones
+// the effect is recorded over. It must be a pure function of its argument
+// and what it captured.
+type Planner func(states map[string]fence.State) fence.Effect
+
+// StateChange is one state that SetStates records.
+type StateChange struct {
+	Scope, Actuator string
+	State           fence.State
+	// Holder is recorded as the state's holder ("boot" for a boot policy).
+	Holder string
+	// Why goes into the audit entry's error field, for people.
+	Why string
 }
 
 // Log is an open store. Its methods are safe for concurrent use.
@@ -139,12 +203,17 @@ type Log struct {
 	db   *bolt.DB
 	opts Options
 	path string
+	id   string
 
 	mu      sync.Mutex // guards the fields below
 	pending []Entry
 	dropped uint64
 	broken  error
+	closing bool // Close has begun: nothing more is buffered
 	closed  bool
+
+	closeOnce sync.Once
+	closeErr  error
 
 	stop       chan struct{}
 	done       chan struct{}
@@ -186,53 +255,57 @@ func Open(path string, opts *Options) (*Log, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 
+	if o.ReadOnly {
+		o.Create = false
+		o.AuditFlush = -1
+	}
+
 	fi, statErr := os.Stat(path)
 	existed := statErr == nil
 	switch {
-	case statErr == nil && fi.Size() == 0 && !o.Create:
-		return nil, fmt.Errorf("%w: %s is empty", ErrNotStore, path)
+	case statErr == nil && !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrNotStore, path)
+	case statErr == nil && fi.Size() == 0:
+		return nil, fmt.Errorf("%w: %s has 0 bytes: it was truncated or never written. A fresh store would accept tokens this gateway already refused; "+
+			"if no controller can hold a token for this gateway, delete the file and create the store with gateway init", ErrEmpty, path)
 	case statErr == nil:
 	case errors.Is(statErr, fs.ErrNotExist) && o.Create:
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return nil, fmt.Errorf("fencelog: create store directory: %w", err)
 		}
 	case errors.Is(statErr, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: %s (create it with --init; never recreate the store of a gateway whose controllers still hold tokens)", ErrNotExist, path)
+		return nil, fmt.Errorf("%w: %s (create it once with gateway init; never recreate the store of a gateway whose controllers still hold tokens)", ErrNotExist, path)
 	default:
 		return nil, fmt.Errorf("fencelog: open %s: %w", path, statErr)
 	}
 
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.Timeout})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fencelog: open %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if meta == nil {
-			if !o.Create || !isEmpty(tx) {
+	var id string
+	if o.ReadOnly {
+		err = db.View(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			if meta == nil {
 				return ErrNotStore
 			}
+			if v := string(meta.Get(keyFormat)); v != formatVersion {
+				return fmt.Errorf("fencelog: unsupported store format %q (this build reads %q)", v, formatVersion)
+			}
+			id = string(meta.Get(keyID))
+			return nil
+		})
+	} else {
+		err = db.Update(func(tx *bolt.Tx) error {
 			var err error
-			if meta, err = tx.CreateBucket(bucketMeta); err != nil {
-				return err
-			}
-			if err := meta.Put(keyFormat, []byte(formatVersion)); err != nil {
-				return err
-			}
-		}
-		if v := string(meta.Get(keyFormat)); v != formatVersion {
-			return fmt.Errorf("fencelog: unsupported store format %q (this build reads %q)", v, formatVersion)
-		}
-		for _, name := range [][]byte{bucketScopes, bucketAudit, bucketBind} {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+			id, err = initStore(tx, o.Create)
+			return err
+		})
+	}
 	if err != nil {
 		db.Close()
 		if errors.Is(err, ErrNotStore) {
@@ -248,13 +321,51 @@ func Open(path string, opts *Options) (*Log, error) {
 		}
 	}
 
-	l := &Log{db: db, opts: o, path: path, stop: make(chan struct{}), done: make(chan struct{}), brokenCh: make(chan struct{})}
+	l := &Log{db: db, opts: o, path: path, id: id, stop: make(chan struct{}), done: make(chan struct{}), brokenCh: make(chan struct{})}
 	if o.AuditFlush > 0 {
 		go l.flusher()
 	} else {
 		close(l.done)
 	}
 	return l, nil
+}
+
+// initStore checks (or, with create, makes) the store's buckets and
+// returns its id, giving a store of an older build one.
+func initStore(tx *bolt.Tx, create bool) (string, error) {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		if !create || !isEmpty(tx) {
+			return "", ErrNotStore
+		}
+		var err error
+		if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+			return "", err
+		}
+		if err := meta.Put(keyFormat, []byte(formatVersion)); err != nil {
+			return "", err
+		}
+	}
+	if v := string(meta.Get(keyFormat)); v != formatVersion {
+		return "", fmt.Errorf("fencelog: unsupported store format %q (this build reads %q)", v, formatVersion)
+	}
+	for _, name := range [][]byte{bucketScopes, bucketAudit, bucketBind} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return "", err
+		}
+	}
+	id := meta.Get(keyID)
+	if id == nil {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		id = []byte(hex.EncodeToString(b[:]))
+		if err := meta.Put(keyID, id); err != nil {
+			return "", err
+		}
+	}
+	return string(id), nil
 }
 
 func isEmpty(tx *bolt.Tx) bool {
@@ -278,16 +389,27 @@ func syncDir(dir string) error {
 // Path returns the store's file name.
 func (l *Log) Path() string { return l.path }
 
-// Admit decides command c for scope and, if it is applied, records the new
-// fence, the intended state (unless c is fence-only) and the audit entry in
-// one fsynced transaction before returning.
+// ID returns the store's identity: random, made once when the store was
+// created (or first opened by a build that keeps one), and never changed.
+// Two gateways that answer for one gateway id with different stores are
+// told apart by it. Empty for a store opened read-only that has none yet.
+func (l *Log) ID() string { return l.id }
+
+// Admit decides command c for scope and, if its pair passes the fence,
+// records the new fence, the effect plan decides (nil means fence.Plain:
+// c sets its own actuator) and the audit entry in one fsynced transaction
+// before returning. A refused effect records only the fence and the
+// refusal, so that a redelivery is answered the same.
 //
 // A non-nil error means nothing was recorded and nothing may be driven; the
 // caller answers failed. Stale and duplicate decisions write nothing
 // synchronously.
-func (l *Log) Admit(scope string, c fence.Command) (Admission, error) {
-	if err := l.usable(); err != nil {
+func (l *Log) Admit(scope string, c fence.Command, plan Planner) (Admission, error) {
+	if err := l.writable(); err != nil {
 		return Admission{}, err
+	}
+	if plan == nil {
+		plan = func(map[string]fence.State) fence.Effect { return fence.Plain(c) }
 	}
 	// Fast path: a read-only decision answers stale and duplicate commands
 	// without a write. It can never admit: only the transaction below can.
@@ -301,7 +423,7 @@ func (l *Log) Admit(scope string, c fence.Command) (Admission, error) {
 	}
 	d := fence.Decide(rec.Fence, rec.Recent, c)
 	if d.Outcome != fence.Applied {
-		adm := Admission{Decision: d, Output: rec.output(scope, c.Actuator)}
+		adm := Admission{Decision: d, Output: rec.output(scope, c.Actuator), Scope: Scope{scope, rec.Fence, rec}}
 		l.Record(l.entry(scope, c, adm))
 		return adm, nil
 	}
@@ -315,21 +437,34 @@ func (l *Log) Admit(scope string, c fence.Command) (Admission, error) {
 		}
 		// Decide again inside the transaction: this is the decision that counts.
 		d := fence.Decide(rec.Fence, rec.Recent, c)
+		var eff fence.Effect
 		if d.Outcome == fence.Applied {
+			eff = plan(Scope{scope, rec.Fence, rec}.States())
 			rec.Fence = c.Fence
-			rec.Recent = fence.Remember(rec.Recent, c)
-			if c.State != fence.StateNone {
-				if rec.Outputs == nil {
-					rec.Outputs = make(map[string]outputRecord)
+			rec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)
+			if eff.Refusal == nil {
+				now := l.opts.Now().UTC()
+				for _, set := range eff.Sets {
+					if rec.Outputs == nil {
+						rec.Outputs = make(map[string]outputRecord)
+					}
+					rec.Outputs[set.Actuator] = outputRecord{State: set.State, Holder: c.Holder, ChangedAt: now}
 				}
-				rec.Outputs[c.Actuator] = outputRecord{State: c.State, Holder: c.Holder, ChangedAt: l.opts.Now().UTC()}
 			}
 			if err := writeScope(tx, scope, rec); err != nil {
 				return err
 			}
 		}
-		adm = Admission{Decision: d, Output: rec.output(scope, c.Actuator)}
-		return l.appendAudit(tx, append(pending, l.entry(scope, c, adm)))
+		adm = Admission{Decision: d, Effect: eff, Output: rec.output(scope, c.Actuator), Scope: Scope{scope, rec.Fence, rec}}
+		entries := append(pending, l.entry(scope, c, adm))
+		for _, set := range eff.Sets {
+			if set.Actuator != c.Actuator {
+				entries = append(entries, Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: set.Actuator, ID: c.ID, Holder: c.Holder,
+					Command: c.Fence, State: set.State, Outcome: OutcomeInterlock, Fence: rec.Fence,
+					Error: fmt.Sprintf("switched %s by %s's command (break-before-make)", set.State, c.Actuator)})
+			}
+		}
+		return l.appendAudit(tx, entries)
 	})
 	if err != nil {
 		return Admission{}, l.fail("admit", err)
@@ -337,36 +472,61 @@ func (l *Log) Admit(scope string, c fence.Command) (Admission, error) {
 	return adm, nil
 }
 
-// SetState records state as actuator's intended state without touching the
-// scope's fence; it is used by the boot policies "on" and "off". The write is
-// fsynced before SetState returns.
-func (l *Log) SetState(scope, actuator string, state fence.State, holder string) (fence.Output, error) {
-	if err := l.usable(); err != nil {
-		return fence.Output{}, err
+// SetStates records states without touching any fence, in one fsynced
+// transaction; it is how the boot rule records what it decided.
+func (l *Log) SetStates(changes []StateChange) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if len(changes) == 0 {
+		return nil
 	}
 	pending := l.takePending()
-	var out fence.Output
 	err := l.db.Update(func(tx *bolt.Tx) error {
-		rec, err := readScope(tx, scope)
-		if err != nil {
-			return err
+		now := l.opts.Now().UTC()
+		recs := map[string]scopeRecord{}
+		var audit []Entry
+		for _, ch := range changes {
+			rec, ok := recs[ch.Scope]
+			if !ok {
+				var err error
+				if rec, err = readScope(tx, ch.Scope); err != nil {
+					return err
+				}
+			}
+			if rec.Outputs == nil {
+				rec.Outputs = make(map[string]outputRecord)
+			}
+			rec.Outputs[ch.Actuator] = outputRecord{State: ch.State, Holder: ch.Holder, ChangedAt: now}
+			recs[ch.Scope] = rec
+			audit = append(audit, Entry{At: now, Scope: ch.Scope, Actuator: ch.Actuator, Holder: ch.Holder,
+				State: ch.State, Outcome: OutcomeBoot, Fence: rec.Fence, Error: ch.Why})
 		}
-		if rec.Outputs == nil {
-			rec.Outputs = make(map[string]outputRecord)
+		for scope, rec := range recs {
+			if err := writeScope(tx, scope, rec); err != nil {
+				return err
+			}
 		}
-		rec.Outputs[actuator] = outputRecord{State: state, Holder: holder, ChangedAt: l.opts.Now().UTC()}
-		if err := writeScope(tx, scope, rec); err != nil {
-			return err
-		}
-		out = rec.output(scope, actuator)
-		e := Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: actuator, Holder: holder,
-			State: state, Outcome: OutcomeBoot, Fence: rec.Fence}
-		return l.appendAudit(tx, append(pending, e))
+		return l.appendAudit(tx, append(pending, audit...))
 	})
 	if err != nil {
-		return fence.Output{}, l.fail("set state", err)
+		return l.fail("set states", err)
 	}
-	return out, nil
+	return nil
+}
+
+// Scope reads a scope's record.
+func (l *Log) Scope(name string) (Scope, error) {
+	var sc Scope
+	err := l.db.View(func(tx *bolt.Tx) error {
+		rec, err := readScope(tx, name)
+		sc = Scope{name, rec.Fence, rec}
+		return err
+	})
+	if err != nil {
+		return Scope{}, fmt.Errorf("fencelog: read scope %q: %w", name, err)
+	}
+	return sc, nil
 }
 
 // Bind records the scope of each actuator (actuator name → scope). An
@@ -377,7 +537,7 @@ func (l *Log) SetState(scope, actuator string, state fence.State, holder string)
 // returns the actuators that moved, and writes (with fsync) only if
 // something changed.
 func (l *Log) Bind(scopes map[string]string) ([]string, error) {
-	if err := l.usable(); err != nil {
+	if err := l.writable(); err != nil {
 		return nil, err
 	}
 	changed := false
@@ -477,19 +637,27 @@ func (l *Log) Fences() (map[string]fence.Fence, error) {
 
 // Record adds e to the audit trail without a write of its own: it is
 // buffered and written with the next fence transaction or background flush.
-// Entry.At is set if zero.
-func (l *Log) Record(e Entry) {
+// Entry.At is set if zero. After Close it records nothing and returns
+// ErrClosed; on a read-only store, ErrReadOnly.
+func (l *Log) Record(e Entry) error {
 	if e.At.IsZero() {
 		e.At = l.opts.Now().UTC()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	switch {
+	case l.closing:
+		return ErrClosed
+	case l.opts.ReadOnly:
+		return ErrReadOnly
+	}
 	if len(l.pending) >= l.opts.AuditLimit {
 		n := len(l.pending) - l.opts.AuditLimit + 1
 		l.pending = append(l.pending[:0], l.pending[n:]...)
 		l.dropped += uint64(n)
 	}
 	l.pending = append(l.pending, e)
+	return nil
 }
 
 // Audit returns up to n of the newest audit entries, oldest first,
@@ -525,9 +693,13 @@ func (l *Log) Audit(n int) ([]Entry, error) {
 
 // Flush writes buffered audit entries now.
 func (l *Log) Flush() error {
-	if err := l.usable(); err != nil {
+	if err := l.writable(); err != nil {
 		return err
 	}
+	return l.flush()
+}
+
+func (l *Log) flush() error {
 	pending := l.takePending()
 	if len(pending) == 0 {
 		return nil
@@ -546,27 +718,33 @@ func (l *Log) Broken() <-chan struct{} { return l.brokenCh }
 // failed, ErrClosed after Close, and nil otherwise.
 func (l *Log) Err() error { return l.usable() }
 
-// Close flushes buffered audit entries and closes the store.
+// Close flushes buffered audit entries and closes the store. It may be
+// called more than once, also concurrently; every call returns the first
+// call's result once the store is closed.
 func (l *Log) Close() error {
-	l.mu.Lock()
-	if l.closed {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closing = true // Record refuses from now on
 		l.mu.Unlock()
-		return nil
-	}
-	l.mu.Unlock()
-	close(l.stop)
-	<-l.done
-	flushErr := l.Flush()
-	if errors.Is(flushErr, ErrBroken) {
-		flushErr = nil // already reported by the write that broke the store
-	}
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
-	if err := l.db.Close(); err != nil {
-		return fmt.Errorf("fencelog: close: %w", err)
-	}
-	return flushErr
+		close(l.stop)
+		<-l.done
+		var flushErr error
+		if l.usable() == nil && !l.opts.ReadOnly {
+			flushErr = l.flush()
+		}
+		if errors.Is(flushErr, ErrBroken) {
+			flushErr = nil // already reported by the write that broke the store
+		}
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		if err := l.db.Close(); err != nil {
+			l.closeErr = fmt.Errorf("fencelog: close: %w", err)
+			return
+		}
+		l.closeErr = flushErr
+	})
+	return l.closeErr
 }
 
 func (l *Log) flusher() {
@@ -578,7 +756,7 @@ func (l *Log) flusher() {
 		case <-l.stop:
 			return
 		case <-t.C:
-			if err := l.Flush(); err != nil && !errors.Is(err, ErrBroken) {
+			if err := l.Flush(); err != nil && !errors.Is(err, ErrBroken) && !errors.Is(err, ErrClosed) {
 				l.opts.Logger.Error("audit flush failed", "err", err)
 			}
 		}
@@ -592,6 +770,16 @@ func (l *Log) usable() error {
 		return ErrClosed
 	}
 	return l.broken
+}
+
+func (l *Log) writable() error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if l.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	return nil
 }
 
 func (l *Log) fail(op string, err error) error {

@@ -1,6 +1,7 @@
 package fencelog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -74,7 +75,7 @@ func cmd(id, act string, token, seq uint64, s fence.State) fence.Command {
 
 func admit(t *testing.T, l *Log, scope string, c fence.Command, want fence.Outcome) Admission {
 	t.Helper()
-	adm, err := l.Admit(scope, c)
+	adm, err := l.Admit(scope, c, nil)
 	if err != nil {
 		t.Fatalf("Admit(%s, %+v) error: %v", scope, c, err)
 	}
@@ -144,13 +145,19 @@ func TestOpenRefusesToGuess(t *testing.T) {
 		t.Errorf("Open(missing) created its directory")
 	}
 
+	// A zero-length file is a store that was truncated or never written,
+	// never a place for a fresh store: not even with Create (run --init),
+	// which would otherwise initialise it and accept any token (issue 8,
+	// point 17).
 	empty := filepath.Join(dir, "empty.db")
 	os.WriteFile(empty, nil, 0o600)
-	if _, err := Open(empty, nil); !errors.Is(err, ErrNotStore) {
-		t.Errorf("Open(empty file) = %v, want ErrNotStore", err)
-	}
-	if fi, _ := os.Stat(empty); fi.Size() != 0 {
-		t.Errorf("Open(empty file) wrote %d bytes to it", fi.Size())
+	for _, create := range []bool{false, true} {
+		if _, err := Open(empty, &Options{Create: create}); !errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), "0 bytes") {
+			t.Errorf("Open(empty file, Create=%v) = %v, want ErrEmpty", create, err)
+		}
+		if fi, _ := os.Stat(empty); fi.Size() != 0 {
+			t.Fatalf("Open(empty file, Create=%v) wrote %d bytes to it", create, fi.Size())
+		}
 	}
 
 	garbage := filepath.Join(dir, "garbage.db")
@@ -268,17 +275,26 @@ func TestBackgroundFlush(t *testing.T) {
 	}
 }
 
-func TestSetStateKeepsFence(t *testing.T) {
+func TestSetStatesKeepFence(t *testing.T) {
 	l, _ := openLog(t, nil)
 	admit(t, l, "s", cmd("b", "pump", 42, 3, fence.StateOn), fence.Applied)
-	out, err := l.SetState("s", "pump", fence.StateOff, "boot")
+	err := l.SetStates([]StateChange{{Scope: "s", Actuator: "pump", State: fence.StateOff, Holder: "boot"},
+		{Scope: "t", Actuator: "fan", State: fence.StateOn, Holder: "boot", Why: "boot: on"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	out, _ := l.Output("s", "pump")
 	if out.State != fence.StateOff || out.Fence != (fence.Fence{Token: 42, Seq: 3}) || out.Holder != "boot" {
-		t.Errorf("SetState = %+v, want off, fence 42/3 unchanged, holder boot", out)
+		t.Errorf("after SetStates, pump = %+v, want off, fence 42/3 unchanged, holder boot", out)
+	}
+	if fan, _ := l.Output("t", "fan"); fan.State != fence.StateOn || fan.Fence != (fence.Fence{}) {
+		t.Errorf("after SetStates, fan = %+v, want on at fence 0/0", fan)
 	}
 	admit(t, l, "s", cmd("a", "pump", 42, 3, fence.StateOff), fence.Stale)
+	es, _ := l.Audit(10)
+	if n := len(es); n < 2 || es[n-2].Outcome != OutcomeBoot || es[n-1].Error != "boot: on" && es[n-2].Error != "boot: on" {
+		t.Errorf("audit after SetStates = %+v, want two boot entries", es)
+	}
 }
 
 // Concurrent admissions to one scope without any outside lock: the decision
@@ -295,7 +311,7 @@ func TestConcurrentAdmitsNeverRegress(t *testing.T) {
 			defer wg.Done()
 			for i := range 40 {
 				tok := uint64((i*7+g*13)%50 + 1)
-				adm, err := l.Admit("s", cmd(fmt.Sprint(g, "-", i), "x", tok, uint64(g), fence.StateOn))
+				adm, err := l.Admit("s", cmd(fmt.Sprint(g, "-", i), "x", tok, uint64(g), fence.StateOn), nil)
 				if err != nil {
 					t.Error(err)
 					return
@@ -344,7 +360,7 @@ func TestDiskFull(t *testing.T) {
 	for i := range 2000 {
 		c := cmd(fmt.Sprint("c", i), fmt.Sprint("act", i), 43+uint64(i), 0, fence.StateOn)
 		c.Holder = holder
-		if _, err := l.Admit(fmt.Sprint("scope", i), c); err != nil {
+		if _, err := l.Admit(fmt.Sprint("scope", i), c, nil); err != nil {
 			failed = err
 			break
 		}
@@ -360,7 +376,7 @@ func TestDiskFull(t *testing.T) {
 	default:
 		t.Error("Broken() not closed after a failed commit")
 	}
-	if _, err := l.Admit("s", cmd("b2", "x", 99, 0, fence.StateOff)); !errors.Is(err, ErrBroken) {
+	if _, err := l.Admit("s", cmd("b2", "x", 99, 0, fence.StateOff), nil); !errors.Is(err, ErrBroken) {
 		t.Errorf("Admit after a failed commit = %v, want ErrBroken", err)
 	}
 	l.Close()
@@ -386,7 +402,7 @@ func ExampleLog_Admit() {
 	b := fence.Command{ID: "b-7", Actuator: "pump", Fence: fence.Fence{Token: 42}, State: fence.StateOff}
 	a := fence.Command{ID: "a-1", Actuator: "pump", Fence: fence.Fence{Token: 41}, State: fence.StateOn}
 	for _, c := range []fence.Command{b, a, b} {
-		adm, _ := l.Admit("pump", c)
+		adm, _ := l.Admit("pump", c, nil)
 		fmt.Println(c.ID, adm.Outcome, adm.Output.Fence)
 	}
 	// Output:
@@ -438,5 +454,136 @@ func TestBindCarriesFences(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("audit trail has %d moved entries, want 2: %+v", n, es)
+	}
+}
+
+// An interlock's effect is recorded in the fence's own transaction: a
+// refusal raises the fence and changes no state, and its redelivery is a
+// duplicate that carries the refusal; break-before-make records every
+// state of the effect at once, with audit entries for the others.
+func TestAdmitEffects(t *testing.T) {
+	l, path := openLog(t, nil)
+	g := &fence.Interlock{Name: "vent", Members: []string{"open", "close"}}
+	plan := func(c fence.Command) Planner {
+		return func(states map[string]fence.State) fence.Effect {
+			return g.Effect(c, func(a string) bool { return states[a] == fence.StateOn })
+		}
+	}
+	if adm, err := l.Admit("vent", cmd("b-1", "close", 41, 0, fence.StateOn), plan(cmd("b-1", "close", 41, 0, fence.StateOn))); err != nil || adm.Effect.Refusal != nil {
+		t.Fatalf("close on = %+v, %v", adm, err)
+	}
+	open := cmd("b-2", "open", 42, 0, fence.StateOn)
+	adm, err := l.Admit("vent", open, plan(open))
+	if err != nil || adm.Outcome != fence.Applied || adm.Effect.Refusal == nil || adm.Effect.Refusal.Blocker != "close" {
+		t.Fatalf("open on while close is on = %+v, %v; want applied with a refusal naming close", adm, err)
+	}
+	if adm.Scope.Fence != open.Fence || adm.Scope.Output("open").State != fence.StateNone || adm.Scope.Output("close").State != fence.StateOn {
+		t.Errorf("after the refusal: fence %s, open %s, close %s; want fence 42/0, open unset, close on",
+			adm.Scope.Fence, adm.Scope.Output("open").State, adm.Scope.Output("close").State)
+	}
+	// The refused pair is now the fence: its holder's older token is stale.
+	admit(t, l, "vent", cmd("a-1", "close", 41, 1, fence.StateOff), fence.Stale)
+	// A redelivery of the refused command is a duplicate carrying the refusal.
+	if d := admit(t, l, "vent", open, fence.Duplicate); d.Original == nil || d.Original.Refused == nil || d.Original.Refused.Reason != fence.ReasonInterlock {
+		t.Errorf("redelivery of the refused command = %+v, want a duplicate of a refusal", d.Decision)
+	}
+
+	g.BreakBeforeMake = true
+	open2 := cmd("b-3", "open", 42, 1, fence.StateOn)
+	adm, err = l.Admit("vent", open2, plan(open2))
+	if err != nil || adm.Effect.Refusal != nil || fmt.Sprint(adm.Effect.Sets) != "[{close off} {open on}]" {
+		t.Fatalf("break-before-make = %+v, %v; want close off, then open on", adm.Effect, err)
+	}
+	l.Close()
+	l2, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	sc, _ := l2.Scope("vent")
+	if sc.Output("open").State != fence.StateOn || sc.Output("close").State != fence.StateOff || sc.Fence != open2.Fence {
+		t.Errorf("after reopen: open %s, close %s, fence %s; want on, off, 42/1", sc.Output("open").State, sc.Output("close").State, sc.Fence)
+	}
+	es, _ := l2.Audit(3)
+	if last := es[len(es)-1]; last.Outcome != OutcomeInterlock || last.Actuator != "close" || last.State != fence.StateOff {
+		t.Errorf("last audit entry = %+v, want close switched off by the interlock", last)
+	}
+}
+
+// Close may be called twice, also at once, and nothing is buffered after
+// it (issue 8, point 13).
+func TestCloseTwiceAndRecordAfterClose(t *testing.T) {
+	l, _ := openLog(t, &Options{AuditFlush: time.Millisecond})
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = l.Close() }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Close #%d = %v", i, err)
+		}
+	}
+	if err := l.Record(Entry{Actuator: "pump", Outcome: fence.Stale}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Record after Close = %v, want ErrClosed", err)
+	}
+	if _, err := l.Admit("s", cmd("x", "pump", 1, 0, fence.StateOn), nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Admit after Close = %v, want ErrClosed", err)
+	}
+}
+
+// A read-only open reads everything and changes nothing: not the file,
+// not the fence.
+func TestReadOnly(t *testing.T) {
+	l, path := openLog(t, nil)
+	admit(t, l, "s", cmd("b", "pump", 42, 0, fence.StateOn), fence.Applied)
+	id := l.ID()
+	l.Close()
+	before, _ := os.ReadFile(path)
+	ro, err := Open(path, &Options{ReadOnly: true, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ro.ID() != id || id == "" {
+		t.Errorf("read-only ID = %q, want the store's %q", ro.ID(), id)
+	}
+	if f, _ := ro.Fences(); f["s"] != (fence.Fence{Token: 42}) {
+		t.Errorf("read-only Fences = %v", f)
+	}
+	if _, err := ro.Admit("s", cmd("c", "pump", 43, 0, fence.StateOff), nil); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only Admit = %v, want ErrReadOnly", err)
+	}
+	if err := ro.Record(Entry{Actuator: "pump"}); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only Record = %v, want ErrReadOnly", err)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Error("a read-only open changed the store file")
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), "missing.db"), &Options{ReadOnly: true, Create: true}); !errors.Is(err, ErrNotExist) {
+		t.Errorf("read-only Open of a missing store = %v, want ErrNotExist (read-only never creates)", err)
+	}
+}
+
+// Every store has an identity of its own that survives reopening.
+func TestStoreID(t *testing.T) {
+	a, pa := openLog(t, nil)
+	b, _ := openLog(t, nil)
+	if a.ID() == "" || a.ID() == b.ID() {
+		t.Fatalf("IDs %q and %q: want two different, non-empty ids", a.ID(), b.ID())
+	}
+	id := a.ID()
+	a.Close()
+	a2, err := Open(pa, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Close()
+	if a2.ID() != id {
+		t.Errorf("ID after reopen = %q, want %q", a2.ID(), id)
 	}
 }

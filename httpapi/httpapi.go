@@ -2,6 +2,9 @@
 // dashboard and its JSON API.
 //
 //	GET /                 the dashboard (package dashboard)
+//	GET /api/status       the gateway: id, version, store, and its broker
+//	                      connection (connected, since, last error, taking
+//	                      commands, another process using its id)
 //	GET /api/actuators    every actuator: recorded state, fence, holder and
 //	                      the level read back from its pin
 //	GET /api/audit?n=N    the newest N audit entries (default 50), oldest first
@@ -25,20 +28,57 @@ import (
 	"github.com/fencegate/fencegate/fencelog"
 )
 
-// Source is what the API reads; *actuator.Bank implements it.
+// Source is what the API reads: an *actuator.Bank and the gateway's status.
 type Source interface {
 	Statuses() ([]actuator.Status, error)
 	Audit(n int) ([]fencelog.Entry, error)
 	Subscribe(buf int) (<-chan actuator.Event, func())
+	Status() Status
+}
+
+// Status is GET /api/status.
+type Status struct {
+	GatewayID string    `json:"gateway_id"`
+	Version   string    `json:"version"`
+	Started   time.Time `json:"started"`
+	Board     string    `json:"board"`
+	Store     string    `json:"store"`
+	StoreID   string    `json:"store_id"`
+	// Topics is the command topic filter the gateway subscribes to.
+	Topics string `json:"topics"`
+	Broker Broker `json:"broker"`
+}
+
+// Broker is the gateway's broker connection, in GET /api/status.
+type Broker struct {
+	URL      string `json:"url"`
+	ClientID string `json:"client_id"`
+	// Connected is true while the MQTT connection is up; Since is when it
+	// last changed.
+	Connected bool      `json:"connected"`
+	Since     time.Time `json:"since"`
+	// Subscribed is true while commands are taken.
+	Subscribed bool `json:"subscribed"`
+	// LastError is the newest reason a connection attempt, the connection
+	// or a subscription failed (kept after recovery), and LastErrorAt when.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// Failures counts failed attempts since the last good connection.
+	Failures int `json:"failures"`
+	// Conflict names another process serving this gateway id; the
+	// gateway then takes no commands.
+	Conflict string `json:"conflict,omitempty"`
 }
 
 // Actuator is one element of GET /api/actuators.
 type Actuator struct {
-	Name  string      `json:"name"`
-	Scope string      `json:"scope"`
-	Pin   string      `json:"pin"`
-	State string      `json:"state"` // "on", "off", or "" if never set
-	Fence fence.Fence `json:"fence"`
+	Name  string `json:"name"`
+	Scope string `json:"scope"`
+	// Interlock names the actuator's interlock, if it is in one.
+	Interlock string      `json:"interlock,omitempty"`
+	Pin       string      `json:"pin"`
+	State     string      `json:"state"` // "on", "off", or "" if never set
+	Fence     fence.Fence `json:"fence"`
 	// Level is the pin's read-back level, "high" or "low"; "" if it could
 	// not be read (see LevelError).
 	Level      string     `json:"level"`
@@ -59,6 +99,7 @@ type Decision struct {
 	ID       string        `json:"id"`
 	Holder   string        `json:"holder,omitempty"`
 	Outcome  fence.Outcome `json:"outcome"`
+	Reason   string        `json:"reason,omitempty"` // why it was rejected
 	Command  fence.Fence   `json:"command"`
 	Want     string        `json:"want,omitempty"` // the state the command asked for
 	Fence    fence.Fence   `json:"fence"`
@@ -73,6 +114,7 @@ func New(src Source, log *slog.Logger) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /", dashboard.Handler())
+	mux.HandleFunc("GET /api/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, src.Status()) })
 	mux.HandleFunc("GET /api/actuators", func(w http.ResponseWriter, r *http.Request) {
 		sts, err := src.Statuses()
 		if err != nil {
@@ -108,25 +150,40 @@ func New(src Source, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /api/events", func(w http.ResponseWriter, r *http.Request) {
 		events, cancel := src.Subscribe(256)
 		defer cancel()
-		ServeEvents(w, r, func(send func(event string, data any) error) error {
+		out := make(chan Event)
+		go func() {
 			for {
 				select {
 				case <-r.Context().Done():
-					return nil
+					return
 				case e := <-events:
-					if err := send("decision", decisionJSON(e)); err != nil {
-						return err
+					select {
+					case out <- Event{"decision", decisionJSON(e)}:
+					case <-r.Context().Done():
+						return
 					}
 				}
 			}
-		})
+		}()
+		ServeEvents(w, r, out)
 	})
 	return mux
 }
 
-// ServeEvents answers r with a Server-Sent Events stream. loop sends events
-// until the client goes away; comments keep idle connections open.
-func ServeEvents(w http.ResponseWriter, r *http.Request, loop func(send func(event string, data any) error) error) {
+// Event is one Server-Sent Event: its name and its data, sent as JSON.
+type Event struct {
+	Name string
+	Data any
+}
+
+// keepAlive is how often an idle event stream gets a comment.
+const keepAlive = 15 * time.Second
+
+// ServeEvents answers r with a Server-Sent Events stream of the events on
+// events until the client goes away; comments keep idle connections open.
+// Everything is written from the handler's own goroutine, so nothing is
+// written after it returns.
+func ServeEvents(w http.ResponseWriter, r *http.Request, events <-chan Event) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
@@ -134,44 +191,28 @@ func ServeEvents(w http.ResponseWriter, r *http.Request, loop func(send func(eve
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, ": fencegate events\nretry: 1000\n\n")
 	rc.Flush()
-	done := make(chan struct{})
-	defer close(done)
-	var mu chanMutex = make(chan struct{}, 1)
-	go func() {
-		t := time.NewTicker(15 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
+	t := time.NewTicker(keepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+		case e := <-events:
+			b, err := json.Marshal(e.Data)
+			if err != nil {
 				return
-			case <-r.Context().Done():
+			}
+			if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Name, b); err != nil {
 				return
-			case <-t.C:
-				mu.lock()
-				fmt.Fprint(w, ": keep-alive\n\n")
-				rc.Flush()
-				mu.unlock()
 			}
 		}
-	}()
-	loop(func(event string, data any) error {
-		b, err := json.Marshal(data)
-		if err != nil {
-			return err
+		if err := rc.Flush(); err != nil {
+			return
 		}
-		mu.lock()
-		defer mu.unlock()
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
-			return err
-		}
-		return rc.Flush()
-	})
+	}
 }
-
-type chanMutex chan struct{}
-
-func (m chanMutex) lock()   { m <- struct{}{} }
-func (m chanMutex) unlock() { <-m }
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -182,7 +223,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func actuatorJSON(s actuator.Status) Actuator {
-	a := Actuator{Name: s.Actuator, Scope: s.Scope, Pin: s.PinName, State: s.State.String(),
+	a := Actuator{Name: s.Actuator, Scope: s.Scope, Interlock: s.Interlock, Pin: s.PinName, State: s.State.String(),
 		Fence: s.Fence, ActiveLow: s.ActiveLow, Holder: s.Holder, Drives: s.Drives}
 	if !s.ChangedAt.IsZero() {
 		t := s.ChangedAt
@@ -202,5 +243,5 @@ func actuatorJSON(s actuator.Status) Actuator {
 func decisionJSON(e actuator.Event) Decision {
 	r := e.Result
 	return Decision{At: e.At.UTC(), Scope: e.Scope, Actuator: r.Actuator, ID: r.ID, Holder: e.Holder,
-		Outcome: r.Outcome, Command: r.Command, Want: e.State.String(), Fence: r.Fence, State: r.State.String(), Error: r.Error}
+		Outcome: r.Outcome, Reason: r.Reason, Command: r.Command, Want: e.State.String(), Fence: r.Fence, State: r.State.String(), Error: r.Error}
 }

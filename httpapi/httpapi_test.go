@@ -31,17 +31,23 @@ func newServer(t *testing.T) (*httptest.Server, *actuator.Bank) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pin, _ := sim.Pin("GPIO17")
-	bank, err := actuator.New(l, []actuator.Spec{{Name: "pump", PinName: "GPIO17", Pin: pin}}, nil)
+	bank, err := actuator.New(l, []actuator.Spec{{Name: "pump", PinName: "GPIO17"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bank.Reconcile(); err != nil {
+	if err := bank.Start(sim.Pin); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(bank, nil))
+	srv := httptest.NewServer(httpapi.New(source{bank}, nil))
 	t.Cleanup(srv.Close)
 	return srv, bank
+}
+
+// source is the bank with a fixed gateway status.
+type source struct{ *actuator.Bank }
+
+func (source) Status() httpapi.Status {
+	return httpapi.Status{GatewayID: "gw", Broker: httpapi.Broker{URL: "tcp://127.0.0.1:1", LastError: "connection refused"}}
 }
 
 func TestEventsAuditAndDashboard(t *testing.T) {

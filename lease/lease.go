@@ -152,3 +152,34 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	return nil
 }
+
+// AheadError is CheckFence's error: the gateway's fence is above every
+// revision the etcd cluster has issued.
+type AheadError struct {
+	Fence    uint64 // the gateway's fence token
+	Revision int64  // the cluster's current revision
+}
+
+func (e *AheadError) Error() string {
+	return fmt.Sprintf("lease: the gateway's fence token %d is above every revision this etcd has issued (its current revision is %d): "+
+		"etcd was reset or restored from an older backup, or the fence's tokens came from another lease service. "+
+		"No token from this etcd can pass the fence until its revision does; retrying will not help. "+
+		"Restore etcd with etcdutl snapshot restore --bump-revision (see docs/controllers.md, \"Restoring etcd\")",
+		e.Fence, e.Revision)
+}
+
+// CheckFence returns an *AheadError if fence (a gateway's fence token, as
+// a stale answer reports it) is above the cluster's current revision:
+// then the gateway's fence was not raised by a newer holder of this etcd,
+// and acquiring the lease again cannot produce a token that passes it.
+// It returns nil when fence is within the revisions etcd has issued.
+func CheckFence(ctx context.Context, cli *clientv3.Client, fence uint64) error {
+	resp, err := cli.Get(ctx, Prefix, clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("lease: read etcd's revision: %w", err)
+	}
+	if rev := resp.Header.Revision; fence > uint64(rev) {
+		return &AheadError{Fence: fence, Revision: rev}
+	}
+	return nil
+}

@@ -1,6 +1,5 @@
-// Package mqttlink is fencegate's MQTT wire protocol: the topics, the JSON
-// payloads of commands, answers and state, and the client that connects a
-// [Handler] (the fence core) to a broker.
+// Package mqttlink is the gateway's MQTT client: it connects the fence core
+// (a [Handler]) to a broker, speaking the protocol of package wire.
 //
 // # Delivery
 //
@@ -11,15 +10,40 @@
 // had been applied). Commands for one actuator are handled in arrival order;
 // different actuators are handled concurrently.
 //
+// Each actuator's recorded state is published, retained, whenever the core
+// reports a change ([Link.Changed]); the core reports a scope's changes in
+// fence order, and the link publishes the newest state of each actuator
+// last, so a retained state never goes back.
+//
+// # Being seen
+//
+// Every failed connection attempt is logged with its reason (refused, not
+// authorised, bad user name or password, connection lost), without flooding
+// the log, and kept for [Link.Status]. A refused subscription is retried
+// with backoff, and the gateway says "online" only once it takes commands.
+//
+// # One process per gateway id
+//
+// Before it takes commands on a connection, the link announces its process
+// on <prefix>/<gateway>/instance (a [wire.Claim]) and watches that topic.
+// If another process announces itself for the same gateway id (a copied
+// configuration, a second installation), both refuse commands and Run
+// returns [ErrConflict]: two processes with two stores would each fence
+// commands against their own record, and a stale controller could win on
+// either.
+//
 // The package imports the fence types but neither the store nor any GPIO
 // code: the core is reached only through Handler.
 package mqttlink
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -33,19 +57,20 @@ import (
 
 // Handler is the fence core as the link sees it.
 type Handler interface {
-	// Handle decides and carries out a well-formed command.
-	Handle(ctx context.Context, c fence.Command) fence.Result
+	// Handle decides and carries out a well-formed command. An error means
+	// it was not decided (ctx ended while it waited): it is left
+	// unanswered and unacknowledged.
+	Handle(ctx context.Context, c fence.Command) (fence.Result, error)
 	// Reject answers a command that could not be parsed or must not be
-	// executed; nothing changes.
-	Reject(c fence.Command, reason error) fence.Result
-	// Output returns an actuator's recorded state, for the state topic.
-	Output(actuator string) (fence.Output, error)
-	// Peers returns the actuators that share actuator's fence scope,
-	// itself included: their state messages carry the scope's fence.
-	Peers(actuator string) []string
+	// executed, for reason (a fence.Reason* code); nothing changes.
+	Reject(c fence.Command, reason string, err error) fence.Result
 }
 
-// Options configure Run.
+// ErrConflict is returned by Run when another process serves the same
+// gateway id.
+var ErrConflict = errors.New("mqttlink: another gateway process uses this gateway id")
+
+// Options configure a Link.
 type Options struct {
 	// Broker is the broker URL, e.g. tcp://127.0.0.1:1883.
 	Broker string
@@ -59,9 +84,13 @@ type Options struct {
 	// Actuators are the names commands may address; commands for other
 	// names are rejected without a worker of their own.
 	Actuators []string
+	// Store is the identity of the fence store (fencelog.Log.ID), and
+	// Version the gateway's version: both go into this process's claim.
+	Store, Version string
 	// Logger receives connection events. Nil discards.
 	Logger *slog.Logger
-	// Ready, if set, is called once the first subscription is in place.
+	// Ready, if set, is called each time commands are taken on a new
+	// connection: subscribed, claim unopposed, "online" published.
 	Ready func()
 }
 
@@ -69,13 +98,34 @@ type Options struct {
 // stops reading from the broker.
 const QueueLen = 256
 
-// Run connects to the broker, serves commands until ctx is done, then
-// publishes the offline status and disconnects. It keeps reconnecting while
-// the broker is unreachable.
-func Run(ctx context.Context, opts Options, h Handler) error {
-	if opts.Broker == "" {
-		return errors.New("mqttlink: no broker")
-	}
+// Backoff bounds the waits between connection attempts and between retries
+// of a refused subscription.
+const (
+	minBackoff = time.Second
+	maxBackoff = 30 * time.Second
+)
+
+// Link is a gateway's MQTT connection. Create it with New, feed it the
+// core's state changes with Changed, and Run it.
+type Link struct {
+	opts  Options
+	h     Handler
+	t     wire.Topics
+	log   *slog.Logger
+	claim wire.Claim
+
+	states *statePublisher
+	conn   *connState
+	guard  *instanceGuard
+
+	mu     sync.Mutex    // guards client, gen, ready
+	client mqtt.Client   // nil until Run
+	gen    int           // connection generation: +1 on every connect
+	ready  chan struct{} // closed while commands are taken on connection gen
+}
+
+// New returns a link for h; nothing connects until Run.
+func New(opts Options, h Handler) *Link {
 	if opts.Topics.Prefix == "" {
 		opts.Topics.Prefix = wire.DefaultPrefix
 	}
@@ -86,144 +136,277 @@ func Run(ctx context.Context, opts Options, h Handler) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := opts.Topics
+	host, _ := os.Hostname()
+	var nonce [8]byte
+	rand.Read(nonce[:])
+	l := &Link{opts: opts, h: h, t: opts.Topics, log: log, ready: make(chan struct{}),
+		claim: wire.Claim{Instance: hex.EncodeToString(nonce[:]), Store: opts.Store, Host: host, PID: os.Getpid(),
+			Started: time.Now().UTC().Truncate(time.Second), Version: opts.Version}}
+	l.states = newStatePublisher(l)
+	l.conn = newConnState(opts.Broker, opts.ClientID, opts.Topics.GatewayID, log)
+	l.guard = newInstanceGuard(l)
+	return l
+}
 
-	type delivery struct {
-		c mqtt.Client
-		m mqtt.Message
+// Changed takes the recorded states of a scope's actuators, to be
+// published retained; it never blocks (see actuator.Options.Changed).
+func (l *Link) Changed(outputs []fence.Output) { l.states.update(outputs) }
+
+// Status reports the broker connection.
+func (l *Link) Status() Status { return l.conn.status() }
+
+// Run connects to the broker, serves commands until ctx is done, then
+// publishes the offline status and disconnects. It keeps reconnecting while
+// the broker is unreachable. It returns ErrConflict (wrapped, naming the
+// other process) when another process serves the same gateway id.
+func (l *Link) Run(ctx context.Context) error {
+	if l.opts.Broker == "" {
+		return errors.New("mqttlink: no broker")
 	}
-	work := make(map[string]chan delivery, len(opts.Actuators))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	l.guard.onConflict = func(err error) { cancel(err) }
+
+	type delivery struct{ m mqtt.Message }
+	work := make(map[string]chan delivery, len(l.opts.Actuators))
 	var wg sync.WaitGroup
-	for _, name := range opts.Actuators {
+	for _, name := range l.opts.Actuators {
 		ch := make(chan delivery, QueueLen)
 		work[name] = ch
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for d := range ch {
-				serve(ctx, d.c, t, h, name, d.m)
+				l.serve(ctx, name, d.m)
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); l.states.run(ctx) }()
 
-	var readyOnce sync.Once
 	co := mqtt.NewClientOptions().
-		AddBroker(opts.Broker).
-		SetClientID(opts.ClientID).
-		SetUsername(opts.Username).
-		SetPassword(opts.Password).
+		AddBroker(l.opts.Broker).
+		SetClientID(l.opts.ClientID).
+		SetUsername(l.opts.Username).
+		SetPassword(l.opts.Password).
+		SetProtocolVersion(4).
 		SetCleanSession(false).
 		SetOrderMatters(true).
 		SetAutoAckDisabled(true).
 		SetAutoReconnect(true).
-		SetConnectRetry(true).
-		SetConnectRetryInterval(time.Second).
-		SetMaxReconnectInterval(10*time.Second).
+		SetConnectRetry(false).
+		SetMaxReconnectInterval(maxBackoff).
 		SetKeepAlive(30*time.Second).
 		SetConnectTimeout(5*time.Second).
-		SetWill(t.Status(), "offline", 1, true).
+		SetWill(l.t.Status(), wire.StatusOffline, 1, true).
 		SetStore(sessionStore{mqtt.NewMemoryStore()})
 	// Commands redelivered from the persistent session can arrive before
 	// the subscription of this connection is in place, so the dispatcher is
-	// also the default handler: no command is ever dropped unanswered.
-	dispatch := func(c mqtt.Client, m mqtt.Message) {
-		name, ok := t.Actuator(m.Topic())
-		if !ok && m.Topic() != t.Set(name) {
+	// also the default handler: no command is ever dropped unanswered. They
+	// wait in their actuator's queue until the link takes commands.
+	dispatch := func(_ mqtt.Client, m mqtt.Message) {
+		name, ok := l.t.Actuator(m.Topic())
+		if !ok {
+			if m.Topic() == l.t.Instance() {
+				l.guard.received(m)
+			}
 			m.Ack() // not a command topic of ours
 			return
 		}
 		if ch := work[name]; ch != nil {
-			ch <- delivery{c, m}
+			ch <- delivery{m}
 			return
 		}
-		serve(ctx, c, t, h, name, m) // rejected at once: unknown actuator
+		l.serve(ctx, name, m) // rejected at once: unknown actuator
 	}
 	co.SetDefaultPublishHandler(dispatch)
-	co.SetConnectionLostHandler(func(_ mqtt.Client, err error) {
-		log.Warn("broker connection lost", "broker", opts.Broker, "err", err)
+	co.SetConnectionNotificationHandler(func(_ mqtt.Client, n mqtt.ConnectionNotification) {
+		switch n := n.(type) {
+		case mqtt.ConnectionNotificationFailed:
+			l.conn.failed(n.Reason)
+		case mqtt.ConnectionNotificationLost:
+			l.connectionLost(n.Reason)
+		}
 	})
 	co.SetOnConnectHandler(func(c mqtt.Client) {
-		log.Info("connected to broker", "broker", opts.Broker, "client_id", opts.ClientID)
-		for _, name := range opts.Actuators {
-			publishState(c, t, h, name, log)
-		}
-		tok := c.Subscribe(t.SetFilter(), 1, dispatch)
-		go func() {
-			if !tok.WaitTimeout(10 * time.Second) {
-				log.Error("subscribe timed out", "topic", t.SetFilter())
-				return
-			}
-			if err := tok.Error(); err != nil {
-				log.Error("subscribe failed", "topic", t.SetFilter(), "err", err)
-				return
-			}
-			// online means: subscribed, commands are taken.
-			c.Publish(t.Status(), 1, true, "online")
-			if opts.Ready != nil {
-				readyOnce.Do(opts.Ready)
-			}
-		}()
+		l.conn.connected()
+		l.mu.Lock()
+		l.gen++
+		gen := l.gen
+		l.mu.Unlock()
+		go l.establish(ctx, c, gen, dispatch)
 	})
 	client := mqtt.NewClient(co)
+	l.mu.Lock()
+	l.client = client
+	l.mu.Unlock()
 
-	log.Info("connecting to broker", "broker", opts.Broker)
-	ct := client.Connect() // with ConnectRetry this keeps trying in the background
-	select {
-	case <-ct.Done():
-		if err := ct.Error(); err != nil {
-			return fmt.Errorf("mqttlink: connect %s: %w", opts.Broker, err)
-		}
-	case <-ctx.Done():
-	}
+	l.log.Info("connecting to broker", "broker", l.opts.Broker, "client_id", l.opts.ClientID)
+	l.connect(ctx, client)
 	<-ctx.Done()
 
+	conflict := context.Cause(ctx)
 	if client.IsConnected() {
-		client.Unsubscribe(t.SetFilter()).WaitTimeout(time.Second)
-		client.Publish(t.Status(), 1, true, "offline").WaitTimeout(time.Second)
+		client.Unsubscribe(l.t.SetFilter()).WaitTimeout(time.Second)
+		client.Publish(l.t.Status(), 1, true, wire.StatusOffline).WaitTimeout(time.Second)
 	}
 	client.Disconnect(250)
 	for _, ch := range work {
 		close(ch)
 	}
 	wg.Wait()
+	if errors.Is(conflict, ErrConflict) {
+		return conflict
+	}
 	return nil
 }
 
-// serve handles one command message and acknowledges it once answered.
-// During shutdown it leaves the message unacknowledged, so that the broker
-// redelivers it to the next session.
-func serve(ctx context.Context, c mqtt.Client, t wire.Topics, h Handler, name string, m mqtt.Message) {
-	if ctx.Err() != nil {
+// connect makes the first connection, retrying with backoff until it
+// succeeds or ctx ends; later losses are paho's to reconnect.
+func (l *Link) connect(ctx context.Context, client mqtt.Client) {
+	wait := minBackoff
+	for {
+		tok := client.Connect()
+		select {
+		case <-tok.Done():
+		case <-ctx.Done():
+			return
+		}
+		if tok.Error() == nil {
+			return
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
+		wait = min(2*wait, maxBackoff)
+	}
+}
+
+// establish takes commands on connection gen: it claims the gateway id,
+// subscribes to the command topics, and says online; a refused or
+// unanswered step is retried with backoff while the connection lasts.
+func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch mqtt.MessageHandler) {
+	wait := minBackoff
+	for ctx.Err() == nil && l.current(gen) {
+		err := l.guard.claim(ctx, c, gen)
+		if err == nil {
+			err = l.subscribe(c, l.t.SetFilter(), dispatch)
+		}
+		if err == nil {
+			break
+		}
+		if errors.Is(err, ErrConflict) || ctx.Err() != nil {
+			return
+		}
+		l.conn.subscribeFailed(err)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
+		wait = min(2*wait, maxBackoff)
+	}
+	if ctx.Err() != nil || !l.current(gen) {
 		return
 	}
-	defer m.Ack()
+	// online means: subscribed, unopposed, commands are taken.
+	if tok := c.Publish(l.t.Status(), 1, true, wire.StatusOnline); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		l.log.Warn("could not publish the online status", "err", tok.Error())
+	}
+	l.mu.Lock()
+	if l.gen == gen {
+		close(l.ready)
+	}
+	l.mu.Unlock()
+	l.conn.subscribed(l.t.SetFilter())
+	l.states.republish()
+	if l.opts.Ready != nil {
+		l.opts.Ready()
+	}
+}
+
+// subscribe subscribes and checks the broker's answer: a SUBACK with
+// return code 0x80 is a refusal (an ACL), which paho does not report as an
+// error.
+func (l *Link) subscribe(c mqtt.Client, filter string, h mqtt.MessageHandler) error {
+	tok := c.Subscribe(filter, 1, h)
+	if !tok.WaitTimeout(10 * time.Second) {
+		return fmt.Errorf("subscribe to %s: no answer from the broker within 10s", filter)
+	}
+	if err := tok.Error(); err != nil {
+		return fmt.Errorf("subscribe to %s: %w", filter, err)
+	}
+	if st, ok := tok.(*mqtt.SubscribeToken); ok {
+		for topic, code := range st.Result() {
+			if code == 0x80 {
+				return fmt.Errorf("the broker refused the subscription to %s (check its ACL: user %q must be allowed to read it)",
+					topic, l.opts.Username)
+			}
+		}
+	}
+	return nil
+}
+
+// current reports whether gen is still the live connection.
+func (l *Link) current(gen int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gen == gen && l.client != nil && l.client.IsConnectionOpen()
+}
+
+func (l *Link) connectionLost(err error) {
+	l.mu.Lock()
+	select {
+	case <-l.ready:
+		l.ready = make(chan struct{}) // commands wait for the next connection
+	default:
+	}
+	l.mu.Unlock()
+	l.conn.lost(err)
+}
+
+// waitReady waits until commands are taken; false if ctx ended first.
+func (l *Link) waitReady(ctx context.Context) bool {
+	for {
+		l.mu.Lock()
+		ready := l.ready
+		l.mu.Unlock()
+		select {
+		case <-ready:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// serve handles one command message and acknowledges it once answered.
+// While the link does not take commands (connecting, claiming, shutting
+// down, or in conflict) the message waits; at shutdown it stays
+// unacknowledged, so that the broker redelivers it to the next session.
+func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
+	if !l.waitReady(ctx) {
+		return
+	}
 	var res fence.Result
 	cmd, err := wire.DecodeCommand(name, m.Payload())
 	switch {
 	case m.Retained():
-		res = h.Reject(cmd, errors.New("retained command refused: commands must not be retained (clear it with an empty retained publish)"))
+		res = l.h.Reject(cmd, fence.ReasonRetained, errors.New("retained command refused: commands must not be retained (clear it with an empty retained publish)"))
 	case err != nil:
-		res = h.Reject(cmd, err)
+		res = l.h.Reject(cmd, fence.ReasonInvalid, err)
 	default:
-		res = h.Handle(ctx, cmd)
-	}
-	c.Publish(t.Result(name), 1, false, wire.EncodeResult(res))
-	if res.Outcome == fence.Applied || res.Outcome == fence.Failed {
-		for _, peer := range h.Peers(name) {
-			publishState(c, t, h, peer, nil)
+		if res, err = l.h.Handle(ctx, cmd); err != nil {
+			return // not decided: the broker delivers it again
 		}
 	}
-}
-
-func publishState(c mqtt.Client, t wire.Topics, h Handler, name string, log *slog.Logger) {
-	o, err := h.Output(name)
-	if err != nil {
-		if log != nil {
-			log.Error("read state", "actuator", name, "err", err)
-		}
-		return
-	}
-	c.Publish(t.State(name), 1, true, wire.EncodeState(o))
+	l.mu.Lock()
+	c := l.client
+	l.mu.Unlock()
+	c.Publish(l.t.Result(name), 1, false, wire.EncodeResult(res))
+	m.Ack()
 }
 
 // sessionStore is paho's memory store without outbound publishes.

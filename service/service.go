@@ -1,10 +1,16 @@
 // Package service assembles a running gateway from a configuration: the
-// fence store, the board's outputs, the actuator bank, the JSON API and the
-// MQTT link, started in that order and stopped in reverse.
+// fence store, the actuator bank and its boot rule, the board's outputs,
+// the HTTP API and the MQTT link, started in that order and stopped in
+// reverse.
 //
 // Start-up order matters for safety: the store is opened (never silently
-// created), every output is reconciled to its recorded or boot state, and
-// only then does the gateway subscribe to commands.
+// created), the bank binds the actuators to their scopes and records the
+// boot rule's decision, the board takes over each line at the level that
+// decision gives, every output is driven there, and only then does the
+// gateway subscribe to commands.
+//
+// [Check] runs the same start-up steps without taking anything over, for
+// `gateway check`, so that a check says "ok" exactly when Run would start.
 package service
 
 import (
@@ -14,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/actuator"
@@ -30,10 +37,12 @@ import (
 type Options struct {
 	// Init creates the store if it is missing.
 	Init bool
+	// Version is the gateway's version, for the API and the instance claim.
+	Version string
 	// Logger receives the gateway's log. Nil discards.
 	Logger *slog.Logger
 	// Ready, if set, is called once outputs are reconciled, the API listens
-	// and the command subscription is in place.
+	// and the command subscription is in place (on the first connection).
 	Ready func(Info)
 	// AfterCommit is passed to the actuator bank (crash tests only).
 	AfterCommit func(fence.Command)
@@ -46,24 +55,10 @@ type Info struct {
 	HTTP  string // the JSON API's address; "" if disabled
 }
 
-// initialLevels returns each output's level at start: the level its boot
-// policy will reconcile it to (the recorded state for boot: last), so that
-// taking over the line moves nothing.
-func initialLevels(flog *fencelog.Log, cfg *config.Config) ([]boards.Line, error) {
-	outs := make([]boards.Line, 0, len(cfg.Actuators))
-	for _, a := range cfg.Actuators {
-		on := a.Boot == "on"
-		if a.Boot == "last" {
-			rec, err := flog.Output(a.Scope, a.Name)
-			if err != nil {
-				return nil, err
-			}
-			on = rec.State == fence.StateOn
-		}
-		outs = append(outs, boards.Line{Pin: a.Pin, InitialHigh: on != a.ActiveLow})
-	}
-	return outs, nil
-}
+// ErrConflict is returned by Run when another process serves the same
+// gateway id (see mqttlink.ErrConflict): a configuration error, which a
+// restart cannot fix.
+var ErrConflict = mqttlink.ErrConflict
 
 // Run runs the gateway until ctx is done. It returns an error if start-up
 // fails or the store breaks (a failed write), so that a supervisor restarts
@@ -73,6 +68,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := checkStoreDir(cfg.Store); err != nil {
+		return err
+	}
 	flog, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: opts.Init, Logger: log.With("component", "fencelog")})
 	if err != nil {
 		return err
@@ -80,11 +78,39 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	defer flog.Close()
 	info := Info{Store: cfg.Store}
 
-	lines, err := initialLevels(flog, cfg)
+	var link *mqttlink.Link
+	bank, err := actuator.New(flog, cfg.Specs(), &actuator.Options{
+		Logger:      log.With("component", "actuator"),
+		Interlocks:  cfg.Locks(),
+		AfterCommit: opts.AfterCommit,
+		Changed:     func(o []fence.Output) { link.Changed(o) },
+	})
 	if err != nil {
 		return err
 	}
-	board, err := boards.Open(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: lines})
+	topics := wire.Topics{Prefix: cfg.MQTT.TopicPrefix, GatewayID: cfg.ID}
+	var readyOnce sync.Once
+	link = mqttlink.New(mqttlink.Options{
+		Broker:    cfg.MQTT.Broker,
+		Topics:    topics,
+		ClientID:  cfg.MQTT.ClientID,
+		Username:  cfg.MQTT.Username,
+		Password:  cfg.MQTT.Password,
+		Actuators: bank.Names(),
+		Store:     flog.ID(),
+		Version:   opts.Version,
+		Logger:    log.With("component", "mqttlink"),
+		Ready: func() {
+			readyOnce.Do(func() {
+				log.Info("gateway ready", "id", cfg.ID, "subscribed", topics.SetFilter())
+				if opts.Ready != nil {
+					opts.Ready(info)
+				}
+			})
+		},
+	}, bank)
+
+	board, err := openBoard(cfg, bank)
 	if err != nil {
 		return err
 	}
@@ -93,28 +119,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if cfg.Board == config.BoardSim {
 		info.Latch = boards.LatchPath(cfg.Store)
 	}
-	pinOf := board.Pin
-
-	specs := make([]actuator.Spec, 0, len(cfg.Actuators))
-	names := make([]string, 0, len(cfg.Actuators))
-	for _, a := range cfg.Actuators {
-		pin, err := pinOf(a.Pin)
-		if err != nil {
-			return fmt.Errorf("service: actuator %s: %w", a.Name, err)
-		}
-		specs = append(specs, actuator.Spec{Name: a.Name, Scope: a.Scope, PinName: a.Pin,
-			ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot), Pin: pin})
-		names = append(names, a.Name)
-	}
-	bank, err := actuator.New(flog, specs, &actuator.Options{
-		Logger: log.With("component", "actuator"), AfterCommit: opts.AfterCommit})
-	if err != nil {
+	if err := bank.Start(board.Pin); err != nil {
 		return err
 	}
-	if err := bank.Reconcile(); err != nil {
-		return err
-	}
-	log.Info("outputs reconciled", "store", cfg.Store, "actuators", len(names))
+	log.Info("outputs reconciled", "store", cfg.Store, "actuators", len(cfg.Actuators))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -125,14 +133,15 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 			return fmt.Errorf("service: http %s: %w (set http: to another address, or \"\" to disable)", addr, err)
 		}
 		info.HTTP = ln.Addr().String()
-		srv := &http.Server{Handler: httpapi.New(bank, log.With("component", "http")), ReadHeaderTimeout: 5 * time.Second}
+		st := &status{cfg: cfg, opts: opts, store: flog, link: link, started: time.Now().UTC()}
+		srv := &http.Server{Handler: httpapi.New(source{bank, st}, log.With("component", "http")), ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer func() {
 			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer scancel()
 			srv.Shutdown(sctx)
 		}()
-		log.Info("JSON API listening", "url", "http://"+info.HTTP+"/api/actuators")
+		log.Info("HTTP API listening", "url", "http://"+info.HTTP+"/api/status")
 	}
 
 	go func() {
@@ -144,26 +153,55 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 	}()
 
-	err = mqttlink.Run(ctx, mqttlink.Options{
-		Broker:    cfg.MQTT.Broker,
-		Topics:    wire.Topics{Prefix: cfg.MQTT.TopicPrefix, GatewayID: cfg.ID},
-		ClientID:  cfg.MQTT.ClientID,
-		Username:  cfg.MQTT.Username,
-		Password:  cfg.MQTT.Password,
-		Actuators: names,
-		Logger:    log.With("component", "mqttlink"),
-		Ready: func() {
-			log.Info("gateway ready", "id", cfg.ID, "subscribed", wire.Topics{Prefix: cfg.MQTT.TopicPrefix, GatewayID: cfg.ID}.SetFilter())
-			if opts.Ready != nil {
-				opts.Ready(info)
-			}
-		},
-	}, bank)
-	if err != nil {
+	if err := link.Run(ctx); err != nil {
 		return err
 	}
 	if err := flog.Err(); errors.Is(err, fencelog.ErrBroken) {
 		return err
 	}
 	return nil
+}
+
+// openBoard opens the configured board with every line at the level the
+// bank's boot rule decided.
+func openBoard(cfg *config.Config, bank *actuator.Bank) (boards.Board, error) {
+	var lines []boards.Line
+	for _, l := range bank.Lines() {
+		lines = append(lines, boards.Line{Pin: l.Pin, InitialHigh: l.High})
+	}
+	return boards.Open(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: lines})
+}
+
+// source is what the HTTP API reads: the bank, and the gateway's status.
+type source struct {
+	*actuator.Bank
+	*status
+}
+
+// status answers GET /api/status.
+type status struct {
+	cfg     *config.Config
+	opts    Options
+	store   *fencelog.Log
+	link    *mqttlink.Link
+	started time.Time
+}
+
+// Status implements httpapi.Source.
+func (s *status) Status() httpapi.Status {
+	return httpapi.Status{
+		GatewayID: s.cfg.ID,
+		Version:   s.opts.Version,
+		Started:   s.started,
+		Board:     s.cfg.Board,
+		Store:     s.cfg.Store,
+		StoreID:   s.store.ID(),
+		Broker:    broker(s.link.Status()),
+		Topics:    wire.Topics{Prefix: s.cfg.MQTT.TopicPrefix, GatewayID: s.cfg.ID}.SetFilter(),
+	}
+}
+
+func broker(m mqttlink.Status) httpapi.Broker {
+	return httpapi.Broker{URL: m.Broker, ClientID: m.ClientID, Connected: m.Connected, Since: m.Since, Subscribed: m.Subscribed,
+		LastError: m.LastError, LastErrorAt: m.LastErrorAt, Failures: m.Failures, Conflict: m.Conflict}
 }

@@ -296,7 +296,7 @@ func TestStoreNeverSilentlyCreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = service.Run(context.Background(), cfg, service.Options{})
-	if !errors.Is(err, fencelog.ErrNotExist) || !strings.Contains(err.Error(), "--init") {
-		t.Errorf("Run without a store = %v, want ErrNotExist mentioning --init", err)
+	if !errors.Is(err, fencelog.ErrNotExist) || !strings.Contains(err.Error(), "gateway init") {
+		t.Errorf("Run without a store = %v, want ErrNotExist saying how to create one", err)
 	}
 }

@@ -364,9 +364,21 @@ func (s *Sim) supervise(ctx context.Context, cfgPath string) {
 		if err != nil {
 			reason = err.Error()
 		}
+		if msg := out.lastError(); msg != "" {
+			reason += ": " + msg
+		}
 		s.mu.Lock()
 		s.lastExit = &Exit{At: time.Now().UTC(), Reason: reason, Latch: latch}
 		s.mu.Unlock()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == exitConfig {
+			// As systemd's RestartPreventExitStatus: a restart cannot fix a
+			// configuration error, such as another gateway with this id.
+			log.Error("gateway process stopped; not restarting it: a restart cannot fix this", "reason", reason)
+			s.setGateway("stopped: " + reason)
+			<-ctx.Done()
+			return
+		}
 		log.Warn("gateway process ended; restarting it", "reason", reason)
 		s.setGateway("exited: " + reason)
 		select {
@@ -377,9 +389,23 @@ func (s *Sim) supervise(ctx context.Context, cfgPath string) {
 	}
 }
 
+// exitConfig is the gateway's exit status for errors a restart cannot fix.
+const exitConfig = 78
+
+// logWriter passes a child process's output to the log, line by line, and
+// keeps its last error message ("gateway: ...").
 type logWriter struct {
 	log *slog.Logger
 	buf []byte
+
+	mu   sync.Mutex
+	last string
+}
+
+func (w *logWriter) lastError() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
 }
 
 func (w *logWriter) Write(p []byte) (int, error) {
@@ -389,7 +415,13 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		w.log.Info(strings.TrimSpace(string(w.buf[:i])))
+		line := strings.TrimSpace(string(w.buf[:i]))
+		w.log.Info(line)
+		if msg, ok := strings.CutPrefix(line, "gateway: "); ok {
+			w.mu.Lock()
+			w.last = msg
+			w.mu.Unlock()
+		}
 		w.buf = w.buf[i+1:]
 	}
 	return len(p), nil
@@ -407,18 +439,7 @@ func (s *Sim) Info() Info {
 func (s *Sim) serveEvents(w http.ResponseWriter, r *http.Request) {
 	ch, cancel := s.hub.subscribe()
 	defer cancel()
-	httpapi.ServeEvents(w, r, func(send func(string, any) error) error {
-		for {
-			select {
-			case <-r.Context().Done():
-				return nil
-			case e := <-ch:
-				if err := send(e.name, e.data); err != nil {
-					return err
-				}
-			}
-		}
-	})
+	httpapi.ServeEvents(w, r, ch)
 }
 
 func (s *Sim) startScenario(w http.ResponseWriter, r *http.Request) {
@@ -476,18 +497,13 @@ func (s *Sim) closeParts() {
 // hub fans simulator events out to the dashboard's streams.
 type hub struct {
 	mu   sync.Mutex
-	subs map[chan hubEvent]struct{}
+	subs map[chan httpapi.Event]struct{}
 }
 
-type hubEvent struct {
-	name string
-	data any
-}
+func newHub() *hub { return &hub{subs: map[chan httpapi.Event]struct{}{}} }
 
-func newHub() *hub { return &hub{subs: map[chan hubEvent]struct{}{}} }
-
-func (h *hub) subscribe() (<-chan hubEvent, func()) {
-	ch := make(chan hubEvent, 64)
+func (h *hub) subscribe() (<-chan httpapi.Event, func()) {
+	ch := make(chan httpapi.Event, 64)
 	h.mu.Lock()
 	h.subs[ch] = struct{}{}
 	h.mu.Unlock()
@@ -503,7 +519,7 @@ func (h *hub) send(name string, data any) {
 	defer h.mu.Unlock()
 	for ch := range h.subs {
 		select {
-		case ch <- hubEvent{name, data}:
+		case ch <- httpapi.Event{Name: name, Data: data}:
 		default:
 		}
 	}

@@ -314,17 +314,24 @@ type wireResult struct {
 	ID       string        `json:"id"`
 	Actuator string        `json:"actuator"`
 	Outcome  fence.Outcome `json:"outcome"`
+	Reason   string        `json:"reason,omitempty"`
 	Token    uint64        `json:"token"`
 	Seq      uint64        `json:"seq"`
 	Fence    fence.Fence   `json:"fence"`
 	State    string        `json:"state,omitempty"`
 	Error    string        `json:"error,omitempty"`
+	Blocking *wireState    `json:"blocking,omitempty"`
 }
 
 // EncodeResult formats an answer.
 func EncodeResult(r fence.Result) []byte {
-	b, _ := json.Marshal(wireResult{ID: r.ID, Actuator: r.Actuator, Outcome: r.Outcome,
-		Token: r.Command.Token, Seq: r.Command.Seq, Fence: r.Fence, State: r.State.String(), Error: r.Error})
+	w := wireResult{ID: r.ID, Actuator: r.Actuator, Outcome: r.Outcome, Reason: r.Reason,
+		Token: r.Command.Token, Seq: r.Command.Seq, Fence: r.Fence, State: r.State.String(), Error: r.Error}
+	if r.Blocking != nil {
+		b := stateOf(*r.Blocking)
+		w.Blocking = &b
+	}
+	b, _ := json.Marshal(w)
 	return b
 }
 
@@ -334,7 +341,7 @@ func DecodeResult(payload []byte) (fence.Result, error) {
 	if err := json.Unmarshal(payload, &w); err != nil {
 		return fence.Result{}, fmt.Errorf("wire: decode result: %w", err)
 	}
-	r := fence.Result{ID: w.ID, Actuator: w.Actuator, Outcome: w.Outcome,
+	r := fence.Result{ID: w.ID, Actuator: w.Actuator, Outcome: w.Outcome, Reason: w.Reason,
 		Command: fence.Fence{Token: w.Token, Seq: w.Seq}, Fence: w.Fence, Error: w.Error}
 	if w.State != "" {
 		s, err := fence.ParseState(w.State)
@@ -342,6 +349,13 @@ func DecodeResult(payload []byte) (fence.Result, error) {
 			return fence.Result{}, fmt.Errorf("wire: decode result: %w", err)
 		}
 		r.State = s
+	}
+	if w.Blocking != nil {
+		o, err := w.Blocking.output()
+		if err != nil {
+			return fence.Result{}, fmt.Errorf("wire: decode result: %w", err)
+		}
+		r.Blocking = &o
 	}
 	return r, nil
 }
@@ -359,13 +373,28 @@ type wireState struct {
 
 // EncodeState formats an actuator's retained state message.
 func EncodeState(o fence.Output) []byte {
+	b, _ := json.Marshal(stateOf(o))
+	return b
+}
+
+func stateOf(o fence.Output) wireState {
 	w := wireState{Actuator: o.Actuator, Scope: o.Scope, State: o.State.String(), Fence: o.Fence, Holder: o.Holder}
 	if !o.ChangedAt.IsZero() {
 		t := o.ChangedAt
 		w.ChangedAt = &t
 	}
-	b, _ := json.Marshal(w)
-	return b
+	return w
+}
+
+func (w wireState) output() (fence.Output, error) {
+	o := fence.Output{Actuator: w.Actuator, Scope: w.Scope, Fence: w.Fence, Holder: w.Holder}
+	if err := o.State.UnmarshalText([]byte(w.State)); err != nil {
+		return fence.Output{}, err
+	}
+	if w.ChangedAt != nil {
+		o.ChangedAt = *w.ChangedAt
+	}
+	return o, nil
 }
 
 // DecodeState parses a retained state message.
@@ -374,12 +403,55 @@ func DecodeState(payload []byte) (fence.Output, error) {
 	if err := json.Unmarshal(payload, &w); err != nil {
 		return fence.Output{}, fmt.Errorf("wire: decode state: %w", err)
 	}
-	o := fence.Output{Actuator: w.Actuator, Scope: w.Scope, Fence: w.Fence, Holder: w.Holder}
-	if err := o.State.UnmarshalText([]byte(w.State)); err != nil {
+	o, err := w.output()
+	if err != nil {
 		return fence.Output{}, fmt.Errorf("wire: decode state: %w", err)
 	}
-	if w.ChangedAt != nil {
-		o.ChangedAt = *w.ChangedAt
-	}
 	return o, nil
+}
+
+// Claim is what the process serving a gateway id publishes, retained, on
+// Topics.Instance each time it connects, before it takes commands. Two
+// processes that answer for one gateway id (a copied configuration, a
+// second installation, a test left running) would each fence commands
+// against a store of its own; by their claims they find each other, and
+// both refuse commands until one of them is gone.
+type Claim struct {
+	// Instance is random, new at every start of the process.
+	Instance string `json:"instance"`
+	// Store is the identity of the fence store the process uses.
+	Store   string    `json:"store"`
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+	Version string    `json:"version,omitempty"`
+	// Connection counts the process's connections: a process knows its
+	// own claim of this connection when the broker delivers it back.
+	Connection int `json:"connection"`
+	// Conflict is set by a process that found another one serving its
+	// gateway id; it says which.
+	Conflict string `json:"conflict,omitempty"`
+}
+
+// String describes the claiming process for people.
+func (c Claim) String() string {
+	return fmt.Sprintf("pid %d on %s (store %s, started %s)", c.PID, c.Host, c.Store, c.Started.Format(time.RFC3339))
+}
+
+// EncodeClaim formats a claim.
+func EncodeClaim(c Claim) []byte {
+	b, _ := json.Marshal(c)
+	return b
+}
+
+// DecodeClaim parses a claim.
+func DecodeClaim(payload []byte) (Claim, error) {
+	var c Claim
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return Claim{}, fmt.Errorf("wire: decode claim: %w", err)
+	}
+	if c.Instance == "" {
+		return Claim{}, errors.New("wire: decode claim: no instance")
+	}
+	return c, nil
 }

@@ -342,18 +342,24 @@ func TestCLIErrors(t *testing.T) {
 		code int
 		want []string
 	}{
-		{[]string{}, 2, []string{"Usage"}},
-		{[]string{"frobnicate"}, 2, []string{"unknown command"}},
-		{[]string{"run"}, 2, []string{"--config is required"}},
-		{[]string{"run", "--config", filepath.Join(dir, "missing.yaml")}, 2, []string{"no such file"}},
-		{[]string{"run", "--config", good}, 2, []string{"store does not exist", "--init"}},
-		{[]string{"check", "--config", bad}, 2, []string{`unknown key "colour"`, "header pin 11", `"a"`}},
-		{[]string{"check", "--config", good}, 0, []string{"ok"}},
-		{[]string{"inspect", "--store", filepath.Join(dir, "nope.db")}, 1, []string{"does not exist"}},
+		{[]string{}, exitUsage, []string{"Usage"}},
+		{[]string{"frobnicate"}, exitUsage, []string{"unknown command"}},
+		{[]string{"run"}, exitUsage, []string{"--config is required"}},
+		{[]string{"run", "--bogus"}, exitUsage, []string{"flag provided but not defined: -bogus", "Usage:"}},
+		{[]string{"run", "--config", filepath.Join(dir, "missing.yaml")}, exitConfig, []string{"no such file"}},
+		{[]string{"run", "--config", good}, exitConfig, []string{"store does not exist", "gateway init"}},
+		{[]string{"check", "--config", bad}, exitConfig, []string{`unknown key "colour"`, "header pin 11", `"a"`}},
+		{[]string{"check", "--config-only", "--config", good}, 0, []string{"ok"}},
+		{[]string{"check", "--config", good}, exitConfig, []string{"store: FAIL", "store does not exist", "run would fail"}},
+		{[]string{"check", "--init", "--config", good}, 0, []string{"--init would create it", "ok: gateway run would start"}},
+		{[]string{"inspect", "--store", filepath.Join(dir, "nope.db")}, exitConfig, []string{"does not exist"}},
+		{[]string{"inspect", "--store", filepath.Join(dir, "nope.db"), "--audit", "-1"}, exitUsage, []string{"--audit -1"}},
 		{[]string{"version"}, 0, []string{"fencegate"}},
 		{[]string{"init", "--config", good}, 0, []string{"created store"}},
-		{[]string{"init", "--config", good}, 1, []string{"already exists"}},
-		{[]string{"init", "--config", bad}, 2, []string{"unknown key"}},
+		{[]string{"init", "--config", good}, exitFailure, []string{"already exists"}},
+		{[]string{"init", "--config", bad}, exitConfig, []string{"unknown key"}},
+		{[]string{"check", "--config", good}, 0, []string{"store: ok", "a fencegate store", "ok: gateway run would start"}},
+		{[]string{"inspect", "--store", filepath.Join(dir, "fence.db"), "--audit", "0"}, 0, []string{`"fences": []`, `"audit": []`}},
 	}
 	for _, tt := range tests {
 		out, code := runCLI(t, tt.args...)

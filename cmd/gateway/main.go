@@ -8,11 +8,19 @@
 //	gateway sim scenario NAME                    play a scenario; exit 0 on PASS, 1 on FAIL
 //	gateway send [flags] on|off|fence            send one tokenized command; exit 0 applied/duplicate, 3 stale, 4 rejected, 5 failed, 6 timeout
 //	gateway init --config gateway.yaml           create the fence store once; fails if it exists
-//	gateway check --config gateway.yaml          check a configuration and exit
-//	gateway inspect --store fence.db             print fences, states and the audit trail
+//	gateway check --config gateway.yaml          check a configuration, the store, the board, as run would
+//	gateway inspect --store fence.db             print fences and the audit trail (read-only)
 //	gateway version
 //
-// Exit codes: 0 success, 1 failure at run time, 2 bad usage or configuration.
+// Every command takes -h (or --help): it prints the command's usage and
+// exits 0 without doing anything else.
+//
+// Exit codes: 0 success; 1 failure at run time (a supervisor should
+// restart the gateway); 64 bad usage; 78 bad configuration, or a store that
+// is missing, empty or not a store, or another gateway process with the
+// same id (restarting cannot fix these); gateway send also 3 stale,
+// 4 rejected, 5 failed, 6 timeout. Status 2 is the Go runtime's for a
+// crash (a panic, a fatal signal): restart.
 package main
 
 import (
@@ -25,49 +33,99 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/fencegate/fencegate/fencelog"
+	"github.com/fencegate/fencegate/service"
+)
+
+// Exit codes; see the package comment. They follow sysexits.h where one
+// fits, and stay clear of 2, which the Go runtime uses for crashes.
+const (
+	exitFailure = 1
+	exitUsage   = 64 // EX_USAGE
+	exitConfig  = 78 // EX_CONFIG
 )
 
 const usage = `gateway: fencegate, fenced MQTT commands for physical actuators
 
 Usage:
   gateway run --config FILE [--init]   run the gateway (--init creates a missing store)
-  gateway sim [flags]                  run the simulator: embedded broker, dashboard (see gateway sim -h)
+  gateway sim [flags]                  run the simulator: embedded broker, dashboard
   gateway sim scenario NAME            play a scenario against the simulator (exit 0 on PASS)
-  gateway send [flags] on|off|fence    send one tokenized command (see gateway send -h)
+  gateway send [flags] on|off|fence    send one tokenized command
   gateway init --config FILE           create the fence store once (fails if it exists)
-  gateway check --config FILE          check a configuration and exit
-  gateway inspect --store FILE         print fences, states and recent audit entries
+  gateway check --config FILE          check a configuration, its store and board, as run would
+  gateway inspect --store FILE         print fences and recent audit entries (read-only)
   gateway version                      print the version
 
-Exit codes: 0 success, 1 failure at run time, 2 bad usage or configuration;
-gateway send also 3 stale, 4 rejected, 5 failed, 6 timeout.
+Every command takes -h for its own usage. Exit codes: 0 success, 1 failure
+at run time, 64 bad usage, 78 bad configuration or store; gateway send also
+3 stale, 4 rejected, 5 failed, 6 timeout.
 `
 
-// errUsage marks errors that exit with status 2.
-type errUsage struct{ error }
+// exitError carries an exit status to main; its message, if any, is
+// printed as "gateway: MESSAGE".
+type exitError struct {
+	code int
+	err  error
+}
 
-func (e errUsage) Unwrap() error { return e.error }
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
 
-func usageErr(format string, a ...any) error { return errUsage{fmt.Errorf(format, a...)} }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr is a bad-usage error (exit 64).
+func usageErr(format string, a ...any) error {
+	return &exitError{exitUsage, fmt.Errorf(format, a...)}
+}
+
+// configErr marks err as a configuration error (exit 78).
+func configErr(err error) error { return &exitError{exitConfig, err} }
+
+// errHelp ends a command that printed its usage because it was asked to.
+var errHelp = errors.New("help printed")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		if !errors.Is(err, errScenarioFailed) {
-			fmt.Fprintln(os.Stderr, "gateway:", err)
-		}
-		var ue errUsage
-		var ec exitCode
-		switch {
-		case errors.As(err, &ue):
-			os.Exit(2)
-		case errors.As(err, &ec):
-			os.Exit(ec.code)
-		}
-		os.Exit(1)
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode prints err (if it has a message) and returns the exit status
+// it means.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, errHelp) {
+		return 0
 	}
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintln(stderr, "gateway:", msg)
+	}
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case isConfigError(err):
+		return exitConfig
+	}
+	return exitFailure
+}
+
+// isConfigError reports errors that a restart cannot fix: the operator
+// must change the configuration or the installation.
+func isConfigError(err error) bool {
+	for _, target := range []error{fencelog.ErrNotExist, fencelog.ErrEmpty, fencelog.ErrNotStore,
+		service.ErrStoreDir, service.ErrConflict} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -78,21 +136,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "run":
-		return cmdRun(ctx, rest, stderr)
+		return cmdRun(ctx, rest, stdout, stderr)
 	case "sim":
 		return cmdSim(ctx, rest, stdout, stderr)
 	case "send":
 		return cmdSend(ctx, rest, stdout, stderr)
 	case "check":
-		return cmdCheck(rest, stdout, stderr)
+		return cmdCheck(ctx, rest, stdout, stderr)
 	case "init":
 		return cmdInit(rest, stdout, stderr)
 	case "inspect":
 		return cmdInspect(rest, stdout, stderr)
 	case "version":
+		if err := newFlags("version", "", "Prints the version.").parse(rest, stdout, stderr); err != nil {
+			return err
+		}
 		fmt.Fprintln(stdout, version())
 		return nil
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 && rest[0] != "help" && rest[0][0] != '-' {
+			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
@@ -100,12 +164,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return usageErr("unknown command %q", cmd)
 }
 
+// version is the module version Go stamped into the binary: a tag, or a
+// pseudo-version of the commit (make build and make dist stamp it).
 func version() string {
-	v := "(devel)"
+	return "fencegate gateway " + versionNumber()
+}
+
+func versionNumber() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		v = bi.Main.Version
+		return bi.Main.Version
 	}
-	return "fencegate gateway " + v
+	return "(devel)"
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {

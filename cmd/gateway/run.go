@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,43 +15,30 @@ import (
 	"github.com/fencegate/fencegate/service"
 )
 
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("gateway "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage{err}
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
-}
-
+// loadConfig loads and checks the configuration file at path; its errors
+// are configuration errors (exit 78).
 func loadConfig(path string) (*config.Config, error) {
 	if path == "" {
 		return nil, usageErr("--config is required")
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
-		return nil, errUsage{err}
+		return nil, configErr(err)
 	}
 	return cfg, nil
 }
 
-func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlags("run", stderr)
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", "--config FILE [--init] [--log-level LEVEL]", `
+Runs the gateway: opens the fence store (never creating it unless --init is
+given), takes over the outputs at their recorded or boot states, and takes
+fenced commands from the broker until SIGINT or SIGTERM.`)
 	cfgPath := fs.String("config", "", "configuration file (YAML)")
-	initStore := fs.Bool("init", false, "create the fence store if it is missing")
+	initStore := fs.Bool("init", false, "create the fence store if it is missing (once, when a gateway is installed; never in a supervisor's command line)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	crashFile := fs.String("sim-crash-file", "", "sim board only (used by the simulator's crash scenario): after a durable commit, if this file exists, remove it and die by SIGKILL before driving")
-	if err := parseFlags(fs, args); err != nil {
+	crashFile := fs.String("sim-crash-file", "", "sim board only: after a durable commit, if this file exists, remove it and die before driving")
+	fs.hide("sim-crash-file") // the simulator's crash scenario
+	if err := fs.parseNoArgs(args, stdout, stderr); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(*cfgPath)
@@ -70,45 +56,72 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		afterCommit = simCrash(*crashFile)
 	}
-	err = service.Run(ctx, cfg, service.Options{Init: *initStore, Logger: log, AfterCommit: afterCommit})
-	if errors.Is(err, fencelog.ErrNotExist) || errors.Is(err, fencelog.ErrNotStore) {
-		return errUsage{err}
-	}
-	return err
+	return service.Run(ctx, cfg, service.Options{Init: *initStore, Version: versionNumber(), Logger: log, AfterCommit: afterCommit})
 }
 
-// configCommand parses the flags of a subcommand that takes only --config,
-// and loads and checks that configuration.
-func configCommand(name string, args []string, stderr io.Writer) (*config.Config, string, error) {
-	fs := newFlags(name, stderr)
+func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("check", "--config FILE [--config-only] [--init] [--broker]", `
+Checks a configuration and everything gateway run would start with: the
+store (opened read-only), its directory, the board and its lines, the HTTP
+address. It says "ok" exactly when run would start, and otherwise exits as
+run would (78 for a bad configuration or store, 1 for the rest).`)
 	cfgPath := fs.String("config", "", "configuration file (YAML)")
-	if err := parseFlags(fs, args); err != nil {
-		return nil, "", err
+	only := fs.Bool("config-only", false, "check the file alone, not the store, board or ports (e.g. on another machine than the gateway's)")
+	initStore := fs.Bool("init", false, "check as run --init would (a missing store would be created)")
+	broker := fs.Bool("broker", false, "also connect to the broker with the gateway's credentials (a failure is a warning: run keeps trying)")
+	if err := fs.parseNoArgs(args, stdout, stderr); err != nil {
+		return err
 	}
 	cfg, err := loadConfig(*cfgPath)
-	return cfg, *cfgPath, err
-}
-
-func cmdCheck(args []string, stdout, stderr io.Writer) error {
-	cfg, path, err := configCommand("check", args, stderr)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: ok: gateway %q, %d actuators, store %s\n", path, cfg.ID, len(cfg.Actuators), cfg.Store)
+	fmt.Fprintf(stdout, "config %s: ok: gateway %q, %d actuators, %d interlocks\n", *cfgPath, cfg.ID, len(cfg.Actuators), len(cfg.Interlocks))
+	if *only {
+		return nil
+	}
+	var failed error
+	for _, f := range service.Check(ctx, cfg, service.CheckOptions{Init: *initStore, Broker: *broker}) {
+		switch {
+		case f.Err != nil:
+			fmt.Fprintf(stdout, "%s: FAIL: %s: %v\n", f.Step, f.Text, f.Err)
+			if failed == nil || isConfigError(f.Err) && !isConfigError(failed) {
+				failed = f.Err
+			}
+		case f.Warning:
+			fmt.Fprintf(stdout, "%s: warning: %s\n", f.Step, f.Text)
+		default:
+			fmt.Fprintf(stdout, "%s: ok: %s\n", f.Step, f.Text)
+		}
+	}
+	if failed != nil {
+		code := exitFailure
+		if isConfigError(failed) {
+			code = exitConfig
+		}
+		return &exitError{code, errors.New("gateway run would fail; see above")}
+	}
+	fmt.Fprintln(stdout, "ok: gateway run would start")
 	return nil
 }
 
 func cmdInspect(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("inspect", stderr)
+	fs := newFlags("inspect", "--store FILE [--audit N]", `
+Prints every scope's fence and the newest audit entries of a fence store,
+as JSON. It opens the store read-only and changes nothing; while a gateway
+runs, the store is locked: stop the gateway first, or read its API.`)
 	store := fs.String("store", "", "fence store file")
-	n := fs.Int("audit", 20, "number of audit entries to print")
-	if err := parseFlags(fs, args); err != nil {
+	n := fs.Int("audit", 20, "number of audit entries to print (0 to 10000)")
+	if err := fs.parseNoArgs(args, stdout, stderr); err != nil {
 		return err
 	}
 	if *store == "" {
 		return usageErr("--store is required")
 	}
-	l, err := fencelog.Open(*store, &fencelog.Options{AuditFlush: -1})
+	if *n < 0 || *n > 10000 {
+		return usageErr("--audit %d: want a number from 0 to 10000", *n)
+	}
+	l, err := fencelog.Open(*store, &fencelog.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
@@ -132,9 +145,14 @@ func cmdInspect(args []string, stdout, stderr io.Writer) error {
 		Seq   uint64 `json:"seq"`
 	}
 	out := struct {
+		Store  string           `json:"store"`
+		ID     string           `json:"id"`
 		Fences []scope          `json:"fences"`
 		Audit  []fencelog.Entry `json:"audit"`
-	}{Audit: audit}
+	}{Store: *store, ID: l.ID(), Fences: []scope{}, Audit: audit}
+	if out.Audit == nil {
+		out.Audit = []fencelog.Entry{}
+	}
 	for _, s := range scopes {
 		out.Fences = append(out.Fences, scope{s, fences[s].Token, fences[s].Seq})
 	}
@@ -157,7 +175,15 @@ func simCrash(file string) func(fence.Command) {
 // existing store in any form, so that it can never serve as an idempotent
 // step that recreates a lost store. It touches no GPIO, MQTT or HTTP.
 func cmdInit(args []string, stdout, stderr io.Writer) error {
-	cfg, _, err := configCommand("init", args, stderr)
+	fs := newFlags("init", "--config FILE", `
+Creates the fence store named in the configuration, once. It fails if the
+store exists in any form (even an empty file), and touches no GPIO, MQTT or
+network.`)
+	cfgPath := fs.String("config", "", "configuration file (YAML)")
+	if err := fs.parseNoArgs(args, stdout, stderr); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
 	}

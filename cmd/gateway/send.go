@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,33 +25,18 @@ const (
 	exitTimeout  = 6
 )
 
-// exitCode carries a specific exit status to main; the message, if any, was
-// printed already.
-type exitCode struct {
-	code int
-	msg  string
-}
-
-func (e exitCode) Error() string { return e.msg }
-
-const sendUsage = `Usage:
-  gateway send --broker URL --gateway ID --actuator NAME --token N [flags] on|off|fence
-  gateway send --broker URL --gateway ID --actuator NAME --etcd URL [flags] on|off|fence
-
+const sendAbout = `
 Sends one tokenized command and prints the gateway's answer (JSON) on stdout.
-"fence" sends a fence-only command: it raises the scope's fence, drives nothing.
-With --etcd the token is obtained from an etcd lock on the scope (the lock
-key's CreateRevision) and the lock is released afterwards.
+"fence" sends a fence-only command: it raises the scope's fence, drives
+nothing. With --etcd the token comes from an etcd lock on the actuator's
+fence scope, which the gateway publishes (the lock key's CreateRevision), and
+the lock is released afterwards.
 
-Exit codes: 0 applied or duplicate, 3 stale, 4 rejected, 5 failed, 6 no answer
-(timeout), 2 bad usage, 1 other errors (broker or etcd unreachable).
-
-Flags:
-`
+Exit codes: 0 applied or duplicate, 3 stale, 4 rejected, 5 failed, 6 no
+answer (timeout), 64 bad usage, 1 other errors (broker or etcd unreachable).`
 
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("send", stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, sendUsage); fs.PrintDefaults() }
+	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [flags] on|off|fence", sendAbout)
 	broker := fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL")
 	prefix := fs.String("prefix", wire.DefaultPrefix, "topic prefix")
 	username := fs.String("username", "", "MQTT user name (the password is read from $FENCEGATE_MQTT_PASSWORD)")
@@ -64,22 +48,11 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	holder := fs.String("holder", "", "holder name for the audit trail (default: gateway-send@HOST)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer")
 	etcdURL := fs.String("etcd", "", "obtain the token from an etcd lock at this endpoint (comma-separated list)")
-	scope := fs.String("scope", "", "with --etcd: the fence scope to lock (default: the actuator's name)")
 	ttl := fs.Int("ttl", 10, "with --etcd: lease time to live in seconds")
 	stop := fs.Bool("stop-after-grant", false, "with --etcd: stop this process (SIGSTOP) after the grant and before the publish, to demonstrate a paused controller; continue it with SIGCONT")
-	var pos []string
-	for len(args) > 0 { // allow the state before or after the flags
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil
-			}
-			return errUsage{err}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	pos, err := fs.parseInterspersed(args, stdout, stderr)
+	if err != nil {
+		return err
 	}
 	if len(pos) != 1 {
 		return usageErr("give exactly one of on, off or fence (got %q)", pos)
@@ -108,24 +81,37 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		*holder = "gateway-send@" + host
 	}
 
+	ctl, err := client.Dial(ctx, client.Options{Broker: *broker, Prefix: *prefix, GatewayID: *gw,
+		Username: *username, Password: os.Getenv("FENCEGATE_MQTT_PASSWORD")})
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+
+	var etcd *clientv3.Client
 	if *etcdURL != "" {
-		if *scope == "" {
-			*scope = *act
+		// The lease is the scope's, as the gateway says: actuators that
+		// share a scope share one lease and one fence.
+		sctx, cancel := context.WithTimeout(ctx, *timeout)
+		scope, err := ctl.Scope(sctx, *act)
+		cancel()
+		if err != nil {
+			return err
 		}
-		cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*etcdURL, ","), DialTimeout: 5 * time.Second})
+		etcd, err = clientv3.New(clientv3.Config{Endpoints: strings.Split(*etcdURL, ","), DialTimeout: 5 * time.Second})
 		if err != nil {
 			return fmt.Errorf("etcd: %w", err)
 		}
-		defer cli.Close()
+		defer etcd.Close()
 		lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		l, err := lease.Acquire(lctx, cli, lease.Options{Gateway: *gw, Scope: *scope, TTL: *ttl})
+		l, err := lease.Acquire(lctx, etcd, lease.Options{Gateway: *gw, Scope: scope, TTL: *ttl})
 		cancel()
 		if err != nil {
 			return err
 		}
 		defer l.Release(context.Background())
 		*token = l.Token()
-		fmt.Fprintf(stderr, "granted token %d (lock %s)\n", *token, l.Key())
+		fmt.Fprintf(stderr, "granted token %d (lock %s, scope %s)\n", *token, l.Key(), scope)
 		if *stop {
 			// A pause after the grant, before the publish.
 			if err := pauseSelf(stderr); err != nil {
@@ -135,12 +121,6 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 
-	ctl, err := client.Dial(ctx, client.Options{Broker: *broker, Prefix: *prefix, GatewayID: *gw,
-		Username: *username, Password: os.Getenv("FENCEGATE_MQTT_PASSWORD")})
-	if err != nil {
-		return err
-	}
-	defer ctl.Close()
 	c := fence.Command{ID: *id, Holder: *holder, Actuator: *act, Fence: fence.Fence{Token: *token, Seq: *seq}, State: state}
 	sctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -157,13 +137,24 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case err == nil:
 		return nil
 	case errors.As(err, &se):
-		return exitCode{exitStale, se.Error()}
+		if etcd != nil {
+			// A fence above every revision etcd has issued is not a newer
+			// holder: no token from this etcd can pass it. Say so.
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := lease.CheckFence(actx, etcd, se.Fence().Token)
+			cancel()
+			var ahead *lease.AheadError
+			if errors.As(err, &ahead) {
+				return &exitError{exitStale, ahead}
+			}
+		}
+		return &exitError{exitStale, se}
 	case errors.As(err, &re):
-		return exitCode{exitRejected, re.Error()}
+		return &exitError{exitRejected, re}
 	case errors.As(err, &fe):
-		return exitCode{exitFailed, fe.Error()}
+		return &exitError{exitFailed, fe}
 	case errors.Is(err, client.ErrTimeout):
-		return exitCode{exitTimeout, fmt.Sprintf("no answer within %v (is the gateway %q online?)", *timeout, *gw)}
+		return &exitError{exitTimeout, fmt.Errorf("no answer within %v (is the gateway %q online?)", *timeout, *gw)}
 	}
 	return err
 }

@@ -63,9 +63,9 @@ func TestSendExitCodes(t *testing.T) {
 		{[]string{"--actuator", "pump", "--token", "50", "fence"}, 0, `"fence":{"token":50,"seq":0}`},
 		{[]string{"--actuator", "pump", "--token", "49", "--seq", "7", "off"}, exitStale, `below the fence 50/0`},
 		{[]string{"--gateway", "absent", "--actuator", "pump", "--token", "60", "--timeout", "300ms", "on"}, exitTimeout, "no answer"},
-		{[]string{"--actuator", "pump", "on"}, 2, "--token"},
-		{[]string{"--actuator", "pump", "--token", "9223372036854775808", "on"}, 2, "2^63-1"},
-		{[]string{"--actuator", "pump", "--token", "5", "toggle"}, 2, "on, off or fence"},
+		{[]string{"--actuator", "pump", "on"}, exitUsage, "--token"},
+		{[]string{"--actuator", "pump", "--token", "9223372036854775808", "on"}, exitUsage, "2^63-1"},
+		{[]string{"--actuator", "pump", "--token", "5", "toggle"}, exitUsage, "on, off or fence"},
 	}
 	for _, tt := range tests {
 		out, code := send(tt.args...)

@@ -79,13 +79,12 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(args) > 0 && args[0] == "scenario" {
 		return cmdScenario(ctx, args[1:], stdout, stderr)
 	}
-	fs := newFlags("sim", stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage:\n  gateway sim [flags]                 run the simulator\n  gateway sim scenario NAME [flags]   play a scenario (%s)\n\nFlags:\n", strings.Join(scenario.Names(), ", "))
-		fs.PrintDefaults()
-	}
-	f := addSimFlags(fs, defaultSimDir())
-	if err := parseFlags(fs, args); err != nil {
+	fs := newFlags("sim", "[flags]", fmt.Sprintf(`
+Runs the simulator: an embedded MQTT broker (or --broker), the real gateway
+on the sim board as a supervised child process, and the dashboard.
+"gateway sim scenario NAME" plays a scenario (%s).`, strings.Join(scenario.Names(), ", ")))
+	f := addSimFlags(fs.FlagSet, defaultSimDir())
+	if err := fs.parseNoArgs(args, stdout, stderr); err != nil {
 		return err
 	}
 	s, err := startSim(ctx, f, stderr)
@@ -113,15 +112,22 @@ stop with Ctrl-C
 }
 
 func cmdScenario(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("sim scenario", stderr)
+	fs := newFlags("sim scenario", "NAME [--sim URL] [--delay D]", fmt.Sprintf(`
+Plays a scenario (%s) against the simulator at --sim, or, if none answers
+there, on a simulator of its own on free ports; prints the steps and a last
+line PASS or FAIL, and exits 0 on PASS, 1 on FAIL.`, strings.Join(scenario.Names(), ", ")))
 	simURL := fs.String("sim", "http://127.0.0.1:8080", "the running simulator to play against; if none answers there, one is started on free ports")
 	delay := fs.Duration("delay", 800*time.Millisecond, "pause between steps")
-	var name string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
-	if err := parseFlags(fs, args); err != nil {
+	pos, err := fs.parseInterspersed(args, stdout, stderr)
+	if err != nil {
 		return err
+	}
+	if len(pos) > 1 {
+		return usageErr("one scenario at a time (got %q)", pos)
+	}
+	var name string
+	if len(pos) == 1 {
+		name = pos[0]
 	}
 	if name == "" {
 		return usageErr("which scenario? %s", strings.Join(scenario.Names(), ", "))
@@ -135,7 +141,7 @@ func cmdScenario(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	url := strings.TrimSuffix(*simURL, "/")
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	_, err := scenario.FetchSim(pctx, url)
+	_, err = scenario.FetchSim(pctx, url)
 	cancel()
 	if err != nil {
 		dir, err := os.MkdirTemp("", "fencegate-scenario-")
@@ -160,12 +166,10 @@ func cmdScenario(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if !v.Pass {
-		return errScenarioFailed
+		return &exitError{exitFailure, nil} // the FAIL line says why
 	}
 	return nil
 }
-
-var errScenarioFailed = errors.New("scenario failed")
 
 func ptr[T any](v T) *T { return &v }
 

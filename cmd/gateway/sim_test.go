@@ -92,7 +92,7 @@ func TestScenariosStandalone(t *testing.T) {
 		})
 	}
 	out, code := runCLI(t, "sim", "scenario", "no-such-thing")
-	if code != 2 || !strings.Contains(out, "paused-controller") {
+	if code != exitUsage || !strings.Contains(out, "paused-controller") {
 		t.Errorf("unknown scenario: exit %d, want 2 and the list of scenarios\n%s", code, out)
 	}
 }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// flagSet is a subcommand's flags and its usage text. -h, -help and
+// --help print the usage on stdout and end the command (errHelp) before it
+// does anything; hidden flags (for the simulator and tests) work but are
+// not listed.
+type flagSet struct {
+	*flag.FlagSet
+	name, synopsis, about string
+	hidden                map[string]bool
+}
+
+// newFlags returns the flags of "gateway NAME SYNOPSIS"; about describes
+// the command.
+func newFlags(name, synopsis, about string) *flagSet {
+	fs := &flagSet{FlagSet: flag.NewFlagSet("gateway "+name, flag.ContinueOnError), name: name, synopsis: synopsis, about: about,
+		hidden: map[string]bool{}}
+	fs.Usage = func() {} // parse prints the usage itself, on the right stream
+	return fs
+}
+
+// hide keeps a flag out of the usage.
+func (fs *flagSet) hide(name string) { fs.hidden[name] = true }
+
+// usage prints the command's usage to w.
+func (fs *flagSet) usage(w io.Writer) {
+	fmt.Fprintf(w, "Usage:\n  gateway %s %s\n", fs.name, fs.synopsis)
+	if fs.about != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(fs.about))
+	}
+	var any bool
+	fs.VisitAll(func(f *flag.Flag) { any = any || !fs.hidden[f.Name] })
+	if !any {
+		return
+	}
+	fmt.Fprintf(w, "\nFlags:\n")
+	out := fs.Output()
+	fs.SetOutput(w)
+	defer fs.SetOutput(out)
+	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	shown.SetOutput(w)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !fs.hidden[f.Name] {
+			shown.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+	shown.PrintDefaults()
+}
+
+// parse parses args. With -h it prints the usage to stdout and returns
+// errHelp; a bad flag is a usage error, with the usage on stderr.
+func (fs *flagSet) parse(args []string, stdout, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.usage(stdout)
+			return errHelp
+		}
+		fs.usage(stderr)
+		return &exitError{exitUsage, nil} // the flag package printed what was wrong
+	}
+	return nil
+}
+
+// parseNoArgs is parse for commands that take flags only.
+func (fs *flagSet) parseNoArgs(args []string, stdout, stderr io.Writer) error {
+	if err := fs.parse(args, stdout, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q (see gateway %s -h)", fs.Arg(0), fs.name)
+	}
+	return nil
+}
+
+// parseInterspersed parses flags and positional arguments in any order
+// and returns the positional ones.
+func (fs *flagSet) parseInterspersed(args []string, stdout, stderr io.Writer) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.parse(args, stdout, stderr); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}

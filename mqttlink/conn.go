@@ -1,0 +1,222 @@
+package mqttlink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
+)
+
+// Status is the state of a gateway's broker connection, for people and
+// for GET /api/status.
+type Status struct {
+	Broker   string
+	ClientID string
+	// Connected is true while the MQTT connection is up.
+	Connected bool
+	// Since is when Connected last changed (or the link started).
+	Since time.Time
+	// Subscribed is true while commands are taken: subscribed, and no other
+	// process serves the gateway id.
+	Subscribed bool
+	// LastError is the newest reason a connection attempt, the connection
+	// or a subscription failed, and LastErrorAt when; kept after recovery.
+	LastError   string
+	LastErrorAt time.Time
+	// Failures counts failed attempts since the last successful connection.
+	Failures int
+	// Conflict names the other process serving the gateway id, if one was
+	// found; the gateway then takes no commands.
+	Conflict string
+}
+
+// repeatEvery is how often a failure that keeps repeating with the same
+// reason is logged again.
+const repeatEvery = time.Minute
+
+// takeoverWindow: a connection the broker closes this soon after accepting
+// it, twice in a row, was most likely taken over by another client with the
+// same client id.
+const takeoverWindow = 5 * time.Second
+
+// connState tracks the connection and logs its changes without flooding:
+// the first failure, every change of reason, and a reminder per minute.
+type connState struct {
+	log     *slog.Logger
+	gateway string
+
+	mu         sync.Mutex // guards the fields below
+	st         Status
+	loggedAt   time.Time // when the current run of failures was last logged
+	loggedWhy  string
+	upAt       time.Time // when the current connection came up
+	quickLoss  int       // losses within takeoverWindow of the connect, in a row
+	downSince  time.Time
+	everOnline bool
+}
+
+func newConnState(broker, clientID, gateway string, log *slog.Logger) *connState {
+	now := time.Now()
+	return &connState{log: log, gateway: gateway, downSince: now,
+		st: Status{Broker: broker, ClientID: clientID, Since: now}}
+}
+
+func (s *connState) status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+// failed records a failed connection attempt.
+func (s *connState) failed(err error) {
+	why := explain(err, s.st.Broker)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Failures++
+	s.fail(why)
+	switch {
+	case s.st.Failures == 1 || why != s.loggedWhy:
+		s.log.Error("cannot connect to the broker", "broker", s.st.Broker, "reason", why)
+	case time.Since(s.loggedAt) >= repeatEvery:
+		s.log.Error("still cannot connect to the broker", "broker", s.st.Broker, "reason", why,
+			"attempts", s.st.Failures, "since", s.downSince.Format(time.RFC3339))
+	default:
+		return
+	}
+	s.loggedAt, s.loggedWhy = time.Now(), why
+}
+
+func (s *connState) fail(why string) {
+	s.st.LastError, s.st.LastErrorAt = why, time.Now()
+}
+
+func (s *connState) connected() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.st.Failures > 0 || s.everOnline {
+		s.log.Info("connected to the broker", "broker", s.st.Broker, "client_id", s.st.ClientID,
+			"after", now.Sub(s.downSince).Round(time.Millisecond).String(), "failed_attempts", s.st.Failures)
+	} else {
+		s.log.Info("connected to the broker", "broker", s.st.Broker, "client_id", s.st.ClientID)
+	}
+	s.everOnline = true
+	s.st.Connected, s.st.Since, s.st.Failures = true, now, 0
+	s.upAt = now
+	s.loggedWhy = ""
+}
+
+func (s *connState) lost(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	quick := now.Sub(s.upAt) < takeoverWindow
+	if quick {
+		s.quickLoss++
+	} else {
+		s.quickLoss = 0
+	}
+	why := "connection lost: " + explain(err, s.st.Broker)
+	if s.quickLoss >= 2 && isEOF(err) {
+		why = fmt.Sprintf("the broker closed the connection %s after accepting it, %d times in a row: another client with client id %q "+
+			"took over the session; is another gateway running with id %q (or mqtt.client_id)? Give each gateway its own id",
+			now.Sub(s.upAt).Round(time.Millisecond), s.quickLoss, s.st.ClientID, s.gateway)
+	}
+	s.fail(why)
+	s.st.Connected, s.st.Subscribed, s.st.Since = false, false, now
+	s.downSince = now
+	if why != s.loggedWhy || time.Since(s.loggedAt) >= repeatEvery {
+		s.log.Warn("broker connection lost", "broker", s.st.Broker, "reason", why)
+		s.loggedAt, s.loggedWhy = now, why
+	}
+}
+
+func (s *connState) subscribeFailed(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	why := err.Error()
+	s.fail(why)
+	if why != s.loggedWhy || time.Since(s.loggedAt) >= repeatEvery {
+		s.log.Error("not taking commands", "reason", why)
+		s.loggedAt, s.loggedWhy = time.Now(), why
+	}
+}
+
+func (s *connState) subscribed(filter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Subscribed = true
+	s.loggedWhy = ""
+	s.log.Info("taking commands", "subscribed", filter)
+}
+
+func (s *connState) conflict(why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Conflict, s.st.Subscribed = why, false
+	s.fail(why)
+}
+
+// explain turns a connection error into a reason a person can act on.
+func explain(err error, broker string) string {
+	var op *net.OpError
+	var dns *net.DNSError
+	switch {
+	case err == nil:
+		return "unknown"
+	case errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword):
+		return "bad user name or password (check mqtt.username and mqtt.password, and the broker's password file)"
+	case errors.Is(err, packets.ErrorRefusedNotAuthorised):
+		return "not authorised: the broker refused this client (check the broker's ACL and that the user may connect)"
+	case errors.Is(err, packets.ErrorRefusedIDRejected):
+		return "identifier rejected: the broker does not accept the client id (set mqtt.client_id)"
+	case errors.Is(err, packets.ErrorRefusedServerUnavailable):
+		return "the broker says it is unavailable"
+	case errors.Is(err, packets.ErrorRefusedBadProtocolVersion):
+		return "the broker does not speak MQTT 3.1.1"
+	case errors.As(err, &dns):
+		return fmt.Sprintf("host %q not found (check mqtt.broker)", dns.Name)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("connection refused: nothing listens at %s (is the broker running? is the port right?)", strings.TrimPrefix(broker, "tcp://"))
+	case errors.As(err, &op) && op.Timeout():
+		return "timed out: the broker did not answer (network down, firewall, or wrong address)"
+	case isEOF(err):
+		return "the broker closed the connection"
+	}
+	return err.Error()
+}
+
+func isEOF(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// Probe connects to the broker once, as o describes (Broker, Username,
+// Password, ClientID; a clean session, so it disturbs no gateway's
+// session), and disconnects. Its error says why the broker did not accept
+// the connection, as the gateway's log would.
+func Probe(ctx context.Context, o Options) error {
+	co := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID).
+		SetUsername(o.Username).SetPassword(o.Password).SetProtocolVersion(4).
+		SetCleanSession(true).SetAutoReconnect(false).SetConnectTimeout(5 * time.Second)
+	c := mqtt.NewClient(co)
+	tok := c.Connect()
+	select {
+	case <-tok.Done():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := tok.Error(); err != nil {
+		return errors.New(explain(err, o.Broker))
+	}
+	c.Disconnect(100)
+	return nil
+}

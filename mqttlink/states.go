@@ -1,0 +1,92 @@
+package mqttlink
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/wire"
+)
+
+// statePublisher publishes each actuator's newest recorded state, retained.
+// The core hands it states in fence order per scope (under the scope's
+// lock); it keeps only the newest per actuator and publishes from one
+// goroutine, so the last state published for an actuator is always its
+// newest, however a publication is delayed.
+type statePublisher struct {
+	l    *Link
+	kick chan struct{}
+
+	mu     sync.Mutex // guards the fields below
+	latest map[string]fence.Output
+	dirty  map[string]bool
+}
+
+func newStatePublisher(l *Link) *statePublisher {
+	return &statePublisher{l: l, kick: make(chan struct{}, 1), latest: map[string]fence.Output{}, dirty: map[string]bool{}}
+}
+
+func (p *statePublisher) update(outputs []fence.Output) {
+	p.mu.Lock()
+	for _, o := range outputs {
+		p.latest[o.Actuator] = o
+		p.dirty[o.Actuator] = true
+	}
+	p.mu.Unlock()
+	p.poke()
+}
+
+// republish marks every known state for publication (after a connect).
+func (p *statePublisher) republish() {
+	p.mu.Lock()
+	for name := range p.latest {
+		p.dirty[name] = true
+	}
+	p.mu.Unlock()
+	p.poke()
+}
+
+func (p *statePublisher) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run publishes until ctx ends. States wait while the link does not take
+// commands (not connected, or in conflict): the connect that ends the wait
+// republishes them all.
+func (p *statePublisher) run(ctx context.Context) {
+	for {
+		select {
+		case <-p.kick:
+		case <-ctx.Done():
+			return
+		}
+		if !p.l.waitReady(ctx) {
+			return
+		}
+		p.mu.Lock()
+		batch := make([]fence.Output, 0, len(p.dirty))
+		for name := range p.dirty {
+			batch = append(batch, p.latest[name])
+		}
+		clear(p.dirty)
+		p.mu.Unlock()
+		sort.Slice(batch, func(i, j int) bool { return batch[i].Actuator < batch[j].Actuator })
+		p.l.mu.Lock()
+		c := p.l.client
+		p.l.mu.Unlock()
+		for _, o := range batch {
+			if testHookStatePublish != nil {
+				testHookStatePublish(o)
+			}
+			c.Publish(p.l.t.State(o.Actuator), 1, true, wire.EncodeState(o))
+		}
+	}
+}
+
+// testHookStatePublish, if set (by tests), is called with each state
+// message's output just before it is published.
+var testHookStatePublish func(fence.Output)

@@ -1,0 +1,177 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/fencegate/fencegate/boards"
+	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/fencelog"
+	"github.com/fencegate/fencegate/mqttlink"
+)
+
+// ErrStoreDir is returned (wrapped) by Run and Check when the store's
+// directory cannot hold a store: missing, not writable, or not a real
+// filesystem. A restart cannot fix it.
+var ErrStoreDir = errors.New("service: the store's directory cannot hold the fence store")
+
+// Finding is one step of Check.
+type Finding struct {
+	// Step names what was checked: "store directory", "store", "board",
+	// "http", "broker".
+	Step string
+	// Text says what was found.
+	Text string
+	// Err is why Run would fail at this step; nil if it would not.
+	Err error
+	// Warning is a problem Run does not stop for.
+	Warning bool
+}
+
+// CheckOptions configure Check.
+type CheckOptions struct {
+	// Init checks as `run --init` would: a missing store would be created.
+	Init bool
+	// Broker, if set, also connects to the broker with the configured
+	// credentials (as a separate client, so that a running gateway keeps
+	// its session). Run does not stop for a broker it cannot reach (it
+	// keeps trying), so a failure is a warning.
+	Broker bool
+}
+
+// Check runs the start-up steps of Run on cfg without taking anything
+// over: it opens the store read-only, checks that its directory is a
+// writable, real filesystem, that the board and its lines are there, that
+// the HTTP address is free and, optionally, that the broker accepts the
+// gateway. Run would start exactly when no finding has an Err.
+func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
+	var out []Finding
+	add := func(step, text string, err error) { out = append(out, Finding{Step: step, Text: text, Err: err}) }
+
+	dir := filepath.Dir(cfg.Store)
+	if err := checkStoreDir(cfg.Store); err != nil {
+		add("store directory", dir, err)
+	} else if warn := storeDirWarning(dir); warn != "" {
+		out = append(out, Finding{Step: "store directory", Text: warn, Warning: true})
+	} else {
+		add("store directory", dir+": writable", nil)
+	}
+
+	switch l, err := fencelog.Open(cfg.Store, &fencelog.Options{ReadOnly: true, Timeout: 500 * time.Millisecond}); {
+	case errors.Is(err, fencelog.ErrNotExist) && o.Init:
+		add("store", cfg.Store+": missing; --init would create it", nil)
+	case errors.Is(err, fencelog.ErrLocked):
+		add("store", cfg.Store, fmt.Errorf("%w: a running gateway holds it, and run would fail while it runs", err))
+	case err != nil:
+		add("store", cfg.Store, err)
+	default:
+		fences, ferr := l.Fences()
+		l.Close()
+		if ferr != nil {
+			add("store", cfg.Store, ferr)
+			break
+		}
+		add("store", fmt.Sprintf("%s: a fencegate store (id %s), %s", cfg.Store, l.ID(), describeFences(fences)), nil)
+	}
+
+	var pins []string
+	for _, a := range cfg.Actuators {
+		pins = append(pins, a.Pin)
+	}
+	if desc, err := boards.Check(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: linesOf(pins)}); err != nil {
+		add("board", cfg.Board, err)
+	} else {
+		add("board", desc, nil)
+	}
+
+	if addr := cfg.HTTPAddr(); addr == "" {
+		add("http", "disabled", nil)
+	} else if ln, err := net.Listen("tcp", addr); err != nil {
+		add("http", addr, fmt.Errorf("%w (is a gateway already running? set http: to another address, or \"\" to disable)", err))
+	} else {
+		ln.Close()
+		add("http", addr+": free", nil)
+	}
+
+	if o.Broker {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := mqttlink.Probe(pctx, mqttlink.Options{Broker: cfg.MQTT.Broker, Username: cfg.MQTT.Username, Password: cfg.MQTT.Password,
+			ClientID: fmt.Sprintf("fencegate-%s-check-%d", cfg.ID, os.Getpid())})
+		cancel()
+		if err != nil {
+			out = append(out, Finding{Step: "broker", Text: fmt.Sprintf("%s: %v (run would keep trying)", cfg.MQTT.Broker, err), Warning: true})
+		} else {
+			add("broker", cfg.MQTT.Broker+": accepts the gateway's credentials", nil)
+		}
+	}
+	return out
+}
+
+func linesOf(pins []string) []boards.Line {
+	lines := make([]boards.Line, 0, len(pins))
+	for _, p := range pins {
+		lines = append(lines, boards.Line{Pin: p})
+	}
+	return lines
+}
+
+func describeFences(fences map[string]fence.Fence) string {
+	if len(fences) == 0 {
+		return "no fence yet"
+	}
+	names := make([]string, 0, len(fences))
+	for n := range fences {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	s := fmt.Sprintf("%d scopes:", len(names))
+	for _, n := range names {
+		s += fmt.Sprintf(" %s %s", n, fences[n])
+	}
+	return s
+}
+
+// checkStoreDir checks that the store's directory (or, for a store that
+// --init would create, its nearest existing ancestor) is a writable
+// directory on a real filesystem.
+func checkStoreDir(store string) error {
+	dir := filepath.Dir(store)
+	for {
+		fi, err := os.Stat(dir)
+		if errors.Is(err, fs.ErrNotExist) && filepath.Dir(dir) != dir {
+			dir = filepath.Dir(dir)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrStoreDir, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%w: %s is not a directory", ErrStoreDir, dir)
+		}
+		break
+	}
+	if why := unfitFilesystem(dir); why != "" {
+		return fmt.Errorf("%w: %s is on %s; put the store on the disk (e.g. /var/lib/fencegate)", ErrStoreDir, dir, why)
+	}
+	if err := writable(dir); err != nil {
+		return fmt.Errorf("%w: %s is not writable by this user (%v); fix its owner or mode, or the mount", ErrStoreDir, dir, err)
+	}
+	return nil
+}
+
+// storeDirWarning says why a store directory that works is still a bad
+// place, or "".
+func storeDirWarning(dir string) string {
+	if why := volatileFilesystem(dir); why != "" {
+		return fmt.Sprintf("%s is on %s, which is emptied at every reboot: the fence store would be lost, and a fresh store accepts tokens the old one refused", dir, why)
+	}
+	return ""
+}
