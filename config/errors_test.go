@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -94,6 +96,64 @@ func TestParseErrorsPointAtTheCulprit(t *testing.T) {
 	})
 }
 
+// TestParseSyntaxErrorsPointAtTheCulprit does the same for YAML syntax
+// errors, for which yaml.v3 often names the line before the culprit, or
+// none.
+func TestParseSyntaxErrorsPointAtTheCulprit(t *testing.T) {
+	testErrCases(t, []errCase{
+		// Indentation.
+		{"mqtt key indented one space too far", mqttWith("   topic_prefix: x\n"),
+			[]int{4}, []string{`"topic_prefix" is indented more than "broker" on line 3`, "already has a value", "indent it by 2 spaces"}},
+		{"mqtt key indented one space too little", mqttWith(" topic_prefix: x\n"),
+			[]int{4}, []string{`"topic_prefix" is indented by 1 space`, `by 2 spaces to line up with "broker" (line 3)`, `by 0 spaces to line up with "mqtt" (line 2)`}},
+		{"mqtt keys in different columns", "id: gw\nmqtt:\n    broker: tcp://a:1\n  topic_prefix: y\nstore: s\nboard: sim\n" + act,
+			[]int{4}, []string{`"topic_prefix" is indented by 2 spaces`, `by 4 spaces to line up with "broker" (line 3)`}},
+		{"top-level key indented under a key with a value", "id: gw\nmqtt:\n  broker: tcp://a:1\nstore: fence.db\n  board: sim\n" + act,
+			[]int{5}, []string{`"board" is indented more than "store" on line 4`, "indent it by 0 spaces"}},
+		{"actuator item indented one space too far", base + act + "   - name: fan\n    pin: GPIO18\n",
+			[]int{9}, []string{"indented by 3 spaces", `by 2 spaces to line up with the "-" on line 7`}},
+		{"culprit far below the start of its list (yaml.v3 names line 6)",
+			base + "actuators:\n" + strings.Repeat("  - {name: a, pin: GPIO17}\n", 300) + "   - name: fan\n",
+			[]int{307}, []string{"indented by 3 spaces", `by 2 spaces to line up with the "-" on line 306`}},
+		{"actuator item indented one space too little", base + act + " - name: fan\n   pin: GPIO18\n",
+			[]int{9}, []string{"indented by 1 space", `by 2 spaces to line up with the "-" on line 7`}},
+		{"actuator key indented too little", base + "actuators:\n  - name: pump\n   pin: GPIO17\n",
+			[]int{8}, []string{`"pin" is indented by 3 spaces`, `by 4 spaces to line up with "name" (line 7)`}},
+		{"actuator key at the column of the dash", base + "actuators:\n  - name: pump\n  pin: GPIO17\n",
+			[]int{8}, []string{`"pin" starts in the column of the "-" on line 7`, `indent it by 4 spaces to line up with "name"`, `"- "`}},
+		{"key at the column of the dash of a longer item", base + act + "  boot: on\n",
+			[]int{9}, []string{`"boot" starts in the column of the "-" on line 7`, `indent it by 4 spaces to line up with "name"`}},
+		{"list item lined up with a key that has a value", base + "actuators:\n  - name: pump\n    pin: GPIO17\n    - name: fan\n",
+			[]int{9}, []string{`by 2 spaces to line up with the "-" on line 7`}},
+		{"tab for indentation", "id: gw\nmqtt:\n\tbroker: tcp://a:1\nstore: s\nboard: sim\n" + act,
+			[]int{3}, []string{"tab", "use spaces"}},
+		{"tab inside an actuator", base + "actuators:\n  - name: pump\n\tpin: GPIO17\n",
+			[]int{8}, []string{"tab", "use spaces"}},
+		{"tab after a dash", base + "actuators:\n  -\tname: pump\n    pin: GPIO17\n",
+			[]int{7}, []string{"tab", "use spaces"}},
+
+		// Punctuation.
+		{"unclosed [", base + "actuators: [{name: pump, pin: GPIO17}\nhttp: x\n",
+			[]int{6}, []string{`"[" opened here is never closed`, `add "]"`}},
+		{"unclosed {", "id: gw\nmqtt: {broker: tcp://a:1\nstore: s\nboard: sim\n" + act,
+			[]int{2}, []string{`"{" opened here is never closed`, `add "}"`}},
+		{"unclosed double quote", "id: \"gw\nmqtt:\n  broker: tcp://a:1\nstore: s\nboard: sim\n" + act,
+			[]int{1}, []string{`the " opened here is never closed`}},
+		{"unclosed single quote", "id: gw\nmqtt:\n  broker: 'tcp://a:1\nstore: s\nboard: sim\n" + act,
+			[]int{3}, []string{`the ' opened here is never closed`}},
+		{"missing comma between flow items", base + "actuators: [\n  {name: pump, pin: GPIO17}\n  {name: fan, pin: GPIO18}\n]\n",
+			[]int{8}, []string{`","`, "line 6"}},
+		{"missing colon", "id: gw\nmqtt\n  broker: tcp://a:1\nstore: s\nboard: sim\n" + act,
+			[]int{2}, []string{`"mqtt" has no ":"`, "mqtt:"}},
+		{"colon and space inside a value", base + "actuators:\n  - name: pump: big\n    pin: GPIO17\n",
+			[]int{7}, []string{`value of "name" contains ": "`, "quotes"}},
+		{"character that cannot start a value", strings.Replace(base, "id: gw", "id: @gw", 1) + act,
+			[]int{1}, []string{`"@"`, `id: "@gw"`}},
+		{"text after the closing quote", strings.Replace(base, "id: gw", `id: "gw"x`, 1) + act,
+			[]int{1}, []string{"after the closing quote", `"id"`}},
+	})
+}
+
 func testErrCases(t *testing.T, tests []errCase) {
 	t.Helper()
 	for _, tt := range tests {
@@ -168,4 +228,41 @@ func TestSuggestKey(t *testing.T) {
 			t.Errorf("suggestKey(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
+}
+
+var lineNumber = regexp.MustCompile(`^line (\d+): .`)
+
+// FuzzParse checks that no input panics, that Parse returns a
+// configuration or an error, and that every error names a line of the
+// input (or none) in the package's words, not yaml.v3's Go type names.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		validYAML, base + act, base + "id: other\n" + act, mqttWith(" topic_prefix: x\n"),
+		base + "actuators: [{name: pump, pin: GPIO17}\n", "id: \"gw\n", "- a\n- b\n", "a: &x [1]\nb: *x\n",
+		base + act + "  - pump\n", base + "actuators:\n  - name: pump\n\tpin: GPIO17\n", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		c, err := Parse([]byte(in))
+		if (c == nil) == (err == nil) {
+			t.Fatalf("Parse(%q) = %v, %v; want a configuration or an error", in, c, err)
+		}
+		if err == nil {
+			return
+		}
+		n := strings.Count(lineBreaks.Replace(in), "\n") + 1
+		for _, e := range strings.Split(err.Error(), "\n") {
+			if m := lineNumber.FindStringSubmatch(e); m != nil {
+				if l, _ := strconv.Atoi(m[1]); l < 1 || l > n {
+					t.Errorf("Parse(%q) error %q: line %d is not in the input's %d lines", in, e, l, n)
+				}
+			}
+			for _, leak := range []string{"config.", "!!"} {
+				if strings.Contains(e, leak) && !strings.Contains(in, leak) {
+					t.Errorf("Parse(%q) error %q: want no %q in it", in, e, leak)
+				}
+			}
+		}
+	})
 }
