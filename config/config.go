@@ -161,44 +161,46 @@ var (
 
 // Parse checks a configuration document. Relative store paths are left as
 // they are.
+//
+// Every problem is reported once, at the line to edit: the document is
+// parsed into a node tree first, which a walker checks against Config
+// (duplicate, unknown and misspelt keys, values of the wrong shape or
+// type), and only what passes is decoded and checked.
 func Parse(b []byte) (*Config, error) {
-	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	// A type error (unknown key, wrong type) still decodes the rest, so the
-	// checks below run too and every problem is reported at once.
-	var typeErr error
-	if err := dec.Decode(&c); err != nil {
-		var te *yaml.TypeError
-		switch {
-		case errors.Is(err, io.EOF):
-			return nil, errors.New("empty configuration")
-		case errors.As(err, &te):
-			typeErr = friendly(err)
-		default:
-			return nil, friendly(err)
-		}
+	var doc yaml.Node
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil, errEmpty
+	} else if err != nil {
+		return nil, syntaxError(b, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, errors.New("more than one YAML document; put everything in one")
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err == nil {
-		lines := itemLines(&root, "actuators")
-		for i := range c.Actuators {
-			if i < len(lines) {
-				c.Actuators[i].line = lines[i]
-			}
-		}
-		lines = itemLines(&root, "interlocks")
-		for i := range c.Interlocks {
-			if i < len(lines) {
-				c.Interlocks[i].line = lines[i]
-			}
+	w := newWalker()
+	if !w.document(&doc) {
+		return nil, w.err()
+	}
+	var c Config
+	if err := doc.Decode(&c); err != nil {
+		// The walker removed what does not decode; this is a bug.
+		return nil, friendly(err)
+	}
+	lines := itemLines(&doc, "actuators")
+	for i := range c.Actuators {
+		if i < len(lines) {
+			c.Actuators[i].line = lines[i]
 		}
 	}
-	if err := errors.Join(typeErr, c.check()); err != nil {
+	lines = itemLines(&doc, "interlocks")
+	for i := range c.Interlocks {
+		if i < len(lines) {
+			c.Interlocks[i].line = lines[i]
+		}
+	}
+	w.checked(&c, c.check())
+	if err := w.err(); err != nil {
 		return nil, err
 	}
 	return &c, nil

@@ -332,6 +332,34 @@ func runCLI(t *testing.T, args ...string) (string, int) {
 	return out.String(), code
 }
 
+// TestCLIConfigErrors checks what gateway check prints for a broken
+// configuration: one error per mistake, at the line to edit, and no
+// "is required" for keys that are there.
+func TestCLIConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	good, err := os.ReadFile(writeConfig(t, dir, "tcp://127.0.0.1:1", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, edit, want string
+	}{
+		{"duplicate key", string(good) + "id: again\n", `line 11: key "id" is set twice (first on line 1)`},
+		{"key indented too little", strings.Replace(string(good), "store:", " store:", 1), `line 4: "store" is indented by 1 space`},
+	}
+	for _, tt := range tests {
+		path := filepath.Join(dir, "bad.yaml")
+		if err := os.WriteFile(path, []byte(tt.edit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, code := runCLI(t, "check", "--config", path)
+		want := "gateway: config " + path + ": " + tt.want
+		if code != 2 || !strings.HasPrefix(out, want) || strings.Count(out, "\n") != 1 || strings.Contains(out, "is required") {
+			t.Errorf("%s: gateway check exit %d, output:\n%s\nwant exit 2 and one line starting %q", tt.name, code, out, want)
+		}
+	}
+}
+
 func TestCLIErrors(t *testing.T) {
 	dir := t.TempDir()
 	good := writeConfig(t, dir, "tcp://127.0.0.1:1", "")

@@ -1,0 +1,584 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// A problem is one thing wrong with a configuration, at a line (0 if none
+// applies).
+type problem struct {
+	line int
+	msg  string
+}
+
+func (p problem) Error() string {
+	if p.line == 0 {
+		return p.msg
+	}
+	return fmt.Sprintf("line %d: %s", p.line, p.msg)
+}
+
+var errEmpty = errors.New("empty configuration: the file has no keys, only blank lines or comments; " +
+	"it needs at least id, mqtt, store, board and actuators")
+
+// A walker checks a parsed document against the Config type before it is
+// decoded: it reports duplicate keys, unknown keys, values of the wrong
+// shape or type, each at the line of its key or value, and removes them
+// from the tree so that the decoder decodes everything else. Without it,
+// yaml.v3 rejects a whole mapping for one duplicate key and drops a list
+// item it cannot decode, and check then reports keys that are present as
+// missing.
+type walker struct {
+	probs []problem
+	// broken holds the paths (id, mqtt.broker, actuators[1].pin) that have
+	// a problem reported; check's errors about them are consequences.
+	broken map[string]bool
+	// lines holds the line of each key present, by path.
+	lines map[string]int
+}
+
+func newWalker() *walker {
+	return &walker{broken: map[string]bool{}, lines: map[string]int{}}
+}
+
+func (w *walker) add(line int, format string, a ...any) {
+	w.probs = append(w.probs, problem{line, fmt.Sprintf(format, a...)})
+}
+
+// err returns the problems in line order, nil if there are none.
+func (w *walker) err() error {
+	if len(w.probs) == 0 {
+		return nil
+	}
+	sort.SliceStable(w.probs, func(i, j int) bool {
+		a, b := w.probs[i].line, w.probs[j].line
+		return a != 0 && (b == 0 || a < b)
+	})
+	errs := make([]error, len(w.probs))
+	for i, p := range w.probs {
+		errs[i] = p
+	}
+	return errors.Join(errs...)
+}
+
+// document checks the document's root and walks it. It reports false if
+// there is nothing to decode.
+func (w *walker) document(doc *yaml.Node) bool {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		w.probs = append(w.probs, problem{msg: errEmpty.Error()})
+		return false
+	}
+	root := doc.Content[0]
+	example := `mapping of keys such as "id: greenhouse-1"`
+	switch root.Kind {
+	case yaml.MappingNode:
+		w.mapping(root, reflect.TypeOf(Config{}), "", "")
+		return true
+	case yaml.SequenceNode:
+		w.add(root.Line, `the configuration is a list (its lines start with "- "), but it must be a %s: remove the "- " in front of the keys`, example)
+	default:
+		w.add(root.Line, "the configuration is the single value %q, but it must be a %s%s", root.Value, example,
+			spaceHint(root.Value, schemaOf(reflect.TypeOf(Config{})).names()))
+	}
+	return false
+}
+
+// mapping walks the mapping n against struct type t. path is its path
+// ("" at the top), in says where it is for messages ("mqtt",
+// `actuator "pump"`, "" at the top).
+func (w *walker) mapping(n *yaml.Node, t reflect.Type, path, in string) {
+	s := schemaOf(t)
+	first := map[string]*yaml.Node{}
+	var suggested []string
+	keep := n.Content[:0:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Tag == "!!merge" {
+			keep = append(keep, k, v)
+			continue
+		}
+		p := join(path, k.Value)
+		if f, dup := first[k.Value]; dup {
+			w.add(k.Line, "key %q%s is set twice (first on line %d): delete one of the two", k.Value, inSuffix(in), f.Line)
+			w.broken[p] = true
+			continue
+		}
+		first[k.Value] = k
+		typ, known := s.field(k.Value)
+		switch {
+		case !known && s.open:
+			keep = append(keep, k, v)
+		case !known:
+			if sug := suggestKey(k.Value, s.names()); sug != "" {
+				w.add(k.Line, "unknown key %q%s: did you mean %q?", k.Value, inSuffix(in), sug)
+				suggested = append(suggested, sug)
+			} else {
+				w.add(k.Line, "unknown key %q%s: remove it, or use one of %s", k.Value, inSuffix(in), strings.Join(s.names(), ", "))
+			}
+		default:
+			w.lines[p] = k.Line
+			if w.value(v, typ, p, k.Value+inSuffix(in)) {
+				keep = append(keep, k, v)
+			} else {
+				w.broken[p] = true
+			}
+		}
+	}
+	// A misspelt key is reported once, not again as a missing one.
+	for _, sug := range suggested {
+		if first[sug] == nil {
+			w.broken[join(path, sug)] = true
+		}
+	}
+	n.Content = keep
+}
+
+// value checks the value v of type t at path p; subject names it in
+// messages. It reports false if v cannot be decoded.
+func (w *walker) value(v *yaml.Node, t reflect.Type, p, subject string) bool {
+	if v.Kind == yaml.AliasNode {
+		// Its anchor is checked where it is defined; following aliases
+		// here could take exponential time (yaml.v3's decoder limits it).
+		return true
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if isNull(v) {
+		return true
+	}
+	if isLeaf(t) {
+		return w.leaf(v, t, subject)
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if v.Kind != yaml.MappingNode {
+			w.notMapping(v, t, subject)
+			return false
+		}
+		w.mapping(v, t, p, subject)
+	case reflect.Map:
+		if v.Kind != yaml.MappingNode {
+			w.notMapping(v, t, subject)
+			return false
+		}
+		w.mapEntries(v, t.Elem(), p, subject)
+	default: // slice or array
+		if v.Kind != yaml.SequenceNode {
+			w.notList(v, t.Elem(), subject)
+			return false
+		}
+		w.items(v, t.Elem(), p, subject)
+	}
+	return true
+}
+
+// items walks a list's items. An item that cannot be decoded is replaced
+// by a zero one so that the ones after it keep their index and line.
+func (w *walker) items(v *yaml.Node, elem reflect.Type, p, subject string) {
+	word, rest, _ := strings.Cut(subject, " ")
+	single := strings.TrimSuffix(word, "s")
+	if rest != "" {
+		rest = " " + rest
+	}
+	for i, it := range v.Content {
+		ip := fmt.Sprintf("%s[%d]", p, i)
+		label := fmt.Sprintf("%s #%d%s", single, i+1, rest)
+		if name := scalarKey(it, "name"); name != "" {
+			label = fmt.Sprintf("%s %q%s", single, name, rest)
+		}
+		if e := derefType(elem); e.Kind() == reflect.Struct && !isLeaf(e) && it.Kind == yaml.ScalarNode && !isNull(it) {
+			w.add(it.Line, `%s must be a mapping, not the single value %q: give its keys, e.g. %q`,
+				label, it.Value, "- "+firstKey(e)+": "+it.Value)
+			w.broken[ip] = true
+			v.Content[i] = zeroNode(elem, it)
+			continue
+		}
+		if !w.value(it, elem, ip, label) {
+			w.broken[ip] = true
+			v.Content[i] = zeroNode(elem, it)
+		}
+	}
+}
+
+// mapEntries walks the values of a mapping decoded into a Go map.
+func (w *walker) mapEntries(v *yaml.Node, elem reflect.Type, p, subject string) {
+	first := map[string]*yaml.Node{}
+	keep := v.Content[:0:0]
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, val := v.Content[i], v.Content[i+1]
+		if f, dup := first[k.Value]; dup {
+			w.add(k.Line, "key %q in %s is set twice (first on line %d): delete one of the two", k.Value, subject, f.Line)
+			w.broken[join(p, k.Value)] = true
+			continue
+		}
+		first[k.Value] = k
+		if w.value(val, elem, join(p, k.Value), k.Value+" in "+subject) {
+			keep = append(keep, k, val)
+		} else {
+			w.broken[join(p, k.Value)] = true
+		}
+	}
+	v.Content = keep
+}
+
+// leaf checks that v decodes into the scalar type t.
+func (w *walker) leaf(v *yaml.Node, t reflect.Type, subject string) bool {
+	if v.Kind == yaml.MappingNode || v.Kind == yaml.SequenceNode {
+		what := "a list"
+		if v.Kind == yaml.MappingNode {
+			what = "a mapping"
+		}
+		w.add(v.Line, "%s must be a single value, not %s: write one value after the colon "+
+			"(in quotes if it contains [ ] { } , : or #)", subject, what)
+		return false
+	}
+	if err := v.Decode(reflect.New(t).Interface()); err == nil {
+		return true
+	}
+	want := "is of the wrong type"
+	switch {
+	case t == reflect.TypeOf(time.Duration(0)):
+		want = "not a duration: write e.g. 500ms, 2s or 1m"
+	case t.Kind() == reflect.Bool:
+		want = "not a yes/no value: write true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+		want = "not a whole number: write e.g. 3"
+	case t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uintptr:
+		want = "not a whole number of 0 or more: write e.g. 3"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		want = "not a number: write e.g. 1.5"
+	}
+	w.add(v.Line, "%s is %q, %s", subject, v.Value, want)
+	return false
+}
+
+// notMapping reports a list or a single value where the mapping of struct
+// (or map) type t is expected.
+func (w *walker) notMapping(v *yaml.Node, t reflect.Type, subject string) {
+	if v.Kind == yaml.SequenceNode {
+		if len(v.Content) > 0 && v.Content[0].Kind == yaml.MappingNode && len(v.Content[0].Content) > 0 {
+			w.add(v.Line, `%s must be a mapping, not a list: remove the "- " in front of %q`, subject, v.Content[0].Content[0].Value)
+		} else {
+			w.add(v.Line, `%s must be a mapping, not a list: write its keys without "- "`, subject)
+		}
+		return
+	}
+	names := schemaOf(t).names()
+	fix := `write its keys on their own lines below it, indented`
+	if len(names) > 0 {
+		fix = fmt.Sprintf("write its keys (%s) on their own lines below it, indented, e.g. %q",
+			strings.Join(names, ", "), "  "+names[0]+": "+v.Value)
+	}
+	if h := spaceHint(v.Value, names); h != "" {
+		fix = h[2:]
+	}
+	w.add(v.Line, "%s must be a mapping, not the single value %q: %s", subject, v.Value, fix)
+}
+
+// notList reports a mapping or a single value where a list of elem is
+// expected.
+func (w *walker) notList(v *yaml.Node, elem reflect.Type, subject string) {
+	if v.Kind == yaml.MappingNode && len(v.Content) >= 2 {
+		w.add(v.Line, `%s must be a list, not a mapping: put "- " in front of the first key of each item, e.g. %q`,
+			subject, "- "+v.Content[0].Value+": "+v.Content[1].Value)
+		return
+	}
+	example := "- " + v.Value
+	if e := derefType(elem); e.Kind() == reflect.Struct && !isLeaf(e) {
+		example = "- " + firstKey(e) + ": " + v.Value
+	}
+	w.add(v.Line, `%s must be a list, not the single value %q: write each item on its own line below it, starting with "- ", e.g. %q`,
+		subject, v.Value, "  "+example)
+}
+
+var (
+	lineSubject  = regexp.MustCompile(`^line (\d+): (.*)$`)
+	actuatorSubj = regexp.MustCompile(`^actuator "(?:[^"\\]|\\.)*": ([a-z_]+)`)
+	indexSubj    = regexp.MustCompile(`^(actuators\[\d+\]): ([a-z_]+)`)
+)
+
+// checked adds check's errors, less those about a path that already has a
+// problem reported (they are its consequences: a key present but not
+// decoded is not "required"), with the line of their key when they have
+// none.
+func (w *walker) checked(c *Config, err error) {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else if err != nil {
+		errs = []error{err}
+	}
+	for _, e := range errs {
+		p := problem{msg: e.Error()}
+		if m := lineSubject.FindStringSubmatch(p.msg); m != nil {
+			p.line, _ = strconv.Atoi(m[1])
+			p.msg = m[2]
+		}
+		path := w.subject(c, p)
+		if w.isBroken(path) {
+			continue
+		}
+		if p.line == 0 {
+			p.line = w.lines[path]
+		}
+		w.probs = append(w.probs, p)
+	}
+}
+
+// subject returns the path a message from check is about, "" if unknown.
+func (w *walker) subject(c *Config, p problem) string {
+	if m := actuatorSubj.FindStringSubmatch(p.msg); m != nil && p.line > 0 {
+		for i := range c.Actuators {
+			if c.Actuators[i].line == p.line {
+				return fmt.Sprintf("actuators[%d].%s", i, m[1])
+			}
+		}
+	}
+	if m := indexSubj.FindStringSubmatch(p.msg); m != nil {
+		return m[1] + "." + m[2]
+	}
+	best := ""
+	for k := range w.lines {
+		if len(k) > len(best) && hasPathPrefix(p.msg, k) {
+			best = k
+		}
+	}
+	for k := range w.broken {
+		if len(k) > len(best) && hasPathPrefix(p.msg, k) {
+			best = k
+		}
+	}
+	return best
+}
+
+func hasPathPrefix(msg, path string) bool {
+	rest, ok := strings.CutPrefix(msg, path)
+	return ok && (rest == "" || strings.ContainsRune(" :.[", rune(rest[0])))
+}
+
+// isBroken reports whether path or a path that contains it has a problem.
+func (w *walker) isBroken(path string) bool {
+	for path != "" {
+		if w.broken[path] {
+			return true
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return false
+		}
+		path = path[:i]
+	}
+	return false
+}
+
+// A schema is the set of keys a struct type accepts.
+type schema struct {
+	fields []schemaField
+	open   bool // an inline map takes any other key
+}
+
+type schemaField struct {
+	name string
+	typ  reflect.Type
+}
+
+func schemaOf(t reflect.Type) schema {
+	var s schema
+	if t.Kind() != reflect.Struct {
+		return s
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" || (!f.IsExported() && !f.Anonymous) {
+			continue
+		}
+		if strings.Contains(","+opts+",", ",inline,") {
+			if ft := derefType(f.Type); ft.Kind() == reflect.Struct {
+				inner := schemaOf(ft)
+				s.fields = append(s.fields, inner.fields...)
+				s.open = s.open || inner.open
+			} else {
+				s.open = true
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		s.fields = append(s.fields, schemaField{name, f.Type})
+	}
+	return s
+}
+
+func (s schema) field(name string) (reflect.Type, bool) {
+	for _, f := range s.fields {
+		if f.name == name {
+			return f.typ, true
+		}
+	}
+	return nil, false
+}
+
+func (s schema) names() []string {
+	names := make([]string, len(s.fields))
+	for i, f := range s.fields {
+		names[i] = f.name
+	}
+	return names
+}
+
+var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+
+// isLeaf reports whether t is decoded from a single value (a scalar or a
+// type that decodes itself).
+func isLeaf(t reflect.Type) bool {
+	if reflect.PointerTo(t).Implements(unmarshalerType) || t.Implements(unmarshalerType) {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		return t == reflect.TypeOf(time.Time{})
+	case reflect.Map:
+		return false
+	case reflect.Slice, reflect.Array:
+		return t.Elem().Kind() == reflect.Uint8
+	}
+	return true
+}
+
+// zeroNode returns a node that decodes into the zero value of t, at the
+// place of n. (yaml.v3 drops a null list item of struct type.)
+func zeroNode(t reflect.Type, n *yaml.Node) *yaml.Node {
+	z := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+	if err := z.Encode(reflect.Zero(t).Interface()); err != nil {
+		z = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+	}
+	z.Line, z.Column = n.Line, n.Column
+	return z
+}
+
+// firstKey returns the first key struct type t accepts, for examples.
+func firstKey(t reflect.Type) string {
+	if names := schemaOf(t).names(); len(names) > 0 {
+		return names[0]
+	}
+	return "key"
+}
+
+func derefType(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// scalarKey returns the value of key in mapping n, "" if there is none.
+func scalarKey(n *yaml.Node, key string) string {
+	if n.Kind != yaml.MappingNode {
+		return ""
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key && n.Content[i+1].Kind == yaml.ScalarNode {
+			return n.Content[i+1].Value
+		}
+	}
+	return ""
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func inSuffix(in string) string {
+	if in == "" {
+		return ""
+	}
+	return " in " + in
+}
+
+var missingSpace = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_-]*):(\S.*)$`)
+
+// spaceHint explains a value such as "broker:tcp://h:1" that is meant as
+// a key of names but lacks the space after the colon; "" if it is not one.
+func spaceHint(value string, names []string) string {
+	m := missingSpace.FindStringSubmatch(value)
+	if m == nil {
+		return ""
+	}
+	for _, n := range names {
+		if n == m[1] {
+			return fmt.Sprintf(": put a space after the colon: %q", m[1]+": "+m[2])
+		}
+	}
+	return ""
+}
+
+// suggestKey returns the known key that key is most likely a misspelling
+// of, "" if none is close: the same but for case, - or _, or within a small
+// edit distance.
+func suggestKey(key string, known []string) string {
+	norm := func(s string) string {
+		return strings.NewReplacer("-", "_", " ", "_").Replace(strings.ToLower(s))
+	}
+	squash := func(s string) string { return strings.ReplaceAll(norm(s), "_", "") }
+	for _, k := range known {
+		if norm(k) == norm(key) || squash(k) == squash(key) {
+			return k
+		}
+	}
+	best, bestD := "", 0
+	for _, k := range known {
+		d := editDistance(norm(key), norm(k))
+		if d <= max(1, len(k)/4) && (best == "" || d < bestD) {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// insertions, deletions, substitutions and swaps of neighbours.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
