@@ -354,8 +354,8 @@ func TestCLIConfigErrors(t *testing.T) {
 		}
 		out, code := runCLI(t, "check", "--config", path)
 		want := "gateway: config " + path + ": " + tt.want
-		if code != 2 || !strings.HasPrefix(out, want) || strings.Count(out, "\n") != 1 || strings.Contains(out, "is required") {
-			t.Errorf("%s: gateway check exit %d, output:\n%s\nwant exit 2 and one line starting %q", tt.name, code, out, want)
+		if code != exitConfig || !strings.HasPrefix(out, want) || strings.Count(out, "\n") != 1 || strings.Contains(out, "is required") {
+			t.Errorf("%s: gateway check exit %d, output:\n%s\nwant exit 78 and one line starting %q", tt.name, code, out, want)
 		}
 	}
 }
