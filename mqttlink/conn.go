@@ -115,7 +115,9 @@ func (s *connState) connected() {
 	s.loggedWhy = ""
 }
 
-func (s *connState) lost(err error) {
+// lost records a lost connection and reports whether the broker closed it
+// within takeoverWindow of accepting it (a take-over, most likely).
+func (s *connState) lost(err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -138,6 +140,7 @@ func (s *connState) lost(err error) {
 		s.log.Warn("broker connection lost", "broker", s.st.Broker, "reason", why)
 		s.loggedAt, s.loggedWhy = now, why
 	}
+	return quick && isEOF(err)
 }
 
 func (s *connState) subscribeFailed(err error) {

@@ -12,10 +12,10 @@ import (
 )
 
 // settleTime is how long a starting gateway waits, after announcing itself,
-// for a process that may still serve its gateway id: one whose claim is
-// retained and whose status still says online. A live one answers within
+// for a process that may still serve its gateway id: one that claimed it
+// last with another store or from another host. A live one answers within
 // a round trip, or, if this start took over its broker session (the same
-// client id), once it has reconnected.
+// client id), once it has reconnected, which it does at once.
 var settleTime = 3 * time.Second
 
 // instanceGuard claims the gateway id on every connection and watches for
@@ -29,8 +29,9 @@ type instanceGuard struct {
 	claimed  bool       // a claim succeeded on an earlier connection of this process
 	echo     chan struct{}
 	echoed   bool
-	previous []wire.Claim // other processes' retained claims seen before the echo
-	status   string       // the retained status seen before the echo
+	previous []wire.Claim    // other processes' claims delivered before the echo
+	suspect  []wire.Claim    // before the first claim succeeded, claims of other processes that may still be live
+	retained chan wire.Claim // while confirming: the retained claim
 	foreign  chan wire.Claim
 	conflict bool
 }
@@ -50,22 +51,29 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 		g.mu.Unlock()
 		return ErrConflict
 	}
-	g.gen, g.echoed, g.previous, g.status = gen, false, nil, ""
+	g.gen, g.echoed, g.previous = gen, false, nil
 	g.echo = make(chan struct{})
 	g.foreign = make(chan wire.Claim, 1)
 	echo, foreign := g.echo, g.foreign
 	first := !g.claimed
 	g.mu.Unlock()
 
-	tok := c.SubscribeMultiple(map[string]byte{t.Instance(): 1, t.Status(): 1}, func(_ mqtt.Client, m mqtt.Message) {
+	// A fresh subscription: a broker delivers the retained claim on a new
+	// subscription, but need not on one the session already had (mochi
+	// does not), and the session may have one from an earlier process.
+	if err := await(ctx, c.Unsubscribe(t.Instance()), "unsubscribe from "+t.Instance()); err != nil {
+		return err
+	}
+	// QoS 0: claims must not wait behind commands. A restarted gateway
+	// holds the commands its session queued until it has claimed the id;
+	// at QoS 1 they would fill the broker's in-flight window (Mosquitto's
+	// max_inflight_messages) and the claims would never come.
+	tok := c.SubscribeMultiple(map[string]byte{t.Instance(): 0}, func(_ mqtt.Client, m mqtt.Message) {
 		g.received(m)
 		m.Ack()
 	})
-	if !tok.WaitTimeout(10 * time.Second) {
-		return fmt.Errorf("subscribe to %s: no answer from the broker within 10s", t.Instance())
-	}
-	if err := tok.Error(); err != nil {
-		return fmt.Errorf("subscribe to %s: %w", t.Instance(), err)
+	if err := await(ctx, tok, "subscribe to "+t.Instance()); err != nil {
+		return err
 	}
 	for topic, code := range tok.(*mqtt.SubscribeToken).Result() {
 		if code == 0x80 {
@@ -75,8 +83,8 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 	}
 	mine := g.l.claim
 	mine.Connection = gen
-	if tok := c.Publish(t.Instance(), 1, true, wire.EncodeClaim(mine)); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		return fmt.Errorf("publish this gateway's claim on %s: %v", t.Instance(), tok.Error())
+	if err := await(ctx, c.Publish(t.Instance(), 1, true, wire.EncodeClaim(mine)), "publish this gateway's claim on "+t.Instance()); err != nil {
+		return err
 	}
 	select {
 	case <-echo:
@@ -88,7 +96,7 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 	}
 
 	g.mu.Lock()
-	previous, status := g.previous, g.status
+	previous := g.previous
 	g.mu.Unlock()
 	for _, p := range previous {
 		if !first {
@@ -96,16 +104,25 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 			// of another process in its place was published since.
 			return g.found(c, p)
 		}
-		if p.Store != g.l.claim.Store && p.Store != "" {
-			g.l.log.Warn("the process that served this gateway id before used another fence store: was the store replaced?",
-				"previous", p.String(), "store", g.l.claim.Store)
-		} else {
+		if p.Store == g.l.claim.Store && p.Host == g.l.claim.Host {
+			// This process holds that store's lock: the process that
+			// claimed the id with it has ended.
 			g.l.log.Info("taking over from the previous process", "previous", p.String())
+			continue
 		}
+		// Another store or another host (received has made it a suspect):
+		// that process may still run, and this start may just have taken
+		// its broker session over (the same client id); it would reconnect
+		// at once.
+		g.l.log.Warn("the process that served this gateway id last used another fence store or host; making sure it is gone (was the store replaced?)",
+			"previous", p.String(), "this", g.l.claim.String(), "wait", settleTime.String())
 	}
-	if first && len(previous) > 0 && status == wire.StatusOnline {
-		// The previous process did not say goodbye: it may still run.
-		g.l.log.Info("the previous process did not go offline; waiting to make sure it is gone", "wait", settleTime.String())
+	g.mu.Lock()
+	settle := len(g.suspect) > 0
+	g.mu.Unlock()
+	if settle {
+		// A whole settle time on one connection, however many connections
+		// it takes: the suspect may be the one taking this one over.
 		select {
 		case <-time.After(settleTime):
 		case p := <-foreign:
@@ -113,28 +130,86 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		// And the claim retained now must still be this one's: a process
+		// that found this one and stopped says so in the claim it leaves,
+		// and a live message may have been lost while this one was away.
+		if err := g.confirm(ctx, c, gen); err != nil {
+			return err
+		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.conflict {
 		return ErrConflict
 	}
-	g.claimed = true
+	g.claimed, g.suspect = true, nil
 	return nil
 }
 
-// received takes a message on the instance or status topic.
-func (g *instanceGuard) received(m mqtt.Message) {
-	t := g.l.t
+// lost is told that the connection was lost, and whether the broker closed
+// it right after accepting it. While this process makes sure that a
+// previous process is gone, that is the previous process taking the
+// session back (the same client id): it is alive.
+func (g *instanceGuard) lost(takenOver bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if m.Topic() == t.Status() {
-		if !g.echoed {
-			g.status = string(m.Payload())
+	if takenOver && len(g.suspect) > 0 && !g.conflict {
+		go g.found(nil, g.suspect[len(g.suspect)-1])
+	}
+}
+
+// confirm subscribes afresh and checks that the retained claim is this
+// process's claim of connection gen.
+func (g *instanceGuard) confirm(ctx context.Context, c mqtt.Client, gen int) error {
+	t := g.l.t
+	got := make(chan wire.Claim, 1)
+	g.mu.Lock()
+	g.retained = got
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.retained = nil
+		g.mu.Unlock()
+	}()
+	if err := await(ctx, c.Unsubscribe(t.Instance()), "unsubscribe from "+t.Instance()); err != nil {
+		return err
+	}
+	tok := c.SubscribeMultiple(map[string]byte{t.Instance(): 0}, func(_ mqtt.Client, m mqtt.Message) {
+		g.received(m)
+		m.Ack()
+	})
+	if err := await(ctx, tok, "subscribe to "+t.Instance()); err != nil {
+		return err
+	}
+	select {
+	case r := <-got:
+		if r.Instance != g.l.claim.Instance {
+			return g.found(c, r)
+		}
+		if r.Connection != gen {
+			return fmt.Errorf("the retained claim on %s is an older one of this process: retrying", t.Instance())
+		}
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("the broker did not deliver the retained claim on %s within 10s: retrying", t.Instance())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// received takes a message on the instance topic.
+func (g *instanceGuard) received(m mqtt.Message) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c, err := wire.DecodeClaim(m.Payload())
+	g.l.log.Debug("claim received", "claim", string(m.Payload()), "retained", m.Retained(), "duplicate", m.Duplicate(), "echoed", g.echoed, "gen", g.gen)
+	if err == nil && g.retained != nil && m.Retained() {
+		select {
+		case g.retained <- c:
+		default:
 		}
 		return
 	}
-	c, err := wire.DecodeClaim(m.Payload())
 	switch {
 	case err != nil:
 		return // not a claim (an empty retained message clears the topic)
@@ -143,11 +218,26 @@ func (g *instanceGuard) received(m mqtt.Message) {
 			g.echoed = true
 			close(g.echo)
 		}
+	case c.Conflict == g.l.claim.Instance:
+		// Another process found this one serving its gateway id, and says
+		// so: whenever it was published, it is about this process.
+		if !g.conflict {
+			go g.found(nil, c)
+		}
+	case !g.echoed && g.claimed:
+		// This process claimed the id on an earlier connection; this claim
+		// of another process was published since.
+		if !g.conflict {
+			go g.found(nil, c)
+		}
 	case !g.echoed:
 		// Delivered before this connection's own claim came back: retained,
 		// or queued in the session while this process was away. Published
 		// before this process claimed the id on this connection.
 		g.previous = append(g.previous, c)
+		if c.Store != g.l.claim.Store || c.Host != g.l.claim.Host {
+			g.suspect = append(g.suspect, c)
+		}
 	default:
 		// Published after this process claimed the id on this connection:
 		// another process serves the id right now.
@@ -183,10 +273,11 @@ func (g *instanceGuard) found(c mqtt.Client, other wire.Claim) error {
 		g.l.mu.Unlock()
 	}
 	if c != nil {
-		// Tell the other process, in case it has not noticed us.
+		// Tell the other process, in case it has not noticed us. Leave the
+		// broker session as it is: with the same client id it is the other
+		// process's too.
 		mine := g.l.claim
 		mine.Conflict = other.Instance
-		c.Unsubscribe(g.l.t.SetFilter()).WaitTimeout(time.Second)
 		c.Publish(g.l.t.Instance(), 1, true, wire.EncodeClaim(mine)).WaitTimeout(time.Second)
 	}
 	if g.onConflict != nil {

@@ -118,12 +118,16 @@ type Link struct {
 	conn   *connState
 	guard  *instanceGuard
 
-	mu        sync.Mutex    // guards the fields below
-	client    mqtt.Client   // nil until Run
-	gen       int           // connection generation: +1 on every connect
-	ready     chan struct{} // closed while commands are taken on connection gen
-	probeWant string        // the probe in flight, and
-	probeGot  chan struct{} // closed when it came back
+	estMu sync.Mutex // one establish at a time
+
+	mu         sync.Mutex         // guards the fields below
+	client     mqtt.Client        // nil until Run
+	gen        int                // connection generation: +1 on every connect
+	connEnd    context.CancelFunc // ends the context of connection gen
+	ready      chan struct{}      // closed while commands are taken on connection gen
+	probeWant  string             // the probe in flight, and
+	probeGot   chan struct{}      // closed when it came back
+	sawCommand bool               // a command arrived on connection gen
 }
 
 // New returns a link for h; nothing connects until Run.
@@ -208,11 +212,14 @@ func (l *Link) Run(ctx context.Context) error {
 	// wait in their actuator's queue until the link takes commands.
 	dispatch := func(_ mqtt.Client, m mqtt.Message) {
 		if m.Topic() == l.t.Probe() {
-			l.probeReceived(string(m.Payload()))
+			l.delivered(string(m.Payload()))
 			m.Ack()
 			return
 		}
 		name, ok := l.t.Actuator(m.Topic())
+		if ok {
+			l.delivered("")
+		}
 		if !ok {
 			if m.Topic() == l.t.Instance() {
 				l.guard.received(m)
@@ -240,8 +247,14 @@ func (l *Link) Run(ctx context.Context) error {
 		l.mu.Lock()
 		l.gen++
 		gen := l.gen
+		l.sawCommand, l.probeGot = false, nil
+		if l.connEnd != nil {
+			l.connEnd()
+		}
+		cctx, end := context.WithCancel(ctx)
+		l.connEnd = end
 		l.mu.Unlock()
-		go l.establish(ctx, c, gen, dispatch)
+		go l.establish(cctx, c, gen, dispatch)
 	})
 	client := mqtt.NewClient(co)
 	l.mu.Lock()
@@ -254,7 +267,12 @@ func (l *Link) Run(ctx context.Context) error {
 
 	conflict := context.Cause(ctx)
 	if client.IsConnected() {
-		client.Unsubscribe(l.t.SetFilter()).WaitTimeout(time.Second)
+		if !errors.Is(conflict, ErrConflict) {
+			// A clean stop: commands published while the gateway is away
+			// are not kept for it. In a conflict the session may be
+			// another process's too (the same client id): leave it.
+			client.Unsubscribe(l.t.SetFilter()).WaitTimeout(time.Second)
+		}
 		client.Publish(l.t.Status(), 1, true, wire.StatusOffline).WaitTimeout(time.Second)
 	}
 	client.Disconnect(250)
@@ -291,15 +309,19 @@ func (l *Link) connect(ctx context.Context, client mqtt.Client) {
 	}
 }
 
-// establish takes commands on connection gen: it claims the gateway id,
-// subscribes to the command topics, and says online; a refused or
-// unanswered step is retried with backoff while the connection lasts.
+// establish takes commands on connection gen, whose context ctx ends when
+// the connection is lost: it claims the gateway id, subscribes to the
+// command topics, checks that they are delivered, and says online; a
+// refused or unanswered step is retried with backoff while the connection
+// lasts.
 func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch mqtt.MessageHandler) {
+	l.estMu.Lock() // the previous connection's, if any, ends at once: its context has
+	defer l.estMu.Unlock()
 	wait := minBackoff
-	for ctx.Err() == nil && l.current(gen) {
+	for ctx.Err() == nil {
 		err := l.guard.claim(ctx, c, gen)
 		if err == nil {
-			err = l.subscribe(c, l.t.SetFilter(), dispatch)
+			err = l.subscribe(ctx, c, l.t.SetFilter(), dispatch)
 		}
 		if err == nil {
 			err = l.probe(ctx, c, gen)
@@ -318,19 +340,21 @@ func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch m
 		}
 		wait = min(2*wait, maxBackoff)
 	}
-	if ctx.Err() != nil || !l.current(gen) {
+	if ctx.Err() != nil {
 		return
 	}
-	// online means: subscribed, unopposed, commands are taken.
-	if tok := c.Publish(l.t.Status(), 1, true, wire.StatusOnline); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		l.log.Warn("could not publish the online status", "err", tok.Error())
-	}
 	l.mu.Lock()
-	if l.gen == gen {
-		close(l.ready)
+	if l.gen != gen || ctx.Err() != nil {
+		l.mu.Unlock()
+		return
 	}
+	close(l.ready)
 	l.mu.Unlock()
 	l.conn.subscribed(l.t.SetFilter())
+	// online means: subscribed, unopposed, commands are taken.
+	if err := await(ctx, c.Publish(l.t.Status(), 1, true, wire.StatusOnline), "publish the online status"); err != nil {
+		l.log.Warn("could not publish the online status", "err", err)
+	}
 	l.states.republish()
 	if l.opts.Ready != nil {
 		l.opts.Ready()
@@ -340,13 +364,10 @@ func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch m
 // subscribe subscribes and checks the broker's answer: a SUBACK with
 // return code 0x80 is a refusal (an ACL), which paho does not report as an
 // error.
-func (l *Link) subscribe(c mqtt.Client, filter string, h mqtt.MessageHandler) error {
+func (l *Link) subscribe(ctx context.Context, c mqtt.Client, filter string, h mqtt.MessageHandler) error {
 	tok := c.Subscribe(filter, 1, h)
-	if !tok.WaitTimeout(10 * time.Second) {
-		return fmt.Errorf("subscribe to %s: no answer from the broker within 10s", filter)
-	}
-	if err := tok.Error(); err != nil {
-		return fmt.Errorf("subscribe to %s: %w", filter, err)
+	if err := await(ctx, tok, "subscribe to "+filter); err != nil {
+		return err
 	}
 	if st, ok := tok.(*mqtt.SubscribeToken); ok {
 		for topic, code := range st.Result() {
@@ -361,15 +382,22 @@ func (l *Link) subscribe(c mqtt.Client, filter string, h mqtt.MessageHandler) er
 
 // probe checks that the broker delivers the command topics to this
 // gateway: some brokers (Mosquitto, for MQTT 3.1.1) grant a subscription
-// that their ACL then silently starves.
+// that their ACL then silently starves. A probe published on a command
+// topic must come back, unless a command already did on this connection
+// (then commands may fill the broker's in-flight window, and the probe
+// would wait behind them).
 func (l *Link) probe(ctx context.Context, c mqtt.Client, gen int) error {
 	want := fmt.Sprintf("%s-%d", l.claim.Instance, gen)
-	got := make(chan struct{})
 	l.mu.Lock()
+	if l.sawCommand {
+		l.mu.Unlock()
+		return nil
+	}
+	got := make(chan struct{})
 	l.probeWant, l.probeGot = want, got
 	l.mu.Unlock()
-	if tok := c.Publish(l.t.Probe(), 1, false, want); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		return fmt.Errorf("publish the probe on %s: %v", l.t.Probe(), tok.Error())
+	if err := await(ctx, c.Publish(l.t.Probe(), 1, false, want), "publish the probe on "+l.t.Probe()); err != nil {
+		return err
 	}
 	select {
 	case <-got:
@@ -382,31 +410,33 @@ func (l *Link) probe(ctx context.Context, c mqtt.Client, gen int) error {
 	}
 }
 
-func (l *Link) probeReceived(payload string) {
+// delivered notes a message on the command topics: a command ("") or a
+// probe.
+func (l *Link) delivered(probe string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if payload == l.probeWant && l.probeGot != nil {
+	if probe == "" {
+		l.sawCommand = true
+	}
+	if l.probeGot != nil && (probe == "" || probe == l.probeWant) {
 		close(l.probeGot)
 		l.probeGot = nil
 	}
 }
 
-// current reports whether gen is still the live connection.
-func (l *Link) current(gen int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.gen == gen && l.client != nil && l.client.IsConnectionOpen()
-}
-
 func (l *Link) connectionLost(err error) {
 	l.mu.Lock()
+	if l.connEnd != nil {
+		l.connEnd()
+		l.connEnd = nil
+	}
 	select {
 	case <-l.ready:
 		l.ready = make(chan struct{}) // commands wait for the next connection
 	default:
 	}
 	l.mu.Unlock()
-	l.conn.lost(err)
+	l.guard.lost(l.conn.lost(err))
 }
 
 // waitReady waits until commands are taken; false if ctx ended first.
@@ -449,6 +479,21 @@ func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
 	l.mu.Unlock()
 	c.Publish(l.t.Result(name), 1, false, wire.EncodeResult(res))
 	m.Ack()
+}
+
+// await waits for tok: its error, ctx's, or a timeout after 10 s.
+func await(ctx context.Context, tok mqtt.Token, what string) error {
+	select {
+	case <-tok.Done():
+		if err := tok.Error(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%s: no answer from the broker within 10s", what)
+	}
 }
 
 // sessionStore is paho's memory store without outbound publishes.
