@@ -25,6 +25,7 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt -s would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags failpoints ./cmd/gateway
+	$(GO) vet -tags nosim ./cmd/gateway
 
 ## fuzz: a short run of each fuzz target
 fuzz:
@@ -54,7 +55,8 @@ sim:
 clean:
 	rm -rf bin
 
-## dist: static binaries for the Raspberry Pi in dist/ (arm64; armv7; armv6 for the Zero and 1) with dist/SHA256SUMS
+## dist: static binaries for the Raspberry Pi in dist/ (arm64; armv7; armv6 for the Zero and 1) with dist/SHA256SUMS,
+##       built without the simulator (-tags nosim); make build and make sim keep it
 ## deb: .deb packages for arm64 and armhf (built for ARMv6: runs on every Pi) in dist/; see docs/packaging.md
 .PHONY: dist deb
 DIST           ?= dist
@@ -67,7 +69,8 @@ NFPM           ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSIO
 # The packages' file dates: the commit's, so that a rebuild of a commit gives the same .deb.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 # -buildvcs: `gateway version` reports the commit (GOFLAGS may say -buildvcs=false).
-DIST_FLAGS     ?= -trimpath -buildvcs=auto -ldflags "-s -w"
+# -tags nosim: the Pi binaries have no `gateway sim` (no embedded broker, simulator or scenarios; about 1.4 MB less).
+DIST_FLAGS     ?= -trimpath -buildvcs=auto -tags nosim -ldflags "-s -w"
 
 dist:
 	mkdir -p $(DIST)

@@ -80,50 +80,64 @@ type module struct {
 	files []string
 }
 
-// linkedModules are the modules `go list -deps` reports for the gateway,
-// built as each package ships it, and the Go standard library as goroot.
+// linkedModules are the modules the gateway of either package links (see
+// shippedModules), and the Go standard library as goroot.
 func linkedModules(t *testing.T) map[string]*module {
 	t.Helper()
-	root := repoRoot(t)
 	gorootDir, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
 		t.Fatalf("go env GOROOT: %v", err)
 	}
 	mods := map[string]*module{goroot: {dir: strings.TrimSpace(string(gorootDir))}}
 	for _, a := range debArches {
-		cmd := exec.Command("go", "list", "-deps", "-json", "./cmd/gateway")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+a.goarch, "GOARM="+a.goarm)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("GOARCH=%s go list -deps -json ./cmd/gateway: %v", a.goarch, err)
+		for path, m := range shippedModules(t, a.goarch, a.goarm) {
+			if mods[path] == nil {
+				mods[path] = &module{dir: m.dir}
+			}
+			mods[path].files = append(mods[path].files, m.files...)
 		}
-		dec := json.NewDecoder(bytes.NewReader(out))
-		for {
-			var p struct {
-				Dir     string
-				GoFiles []string
-				Module  *struct {
-					Path, Dir string
-					Main      bool
-				}
+	}
+	return mods
+}
+
+// shippedModules are the modules `go list -deps` reports for the gateway
+// built as make dist builds it for GOARCH goarch (and GOARM goarm): for
+// Linux, without cgo, with the build tags distTags.
+func shippedModules(t *testing.T, goarch, goarm string) map[string]*module {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-json", "-tags", distTags, "./cmd/gateway")
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOARM="+goarm)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("GOARCH=%s GOARM=%s go list -deps -json -tags %s ./cmd/gateway: %v", goarch, goarm, distTags, err)
+	}
+	mods := map[string]*module{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p struct {
+			Dir     string
+			GoFiles []string
+			Module  *struct {
+				Path, Dir string
+				Main      bool
 			}
-			if err := dec.Decode(&p); err == io.EOF {
-				break
-			} else if err != nil {
-				t.Fatalf("go list -json: %v", err)
-			}
-			if p.Module == nil || p.Module.Main {
-				continue // the standard library, or fencegate itself
-			}
-			m := mods[p.Module.Path]
-			if m == nil {
-				m = &module{dir: p.Module.Dir}
-				mods[p.Module.Path] = m
-			}
-			for _, f := range p.GoFiles {
-				m.files = append(m.files, filepath.Join(p.Dir, f))
-			}
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("go list -json: %v", err)
+		}
+		if p.Module == nil || p.Module.Main {
+			continue // the standard library, or fencegate itself
+		}
+		m := mods[p.Module.Path]
+		if m == nil {
+			m = &module{dir: p.Module.Dir}
+			mods[p.Module.Path] = m
+		}
+		for _, f := range p.GoFiles {
+			m.files = append(m.files, filepath.Join(p.Dir, f))
 		}
 	}
 	return mods
@@ -195,8 +209,9 @@ func holder(line string) string {
 
 // TestCopyrightCoversModules: packaging/copyright, the package's
 // /usr/share/doc/fencegate/copyright, is a valid DEP-5 file with a Files
-// paragraph for every module linked into the gateway of either package
-// (and for none it does not link), each giving a licence whose text is the
+// paragraph for every module linked into the gateway of either package,
+// built with make dist's tags (distTags: no simulator, so no embedded
+// broker), and for none it does not link, each giving a licence whose text is the
 // module's own and a copyright holder its files name. A new dependency
 // without its paragraph fails here, without building a package.
 func TestCopyrightCoversModules(t *testing.T) {

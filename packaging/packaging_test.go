@@ -67,6 +67,12 @@ var distBinaries = []struct {
 	{"gateway-linux-armv6", elf.EM_ARM, elf.ELFCLASS32, "arm", "6"},
 }
 
+// distTags are the build tags in make dist's DIST_FLAGS: the Raspberry Pi
+// binaries have no simulator, and so link neither the embedded broker nor
+// its dependencies. checkELF checks that the binaries were built with
+// them; packaging/copyright covers exactly the modules they link.
+const distTags = "nosim"
+
 var (
 	buildOnce sync.Once
 	buildDir  string
@@ -160,7 +166,7 @@ func checkELF(t *testing.T, path string, machine elf.Machine, class elf.Class, g
 	for _, s := range bi.Settings {
 		settings[s.Key] = s.Value
 	}
-	want := map[string]string{"GOOS": "linux", "GOARCH": goarch, "CGO_ENABLED": "0", "-trimpath": "true"}
+	want := map[string]string{"GOOS": "linux", "GOARCH": goarch, "CGO_ENABLED": "0", "-trimpath": "true", "-tags": distTags}
 	if goarm != "" {
 		want["GOARM"] = goarm
 	}
@@ -171,6 +177,23 @@ func checkELF(t *testing.T, path string, machine elf.Machine, class elf.Class, g
 	}
 	if bi.Path != "github.com/fencegate/fencegate/cmd/gateway" {
 		t.Errorf("%s: main package %q, want the gateway", path, bi.Path)
+	}
+	// The modules linked (what `go version -m` lists) are the ones
+	// packaging/copyright covers, and the simulator's are not among them.
+	shipped := shippedModules(t, goarch, goarm)
+	linked := map[string]bool{}
+	for _, d := range bi.Deps {
+		linked[d.Path] = true
+		if strings.HasPrefix(d.Path, "github.com/mochi-mqtt/server") {
+			t.Errorf("%s links %s, the simulator's embedded broker; want it built with -tags %s, as DIST_FLAGS says", path, d.Path, distTags)
+		} else if shipped[d.Path] == nil {
+			t.Errorf("%s links %s, which go list -deps -tags %s does not list, so packaging/copyright does not cover it: build with DIST_FLAGS", path, d.Path, distTags)
+		}
+	}
+	for m := range shipped {
+		if !linked[m] {
+			t.Errorf("%s does not link %s, which go list -deps -tags %s lists", path, m, distTags)
+		}
 	}
 	// In a git checkout, `gateway version` must name the commit (Go cannot
 	// stamp one in a linked worktree: see goStamps).

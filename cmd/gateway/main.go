@@ -50,9 +50,7 @@ const usage = `gateway: fencegate, fenced MQTT commands for physical actuators
 
 Usage:
   gateway run --config FILE [--init]   run the gateway (--init creates a missing store)
-  gateway sim [flags]                  run the simulator: embedded broker, dashboard
-  gateway sim scenario NAME            play a scenario against the simulator (exit 0 on PASS)
-  gateway send [flags] on|off|fence    send one tokenized command
+` + simUsage + `  gateway send [flags] on|off|fence    send one tokenized command
   gateway init --config FILE           create the fence store once (fails if it exists)
   gateway check --config FILE          check a configuration, its store and board, as run would
   gateway inspect --store FILE         print fences and recent audit entries (read-only)

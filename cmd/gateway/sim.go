@@ -1,3 +1,10 @@
+//go:build !nosim
+
+// The simulator: "gateway sim" and "gateway sim scenario", with the embedded
+// broker. Builds with the nosim tag (the Raspberry Pi packages of make dist
+// and make deb) leave this file out, and with it packages sim, scenario and
+// mqttbroker; sim_nosim.go answers there instead.
+
 package main
 
 import (
@@ -16,6 +23,11 @@ import (
 	"github.com/fencegate/fencegate/sim"
 	"github.com/fencegate/fencegate/wire"
 )
+
+// simUsage is the simulator's part of the top-level usage.
+const simUsage = `  gateway sim [flags]                  run the simulator: embedded broker, dashboard
+  gateway sim scenario NAME            play a scenario against the simulator (exit 0 on PASS)
+`
 
 func defaultSimDir() string {
 	dir := os.Getenv("XDG_STATE_HOME")

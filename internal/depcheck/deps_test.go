@@ -2,7 +2,8 @@
 // dependency direction (the fence decision free of MQTT and GPIO, the
 // transport and the hardware depending on the core and never the reverse,
 // the simulator's broker out of the path that `gateway run` takes, a
-// configuration checked without a GPIO driver), and builds for the laptops
+// configuration checked without a GPIO driver, the Raspberry Pi build
+// (-tags nosim) without the simulator), and builds for the laptops
 // the simulator runs on (macOS, Windows).
 package depcheck
 
@@ -20,9 +21,18 @@ const mod = "github.com/fencegate/fencegate/"
 // deps returns the packages pkg imports, directly or not.
 func deps(t *testing.T, pkg string) []string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Standard", mod+pkg).Output()
+	return listDeps(t, nil, mod+pkg)
+}
+
+// listDeps returns the packages outside the standard library that
+// `go list -deps args...` lists, with env added to the environment.
+func listDeps(t *testing.T, env []string, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-json=ImportPath,Standard"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list %s: %v", pkg, err)
+		t.Fatalf("%s go list -deps %s: %v", strings.Join(env, " "), strings.Join(args, " "), err)
 	}
 	var list []string
 	dec := json.NewDecoder(strings.NewReader(string(out)))
@@ -88,6 +98,29 @@ func TestDependencyDirection(t *testing.T) {
 			for _, f := range tt.forbidden {
 				if strings.HasPrefix(d, f) {
 					t.Errorf("%s depends on %s (forbidden: %s)", tt.pkg, d, f)
+				}
+			}
+		}
+	}
+}
+
+// TestGatewayNosim: the gateway built with -tags nosim, as make dist and
+// make deb build it for the Raspberry Pi, links neither the simulator, nor
+// the scenario player, nor the embedded broker; the default build, for
+// laptops (make build, make sim), links all of them.
+func TestGatewayNosim(t *testing.T) {
+	simOnly := []string{mod + "sim", mod + "scenario", mod + "mqttbroker", "github.com/mochi-mqtt/server/v2"}
+	for _, target := range []string{"linux/arm64", "linux/arm", "linux/amd64"} {
+		goos, goarch, _ := strings.Cut(target, "/")
+		env := []string{"CGO_ENABLED=0", "GOOS=" + goos, "GOARCH=" + goarch, "GOARM=6"}
+		for _, tags := range []string{"", "nosim"} {
+			got := map[string]bool{}
+			for _, d := range listDeps(t, env, "-tags", tags, mod+"cmd/gateway") {
+				got[d] = true
+			}
+			for _, p := range simOnly {
+				if want := tags == ""; got[p] != want {
+					t.Errorf("%s: gateway built with -tags %q links %s: %v, want %v", target, tags, p, got[p], want)
 				}
 			}
 		}
