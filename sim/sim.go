@@ -86,9 +86,11 @@ type Sim struct {
 	srv       *http.Server
 	crashFile string
 	apiAddr   string
+	lock      *dirLock
 
 	mu       sync.Mutex // guards the fields below
-	gateway  string     // starting, online, offline, exited
+	gateway  string     // starting, online, offline, exited: …, stopped: …
+	pid      int        // the gateway process's id, 0 while none runs
 	lastExit *Exit
 	running  string // the scenario running from the dashboard
 
@@ -102,16 +104,18 @@ type Exit = scenario.Exit
 
 // Info is GET /api/sim.
 type Info struct {
-	GatewayID string          `json:"gateway_id"`
-	Prefix    string          `json:"prefix"`
-	Broker    string          `json:"broker"`
-	Gateway   string          `json:"gateway"`
-	Store     string          `json:"store"`
-	Latch     map[string]bool `json:"latch"`
-	LastExit  *Exit           `json:"last_exit,omitempty"`
-	Twins     []Twin          `json:"twins"`
-	Scenarios []scenario.Info `json:"scenarios"`
-	Running   string          `json:"running,omitempty"`
+	GatewayID string `json:"gateway_id"`
+	Prefix    string `json:"prefix"`
+	Broker    string `json:"broker"`
+	Gateway   string `json:"gateway"`
+	// GatewayPID is the gateway process's id; absent while none runs.
+	GatewayPID int             `json:"gateway_pid,omitempty"`
+	Store      string          `json:"store"`
+	Latch      map[string]bool `json:"latch"`
+	LastExit   *Exit           `json:"last_exit,omitempty"`
+	Twins      []Twin          `json:"twins"`
+	Scenarios  []scenario.Info `json:"scenarios"`
+	Running    string          `json:"running,omitempty"`
 }
 
 // ErrHTTPInUse is returned by Start when the dashboard's address is taken.
@@ -137,10 +141,13 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 	if len(o.Gateway) == 0 {
 		return nil, errors.New("sim: no gateway command")
 	}
-	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
-		return nil, fmt.Errorf("sim: %w", err)
+	// The directory's lock before anything else: a second simulator on
+	// this directory must not touch the first one's files or ports.
+	lock, err := lockDir(o.Dir)
+	if err != nil {
+		return nil, err
 	}
-	s := &Sim{opts: o, Store: filepath.Join(o.Dir, "fence.db"), hub: newHub(), gateway: "starting", done: make(chan struct{})}
+	s := &Sim{opts: o, Store: filepath.Join(o.Dir, "fence.db"), hub: newHub(), gateway: "starting", done: make(chan struct{}), lock: lock}
 	s.Latch = s.Store + ".pins"
 	s.crashFile = filepath.Join(o.Dir, "crash-after-next-commit")
 	os.Remove(s.crashFile)
@@ -160,6 +167,10 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 		return nil, fmt.Errorf("sim: dashboard: %w", err)
 	}
 	s.HTTPAddr = ln.Addr().String()
+	if err := lock.record(Owner{PID: os.Getpid(), Dashboard: s.HTTPAddr}); err != nil {
+		ln.Close()
+		return nil, err
+	}
 
 	s.BrokerURL = o.Broker
 	if s.BrokerURL == "" {
@@ -344,6 +355,9 @@ func (s *Sim) supervise(ctx context.Context, cfgPath string) {
 				continue
 			}
 		}
+		s.mu.Lock()
+		s.pid = cmd.Process.Pid
+		s.mu.Unlock()
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		var err error
@@ -368,6 +382,7 @@ func (s *Sim) supervise(ctx context.Context, cfgPath string) {
 			reason += ": " + msg
 		}
 		s.mu.Lock()
+		s.pid = 0
 		s.lastExit = &Exit{At: time.Now().UTC(), Reason: reason, Latch: latch}
 		s.mu.Unlock()
 		var ee *exec.ExitError
@@ -432,7 +447,7 @@ func (s *Sim) Info() Info {
 	latch, _ := boards.ReadLatch(s.Latch)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Info{GatewayID: s.opts.GatewayID, Prefix: wire.DefaultPrefix, Broker: s.BrokerURL, Gateway: s.gateway,
+	return Info{GatewayID: s.opts.GatewayID, Prefix: wire.DefaultPrefix, Broker: s.BrokerURL, Gateway: s.gateway, GatewayPID: s.pid,
 		Store: s.Store, Latch: latch, LastExit: s.lastExit, Twins: s.twins.list(), Scenarios: scenario.Infos(), Running: s.running}
 }
 
@@ -492,6 +507,9 @@ func (s *Sim) closeParts() {
 	if s.broker != nil {
 		s.broker.Close()
 	}
+	// Last, once the gateway process is gone: the next simulator on this
+	// directory may open the store.
+	s.lock.unlock()
 }
 
 // hub fans simulator events out to the dashboard's streams.

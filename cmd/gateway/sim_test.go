@@ -2,7 +2,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +19,11 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/httpapi"
 	"github.com/fencegate/fencegate/internal/testctl"
 	"github.com/fencegate/fencegate/internal/testenv"
 	"github.com/fencegate/fencegate/scenario"
+	"github.com/fencegate/fencegate/sim"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -24,7 +31,15 @@ import (
 // and broker URLs, read from its ready message.
 func runningSim(t *testing.T, extra ...string) (dashboard, broker string) {
 	t.Helper()
-	args := append([]string{"sim", "--mqtt", "127.0.0.1:0", "--http", "127.0.0.1:0", "--dir", t.TempDir()}, extra...)
+	dashboard, broker, _ = runningSimIn(t, t.TempDir(), extra...)
+	return dashboard, broker
+}
+
+// runningSimIn is runningSim with dir as its --dir; it also returns the
+// simulator's process id.
+func runningSimIn(t *testing.T, dir string, extra ...string) (dashboard, broker string, pid int) {
+	t.Helper()
+	args := append([]string{"sim", "--mqtt", "127.0.0.1:0", "--http", "127.0.0.1:0", "--dir", dir}, extra...)
 	cmd := exec.Command(binary, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -77,7 +92,7 @@ func runningSim(t *testing.T, extra ...string) (dashboard, broker string) {
 		for range lines {
 		}
 	}()
-	return dashboard, broker
+	return dashboard, broker, cmd.Process.Pid
 }
 
 // Every scenario passes on its own: with no simulator reachable, the
@@ -219,5 +234,86 @@ func TestDashboardInBrowser(t *testing.T) {
 		if phone, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
 			os.WriteFile(p, phone, 0o644)
 		}
+	}
+}
+
+// getJSON decodes the JSON answer to GET url into v and returns the
+// status code.
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %d, body not JSON: %v", url, resp.StatusCode, err)
+	}
+	return resp.StatusCode
+}
+
+// simFiles are the files of a simulator's directory that no other
+// simulator may write: its configuration, store and latch.
+var simFiles = []string{"gateway.yaml", "fence.db", "fence.db.pins"}
+
+// TestSecondSimSameDir starts a second simulator on the directory of a
+// running one, with ports of its own: it must stop at once and name the
+// first one, and the first must not notice: its files unchanged, its
+// gateway process not restarted, still taking commands.
+func TestSecondSimSameDir(t *testing.T) {
+	dir := t.TempDir()
+	dashA, brokerA, pidA := runningSimIn(t, dir)
+	ctl := testctl.Connect(t, brokerA, wire.Topics{Prefix: "fencegate", GatewayID: "sim"})
+	before := map[string][]byte{}
+	for _, f := range simFiles {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[f] = b
+	}
+	var infoA sim.Info
+	var statusA httpapi.Status
+	getJSON(t, dashA+"/api/sim", &infoA)
+	getJSON(t, dashA+"/api/status", &statusA)
+	if infoA.GatewayPID == 0 || statusA.Started.IsZero() {
+		t.Fatalf("simulator A: gateway pid %d, started %v; want both", infoA.GatewayPID, statusA.Started)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b := exec.CommandContext(ctx, binary, "sim", "--dir", dir, "--http", "127.0.0.1:0", "--mqtt", "127.0.0.1:0")
+	start := time.Now()
+	out, err := b.CombinedOutput()
+	took := time.Since(start)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitConfig {
+		t.Errorf("second simulator on %s: %v after %v, want exit %d\n%s", dir, err, took, exitConfig, out)
+	}
+	want := fmt.Sprintf("gateway: another simulator uses %s (pid %d, dashboard %s): stop it, or start this one with --dir ", dir, pidA, dashA)
+	if !strings.HasPrefix(string(out), want) || strings.Count(string(out), "\n") != 1 {
+		t.Errorf("second simulator says:\n%s\nwant one line starting %q", out, want)
+	}
+	if took > 10*time.Second {
+		t.Errorf("second simulator took %v to refuse; want at once", took)
+	}
+
+	for _, f := range simFiles {
+		got, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || !bytes.Equal(got, before[f]) {
+			t.Errorf("simulator A's %s changed (%v):\nbefore:\n%q\nafter:\n%q", f, err, before[f], got)
+		}
+	}
+	var info sim.Info
+	var status httpapi.Status
+	getJSON(t, dashA+"/api/sim", &info)
+	getJSON(t, dashA+"/api/status", &status)
+	if info.GatewayPID != infoA.GatewayPID || info.LastExit != nil || info.Gateway != "online" || !status.Started.Equal(statusA.Started) {
+		t.Errorf("simulator A's gateway: pid %d → %d, last exit %+v, status %q, started %v → %v; want the same process, online, never exited",
+			infoA.GatewayPID, info.GatewayPID, info.LastExit, info.Gateway, statusA.Started, status.Started)
+	}
+	if res := ctl.Send(t, fence.Command{ID: fmt.Sprint("second-sim-", time.Now().UnixNano()), Actuator: "pump", Holder: "test",
+		Fence: fence.Fence{Token: 7}, State: fence.StateOn}); res.Outcome != fence.Applied {
+		t.Errorf("simulator A after the second one: command %v (%s), want applied", res.Outcome, res.Error)
 	}
 }
