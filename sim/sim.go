@@ -90,6 +90,7 @@ type Sim struct {
 
 	mu       sync.Mutex // guards the fields below
 	gateway  string     // starting, online, offline, exited: …, stopped: …
+	stopped  bool       // the supervisor will not restart the gateway
 	pid      int        // the gateway process's id, 0 while none runs
 	lastExit *Exit
 	running  string // the scenario running from the dashboard
@@ -208,9 +209,7 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 	target := &url.URL{Scheme: "http", Host: s.apiAddr}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.FlushInterval = -1 // stream the gateway's events
-	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
-		http.Error(w, "the gateway process is not answering (restarting?)", http.StatusBadGateway)
-	}
+	proxy.ErrorHandler = s.gatewayUnavailable
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/sim", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -304,8 +303,17 @@ func (s *Sim) observe(ctx context.Context) error {
 
 func (s *Sim) topics() wire.Topics { return wire.Topics{GatewayID: s.opts.GatewayID} }
 
+// setGateway records the gateway's status: its retained status message,
+// or what the supervisor saw. Once the supervisor has stopped it for good,
+// status messages (its own last "offline", or those of another process
+// with its id) change nothing.
 func (s *Sim) setGateway(status string) {
 	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.stopped = strings.HasPrefix(status, stoppedPrefix)
 	changed := s.gateway != status
 	s.gateway = status
 	s.mu.Unlock()
@@ -390,7 +398,7 @@ func (s *Sim) supervise(ctx context.Context, cfgPath string) {
 			// As systemd's RestartPreventExitStatus: a restart cannot fix a
 			// configuration error, such as another gateway with this id.
 			log.Error("gateway process stopped; not restarting it: a restart cannot fix this", "reason", reason)
-			s.setGateway("stopped: " + reason)
+			s.setGateway(stoppedPrefix + reason)
 			<-ctx.Done()
 			return
 		}
@@ -406,6 +414,10 @@ func (s *Sim) supervise(ctx context.Context, cfgPath string) {
 
 // exitConfig is the gateway's exit status for errors a restart cannot fix.
 const exitConfig = 78
+
+// stoppedPrefix starts the gateway's status once the supervisor has
+// stopped restarting it.
+const stoppedPrefix = "stopped: "
 
 // logWriter passes a child process's output to the log, line by line, and
 // keeps its last error message ("gateway: ...").

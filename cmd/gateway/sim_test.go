@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -315,5 +316,125 @@ func TestSecondSimSameDir(t *testing.T) {
 	if res := ctl.Send(t, fence.Command{ID: fmt.Sprint("second-sim-", time.Now().UnixNano()), Actuator: "pump", Holder: "test",
 		Fence: fence.Fence{Token: 7}, State: fence.StateOn}); res.Outcome != fence.Applied {
 		t.Errorf("simulator A after the second one: command %v (%s), want applied", res.Outcome, res.Error)
+	}
+}
+
+// get returns the status, content type and body of GET url.
+func get(url string) (code int, ctype, body string, err error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, "", "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b), err
+}
+
+// waitSimGateway waits until the simulator's gateway status (GET /api/sim)
+// satisfies ok, and returns its Info.
+func waitSimGateway(t *testing.T, dash, want string, ok func(string) bool) sim.Info {
+	t.Helper()
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		var info sim.Info
+		getJSON(t, dash+"/api/sim", &info)
+		if ok(info.Gateway) {
+			return info
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("simulator's gateway is %q after 40s, want %s", info.Gateway, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// crashSimGateway makes the simulator's gateway process kill itself right
+// after its next commit, and sends the command that commits.
+func crashSimGateway(t *testing.T, dash string, ctl *testctl.Controller) {
+	t.Helper()
+	resp, err := http.Post(dash+"/api/sim/crash", "", nil)
+	if err != nil {
+		t.Fatalf("arm the crash point: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("arm the crash point: %s", resp.Status)
+	}
+	ctl.Publish(t, "pump", wire.EncodeCommand(fence.Command{ID: fmt.Sprint("crash-", time.Now().UnixNano()),
+		Actuator: "pump", Holder: "test", Fence: fence.Fence{Token: uint64(time.Now().UnixNano())}, State: fence.StateOn}), false)
+}
+
+// stopSimGateway makes the simulator's gateway process stop for good: its
+// store is replaced by an empty file, which the running process does not
+// notice (it keeps the file it opened), and the process is crashed. The
+// restart finds the empty store and exits 78, which the supervisor does
+// not restart. It returns the simulator's Info once stopped.
+func stopSimGateway(t *testing.T, dir, dash string, ctl *testctl.Controller) sim.Info {
+	t.Helper()
+	empty := filepath.Join(dir, "fence.db.empty")
+	if err := os.WriteFile(empty, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(empty, filepath.Join(dir, "fence.db")); err != nil {
+		t.Fatal(err)
+	}
+	crashSimGateway(t, dash, ctl)
+	info := waitSimGateway(t, dash, "stopped: …", func(s string) bool { return strings.HasPrefix(s, "stopped: ") })
+	if info.LastExit == nil || !strings.Contains(info.LastExit.Reason, "exit status 78") || !strings.Contains(info.LastExit.Reason, "store file is empty") {
+		t.Fatalf("simulator's gateway stopped with last exit %+v, want exit status 78 and the empty store as the reason", info.LastExit)
+	}
+	return info
+}
+
+// TestSimGatewayUnavailable: while the simulator's gateway process does not
+// answer, a browser gets a page that says what happened and reloads itself
+// while the process restarts; once the process has stopped for good (a
+// configuration error: exit 78), the page names the reason and the fix.
+// /api/ requests get a JSON error. All with 502.
+func TestSimGatewayUnavailable(t *testing.T) {
+	dir := t.TempDir()
+	dash, broker, _ := runningSimIn(t, dir)
+	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "sim"})
+
+	// A crash: the supervisor restarts the process after half a second.
+	// Until it has seen the process end, the page cannot say why; from
+	// then until the restart it must.
+	crashSimGateway(t, dash, ctl)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, ctype, body, err := get(dash + "/")
+		if err == nil && code == http.StatusBadGateway {
+			if !strings.HasPrefix(ctype, "text/html") || !strings.Contains(body, `http-equiv="refresh"`) || !strings.Contains(body, "--bg:") {
+				t.Fatalf("while the gateway process does not answer, GET / = %d %s:\n%s\nwant a styled page that reloads itself", code, ctype, body)
+			}
+			if strings.Contains(body, "The gateway process is restarting") && strings.Contains(body, "signal: killed") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no page said the gateway process restarts after it was killed; the last: %d %v\n%s", code, err, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitSimGateway(t, dash, "online", func(s string) bool { return s == "online" })
+
+	stopSimGateway(t, dir, dash, ctl)
+	code, ctype, body, err := get(dash + "/")
+	for _, want := range []string{"The gateway process has stopped", "exit status 78", "store file is empty", "To fix it:", "Ctrl-C", "--bg:"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET / once stopped lacks %q", want)
+		}
+	}
+	if err != nil || code != http.StatusBadGateway || !strings.HasPrefix(ctype, "text/html") || strings.Contains(body, `http-equiv="refresh"`) {
+		t.Errorf("GET / once stopped = %d %s %v, want 502 text/html without a reload:\n%s", code, ctype, err, body)
+	}
+	code, ctype, body, err = get(dash + "/api/actuators")
+	var e struct{ Error string }
+	if err == nil {
+		err = json.Unmarshal([]byte(body), &e)
+	}
+	if err != nil || code != http.StatusBadGateway || ctype != "application/json" ||
+		!strings.Contains(e.Error, "the gateway process has stopped") || !strings.Contains(e.Error, "store file is empty") {
+		t.Errorf("GET /api/actuators once stopped = %d %s %s (%v), want 502 and a JSON error that says it stopped and why", code, ctype, body, err)
 	}
 }
