@@ -144,29 +144,18 @@ func chromium(t *testing.T) string {
 }
 
 // TestDashboardInBrowser opens the dashboard in a real headless Chromium:
-// a command published over MQTT lights the lamp, and the paused-controller
-// scenario started from its button shows the stale rejection in the feed.
+// it names the gateway and says it takes commands; a command published
+// over MQTT lights the lamp; a malformed one is labelled rejected, not
+// fence only; the paused-controller scenario started from its button shows
+// the stale rejection in the feed; and once the gateway process has
+// stopped, the page says so in its warning style.
 // FENCEGATE_SCREENSHOT=path saves a screenshot there (make screenshot).
 func TestDashboardInBrowser(t *testing.T) {
 	exe := chromium(t)
-	dash, broker := runningSim(t, "--step-delay", "150ms")
+	dir := t.TempDir()
+	dash, broker, _ := runningSimIn(t, dir, "--step-delay", "150ms")
 	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "sim"})
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1000))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	// The first call starts the browser and must have no deadline.
-	if err := chromedp.Do(bctx, chromedp.Navigate(dash)); err != nil {
-		t.Fatalf("open the dashboard: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
+	ctx := openBrowser(t, exe, dash)
 
 	if err := chromedp.Do(ctx,
 		chromedp.WaitVisible(`#lamp-pump[data-on="false"]`),
@@ -174,6 +163,20 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.WaitVisible(`button[data-scenario="paused-controller"]`),
 	); err != nil {
 		t.Fatalf("dashboard did not load: %v", err)
+	}
+	// The gateway's id and its broker state, from GET /api/status.
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(`#broker-state.ok[data-taking="true"]`),
+		chromedp.WaitVisible(`#sim-gateway.ok[data-status="online"]`),
+	); err != nil {
+		t.Fatalf("the dashboard does not say the gateway takes commands: %v", err)
+	}
+	if id, err := chromedp.Run(ctx, chromedp.Text(`#gateway-id`)); err != nil || id != "sim" {
+		t.Errorf("gateway id on the dashboard = %q, %v; want sim", id, err)
+	}
+	if state, err := chromedp.Run(ctx, chromedp.Text(`#broker-state`)); err != nil ||
+		!strings.HasPrefix(state, "connected to "+broker+" since ") || !strings.HasSuffix(state, ", taking commands") {
+		t.Errorf("broker state on the dashboard = %q, %v; want connected to %s since …, taking commands", state, err, broker)
 	}
 	if res := ctl.Send(t, fence.Command{ID: "ui-1", Actuator: "pump", Holder: "browser-test", Fence: fence.Fence{Token: 42}, State: fence.StateOn}); res.Outcome != fence.Applied {
 		t.Fatalf("command = %v", res.Outcome)
@@ -186,6 +189,18 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if fenceText, err := chromedp.Run(ctx, chromedp.Text(`#fence-pump`)); err != nil || fenceText != "42/0" {
 		t.Errorf("pump fence on the dashboard = %q, %v; want 42/0", fenceText, err)
+	}
+	// A malformed command has no state, and it is not a fence-only command.
+	ctl.Publish(t, "pump", []byte(`{"token":4.2}`), false)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#feed li[data-outcome="rejected"][data-actuator="pump"]`)); err != nil {
+		t.Fatalf("no rejected decision in the feed after a malformed command: %v", err)
+	}
+	if what, err := chromedp.Run(ctx, chromedp.Text(`#feed li[data-outcome="rejected"] .what`)); err != nil ||
+		!strings.Contains(what, "rejected: invalid command") || strings.Contains(what, "fence only") {
+		t.Errorf("rejected feed entry = %q, %v; want \"rejected: invalid command\" and not \"fence only\"", what, err)
+	}
+	if why, err := chromedp.Run(ctx, chromedp.Text(`#feed li[data-outcome="rejected"] .why`)); err != nil || why == "" {
+		t.Errorf("rejected feed entry's error = %q, %v; want the gateway's error text", why, err)
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.Click(`button[data-scenario="paused-controller"]`),
@@ -234,6 +249,27 @@ func TestDashboardInBrowser(t *testing.T) {
 	if p := os.Getenv("FENCEGATE_SCREENSHOT_PHONE"); p != "" {
 		if phone, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
 			os.WriteFile(p, phone, 0o644)
+		}
+	}
+
+	// The gateway process stops for good: the open page says so, in its
+	// warning style, and no longer that it takes commands.
+	stopSimGateway(t, dir, dash, ctl)
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(`#sim-gateway.bad`),
+		chromedp.WaitVisible(`#broker-state.bad[data-taking="false"]`),
+	); err != nil {
+		t.Fatalf("the dashboard does not show the stopped gateway process: %v", err)
+	}
+	if st, err := chromedp.Run(ctx, chromedp.Text(`#sim-gateway`)); err != nil || !strings.Contains(st, "stopped: exit status 78") {
+		t.Errorf("simulator's gateway process on the dashboard = %q, %v; want stopped: exit status 78 …", st, err)
+	}
+	if state, err := chromedp.Run(ctx, chromedp.Text(`#broker-state`)); err != nil || !strings.HasPrefix(state, "not taking commands: the gateway does not answer") {
+		t.Errorf("broker state on the dashboard once stopped = %q, %v; want that the gateway does not answer", state, err)
+	}
+	if p := os.Getenv("FENCEGATE_SCREENSHOT_STOPPED"); p != "" {
+		if stopped, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			os.WriteFile(p, stopped, 0o644)
 		}
 	}
 }
