@@ -48,7 +48,7 @@ func addSimFlags(fs *flag.FlagSet, dir string) simFlags {
 		listen:    fs.String("mqtt", "127.0.0.1:1883", "address of the embedded MQTT broker"),
 		external:  fs.String("broker", "", "use this broker (e.g. tcp://127.0.0.1:1883) instead of the embedded one"),
 		httpAddr:  fs.String("http", "127.0.0.1:8080", "address of the dashboard"),
-		dir:       fs.String("dir", dir, "the simulator's directory: fence store, latch, generated configuration"),
+		dir:       fs.String("dir", dir, "the simulator's directory: fence store, latch, generated configuration; one simulator per directory"),
 		id:        fs.String("id", "sim", "gateway id, used in topics"),
 		level:     fs.String("log-level", "warn", "log level: debug, info, warn, error"),
 		stepDelay: fs.Duration("step-delay", 1200*time.Millisecond, "pause between the steps of scenarios started from the dashboard"),
