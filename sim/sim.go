@@ -119,6 +119,11 @@ type Info struct {
 	Running    string          `json:"running,omitempty"`
 }
 
+// ErrGatewayStopped is returned (wrapped, with the reason) by Start when
+// the gateway process stopped with a configuration error, which a restart
+// cannot fix.
+var ErrGatewayStopped = errors.New("the gateway process stopped with a configuration error")
+
 // ErrHTTPInUse is returned by Start when the dashboard's address is taken.
 var ErrHTTPInUse = errors.New("sim: dashboard address already in use")
 
@@ -327,10 +332,13 @@ func (s *Sim) waitGateway(ctx context.Context, want string) error {
 	defer cancel()
 	for {
 		s.mu.Lock()
-		st := s.gateway
+		st, stopped := s.gateway, s.stopped
 		s.mu.Unlock()
 		if st == want {
 			return nil
+		}
+		if stopped {
+			return fmt.Errorf("%w: %s", ErrGatewayStopped, strings.TrimPrefix(st, stoppedPrefix))
 		}
 		select {
 		case <-ch:

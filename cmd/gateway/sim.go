@@ -73,6 +73,8 @@ func startSim(ctx context.Context, f simFlags, stderr io.Writer) (*sim.Sim, erro
 		// same id: the same command fails the same way until the other
 		// simulator stops or this one gets a directory of its own.
 		return nil, configErr(fmt.Errorf("%s: stop it, or start this one with --dir %s", inUse.Describe(), inUse.Dir+"-2"))
+	case errors.Is(err, sim.ErrGatewayStopped):
+		return nil, configErr(err)
 	case errors.Is(err, mqttbroker.ErrAddrInUse):
 		return nil, fmt.Errorf("%s is already in use (is a Mosquitto running?): start with --mqtt 127.0.0.1:1884 for another port, or --broker tcp://%s to use that broker", *f.listen, *f.listen)
 	case errors.Is(err, sim.ErrHTTPInUse):

@@ -474,3 +474,18 @@ func TestSimGatewayUnavailable(t *testing.T) {
 		t.Errorf("GET /api/actuators once stopped = %d %s %s (%v), want 502 and a JSON error that says it stopped and why", code, ctype, body, err)
 	}
 }
+
+// TestSimGatewayStopsAtStart: a simulator whose gateway process stops with
+// a configuration error as it starts (here: an emptied store) says why at
+// once and exits 78, instead of waiting for it to come up.
+func TestSimGatewayStopsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fence.db"), nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, code := runCLI(t, "sim", "--dir", dir, "--http", "127.0.0.1:0", "--mqtt", "127.0.0.1:0")
+	if took := time.Since(start); code != exitConfig || !strings.Contains(out, "store file is empty") || took > 15*time.Second {
+		t.Errorf("gateway sim on an emptied store: exit %d after %v, want %d at once with the reason:\n%s", code, took, exitConfig, out)
+	}
+}
