@@ -86,9 +86,12 @@ type Sim struct {
 	srv       *http.Server
 	crashFile string
 	apiAddr   string
+	lock      *dirLock
 
 	mu       sync.Mutex // guards the fields below
-	gateway  string     // starting, online, offline, exited
+	gateway  string     // starting, online, offline, exited: …, stopped: …
+	stopped  bool       // the supervisor will not restart the gateway
+	pid      int        // the gateway process's id, 0 while none runs
 	lastExit *Exit
 	running  string // the scenario running from the dashboard
 
@@ -102,17 +105,24 @@ type Exit = scenario.Exit
 
 // Info is GET /api/sim.
 type Info struct {
-	GatewayID string          `json:"gateway_id"`
-	Prefix    string          `json:"prefix"`
-	Broker    string          `json:"broker"`
-	Gateway   string          `json:"gateway"`
-	Store     string          `json:"store"`
-	Latch     map[string]bool `json:"latch"`
-	LastExit  *Exit           `json:"last_exit,omitempty"`
-	Twins     []Twin          `json:"twins"`
-	Scenarios []scenario.Info `json:"scenarios"`
-	Running   string          `json:"running,omitempty"`
+	GatewayID string `json:"gateway_id"`
+	Prefix    string `json:"prefix"`
+	Broker    string `json:"broker"`
+	Gateway   string `json:"gateway"`
+	// GatewayPID is the gateway process's id; absent while none runs.
+	GatewayPID int             `json:"gateway_pid,omitempty"`
+	Store      string          `json:"store"`
+	Latch      map[string]bool `json:"latch"`
+	LastExit   *Exit           `json:"last_exit,omitempty"`
+	Twins      []Twin          `json:"twins"`
+	Scenarios  []scenario.Info `json:"scenarios"`
+	Running    string          `json:"running,omitempty"`
 }
+
+// ErrGatewayStopped is returned (wrapped, with the reason) by Start when
+// the gateway process stopped with a configuration error, which a restart
+// cannot fix.
+var ErrGatewayStopped = errors.New("the gateway process stopped with a configuration error")
 
 // ErrHTTPInUse is returned by Start when the dashboard's address is taken.
 var ErrHTTPInUse = errors.New("sim: dashboard address already in use")
@@ -137,10 +147,13 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 	if len(o.Gateway) == 0 {
 		return nil, errors.New("sim: no gateway command")
 	}
-	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
-		return nil, fmt.Errorf("sim: %w", err)
+	// The directory's lock before anything else: a second simulator on
+	// this directory must not touch the first one's files or ports.
+	lock, err := lockDir(o.Dir)
+	if err != nil {
+		return nil, err
 	}
-	s := &Sim{opts: o, Store: filepath.Join(o.Dir, "fence.db"), hub: newHub(), gateway: "starting", done: make(chan struct{})}
+	s := &Sim{opts: o, Store: filepath.Join(o.Dir, "fence.db"), hub: newHub(), gateway: "starting", done: make(chan struct{}), lock: lock}
 	s.Latch = s.Store + ".pins"
 	s.crashFile = filepath.Join(o.Dir, "crash-after-next-commit")
 	os.Remove(s.crashFile)
@@ -160,6 +173,10 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 		return nil, fmt.Errorf("sim: dashboard: %w", err)
 	}
 	s.HTTPAddr = ln.Addr().String()
+	if err := lock.record(Owner{PID: os.Getpid(), Dashboard: s.HTTPAddr}); err != nil {
+		ln.Close()
+		return nil, err
+	}
 
 	s.BrokerURL = o.Broker
 	if s.BrokerURL == "" {
@@ -197,9 +214,7 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 	target := &url.URL{Scheme: "http", Host: s.apiAddr}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.FlushInterval = -1 // stream the gateway's events
-	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
-		http.Error(w, "the gateway process is not answering (restarting?)", http.StatusBadGateway)
-	}
+	proxy.ErrorHandler = s.gatewayUnavailable
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/sim", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -293,8 +308,17 @@ func (s *Sim) observe(ctx context.Context) error {
 
 func (s *Sim) topics() wire.Topics { return wire.Topics{GatewayID: s.opts.GatewayID} }
 
+// setGateway records the gateway's status: its retained status message,
+// or what the supervisor saw. Once the supervisor has stopped it for good,
+// status messages (its own last "offline", or those of another process
+// with its id) change nothing.
 func (s *Sim) setGateway(status string) {
 	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.stopped = strings.HasPrefix(status, stoppedPrefix)
 	changed := s.gateway != status
 	s.gateway = status
 	s.mu.Unlock()
@@ -308,10 +332,13 @@ func (s *Sim) waitGateway(ctx context.Context, want string) error {
 	defer cancel()
 	for {
 		s.mu.Lock()
-		st := s.gateway
+		st, stopped := s.gateway, s.stopped
 		s.mu.Unlock()
 		if st == want {
 			return nil
+		}
+		if stopped {
+			return fmt.Errorf("%w: %s", ErrGatewayStopped, strings.TrimPrefix(st, stoppedPrefix))
 		}
 		select {
 		case <-ch:
@@ -344,6 +371,9 @@ func (s *Sim) supervise(ctx context.Context, cfgPath string) {
 				continue
 			}
 		}
+		s.mu.Lock()
+		s.pid = cmd.Process.Pid
+		s.mu.Unlock()
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		var err error
@@ -368,6 +398,7 @@ func (s *Sim) supervise(ctx context.Context, cfgPath string) {
 			reason += ": " + msg
 		}
 		s.mu.Lock()
+		s.pid = 0
 		s.lastExit = &Exit{At: time.Now().UTC(), Reason: reason, Latch: latch}
 		s.mu.Unlock()
 		var ee *exec.ExitError
@@ -375,7 +406,7 @@ func (s *Sim) supervise(ctx context.Context, cfgPath string) {
 			// As systemd's RestartPreventExitStatus: a restart cannot fix a
 			// configuration error, such as another gateway with this id.
 			log.Error("gateway process stopped; not restarting it: a restart cannot fix this", "reason", reason)
-			s.setGateway("stopped: " + reason)
+			s.setGateway(stoppedPrefix + reason)
 			<-ctx.Done()
 			return
 		}
@@ -391,6 +422,10 @@ func (s *Sim) supervise(ctx context.Context, cfgPath string) {
 
 // exitConfig is the gateway's exit status for errors a restart cannot fix.
 const exitConfig = 78
+
+// stoppedPrefix starts the gateway's status once the supervisor has
+// stopped restarting it.
+const stoppedPrefix = "stopped: "
 
 // logWriter passes a child process's output to the log, line by line, and
 // keeps its last error message ("gateway: ...").
@@ -432,7 +467,7 @@ func (s *Sim) Info() Info {
 	latch, _ := boards.ReadLatch(s.Latch)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Info{GatewayID: s.opts.GatewayID, Prefix: wire.DefaultPrefix, Broker: s.BrokerURL, Gateway: s.gateway,
+	return Info{GatewayID: s.opts.GatewayID, Prefix: wire.DefaultPrefix, Broker: s.BrokerURL, Gateway: s.gateway, GatewayPID: s.pid,
 		Store: s.Store, Latch: latch, LastExit: s.lastExit, Twins: s.twins.list(), Scenarios: scenario.Infos(), Running: s.running}
 }
 
@@ -492,6 +527,9 @@ func (s *Sim) closeParts() {
 	if s.broker != nil {
 		s.broker.Close()
 	}
+	// Last, once the gateway process is gone: the next simulator on this
+	// directory may open the store.
+	s.lock.unlock()
 }
 
 // hub fans simulator events out to the dashboard's streams.

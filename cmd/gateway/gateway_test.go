@@ -82,18 +82,25 @@ func (p *proc) output() string {
 
 func writeConfig(t *testing.T, dir, broker, httpAddr string) string {
 	t.Helper()
+	return writeConfigWith(t, dir, "crash", broker, httpAddr, `actuators:
+  - {name: pump, pin: GPIO17}
+  - {name: fan, pin: GPIO22, scope: climate}
+  - {name: heater, pin: GPIO23, scope: climate, active_low: true}
+`)
+}
+
+// writeConfigWith writes dir/gateway.yaml for gateway id on the sim board,
+// with its store in dir and the given actuators (and interlocks) section.
+func writeConfigWith(t *testing.T, dir, id, broker, httpAddr, actuators string) string {
+	t.Helper()
 	path := filepath.Join(dir, "gateway.yaml")
-	cfg := fmt.Sprintf(`id: crash
+	cfg := fmt.Sprintf(`id: %s
 mqtt:
   broker: %s
 store: fence.db
 board: sim
 http: %q
-actuators:
-  - {name: pump, pin: GPIO17}
-  - {name: fan, pin: GPIO22, scope: climate}
-  - {name: heater, pin: GPIO23, scope: climate, active_low: true}
-`, broker, httpAddr)
+%s`, id, broker, httpAddr, actuators)
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

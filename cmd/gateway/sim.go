@@ -60,7 +60,7 @@ func addSimFlags(fs *flag.FlagSet, dir string) simFlags {
 		listen:    fs.String("mqtt", "127.0.0.1:1883", "address of the embedded MQTT broker"),
 		external:  fs.String("broker", "", "use this broker (e.g. tcp://127.0.0.1:1883) instead of the embedded one"),
 		httpAddr:  fs.String("http", "127.0.0.1:8080", "address of the dashboard"),
-		dir:       fs.String("dir", dir, "the simulator's directory: fence store, latch, generated configuration"),
+		dir:       fs.String("dir", dir, "the simulator's directory: fence store, latch, generated configuration; one simulator per directory"),
 		id:        fs.String("id", "sim", "gateway id, used in topics"),
 		level:     fs.String("log-level", "warn", "log level: debug, info, warn, error"),
 		stepDelay: fs.Duration("step-delay", 1200*time.Millisecond, "pause between the steps of scenarios started from the dashboard"),
@@ -78,7 +78,15 @@ func startSim(ctx context.Context, f simFlags, stderr io.Writer) (*sim.Sim, erro
 	}
 	s, err := sim.Start(ctx, sim.Options{MQTTAddr: *f.listen, Broker: *f.external, HTTPAddr: *f.httpAddr,
 		Dir: *f.dir, GatewayID: *f.id, Gateway: gw, Logger: log, StepDelay: *f.stepDelay})
+	var inUse *sim.DirInUseError
 	switch {
+	case errors.As(err, &inUse):
+		// A configuration error, as for a second gateway process with the
+		// same id: the same command fails the same way until the other
+		// simulator stops or this one gets a directory of its own.
+		return nil, configErr(fmt.Errorf("%s: stop it, or start this one with --dir %s", inUse.Describe(), inUse.Dir+"-2"))
+	case errors.Is(err, sim.ErrGatewayStopped):
+		return nil, configErr(err)
 	case errors.Is(err, mqttbroker.ErrAddrInUse):
 		return nil, fmt.Errorf("%s is already in use (is a Mosquitto running?): start with --mqtt 127.0.0.1:1884 for another port, or --broker tcp://%s to use that broker", *f.listen, *f.listen)
 	case errors.Is(err, sim.ErrHTTPInUse):

@@ -2,7 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +20,11 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/httpapi"
 	"github.com/fencegate/fencegate/internal/testctl"
 	"github.com/fencegate/fencegate/internal/testenv"
 	"github.com/fencegate/fencegate/scenario"
+	"github.com/fencegate/fencegate/sim"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -24,7 +32,15 @@ import (
 // and broker URLs, read from its ready message.
 func runningSim(t *testing.T, extra ...string) (dashboard, broker string) {
 	t.Helper()
-	args := append([]string{"sim", "--mqtt", "127.0.0.1:0", "--http", "127.0.0.1:0", "--dir", t.TempDir()}, extra...)
+	dashboard, broker, _ = runningSimIn(t, t.TempDir(), extra...)
+	return dashboard, broker
+}
+
+// runningSimIn is runningSim with dir as its --dir; it also returns the
+// simulator's process id.
+func runningSimIn(t *testing.T, dir string, extra ...string) (dashboard, broker string, pid int) {
+	t.Helper()
+	args := append([]string{"sim", "--mqtt", "127.0.0.1:0", "--http", "127.0.0.1:0", "--dir", dir}, extra...)
 	cmd := exec.Command(binary, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -77,7 +93,7 @@ func runningSim(t *testing.T, extra ...string) (dashboard, broker string) {
 		for range lines {
 		}
 	}()
-	return dashboard, broker
+	return dashboard, broker, cmd.Process.Pid
 }
 
 // Every scenario passes on its own: with no simulator reachable, the
@@ -128,29 +144,18 @@ func chromium(t *testing.T) string {
 }
 
 // TestDashboardInBrowser opens the dashboard in a real headless Chromium:
-// a command published over MQTT lights the lamp, and the paused-controller
-// scenario started from its button shows the stale rejection in the feed.
+// it names the gateway and says it takes commands; a command published
+// over MQTT lights the lamp; a malformed one is labelled rejected, not
+// fence only; the paused-controller scenario started from its button shows
+// the stale rejection in the feed; and once the gateway process has
+// stopped, the page says so in its warning style.
 // FENCEGATE_SCREENSHOT=path saves a screenshot there (make screenshot).
 func TestDashboardInBrowser(t *testing.T) {
 	exe := chromium(t)
-	dash, broker := runningSim(t, "--step-delay", "150ms")
+	dir := t.TempDir()
+	dash, broker, _ := runningSimIn(t, dir, "--step-delay", "150ms")
 	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "sim"})
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1000))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	// The first call starts the browser and must have no deadline.
-	if err := chromedp.Do(bctx, chromedp.Navigate(dash)); err != nil {
-		t.Fatalf("open the dashboard: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
+	ctx := openBrowser(t, exe, dash)
 
 	if err := chromedp.Do(ctx,
 		chromedp.WaitVisible(`#lamp-pump[data-on="false"]`),
@@ -158,6 +163,20 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.WaitVisible(`button[data-scenario="paused-controller"]`),
 	); err != nil {
 		t.Fatalf("dashboard did not load: %v", err)
+	}
+	// The gateway's id and its broker state, from GET /api/status.
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(`#broker-state.ok[data-taking="true"]`),
+		chromedp.WaitVisible(`#sim-gateway.ok[data-status="online"]`),
+	); err != nil {
+		t.Fatalf("the dashboard does not say the gateway takes commands: %v", err)
+	}
+	if id, err := chromedp.Run(ctx, chromedp.Text(`#gateway-id`)); err != nil || id != "sim" {
+		t.Errorf("gateway id on the dashboard = %q, %v; want sim", id, err)
+	}
+	if state, err := chromedp.Run(ctx, chromedp.Text(`#broker-state`)); err != nil ||
+		!strings.HasPrefix(state, "connected to "+broker+" since ") || !strings.HasSuffix(state, ", taking commands") {
+		t.Errorf("broker state on the dashboard = %q, %v; want connected to %s since …, taking commands", state, err, broker)
 	}
 	if res := ctl.Send(t, fence.Command{ID: "ui-1", Actuator: "pump", Holder: "browser-test", Fence: fence.Fence{Token: 42}, State: fence.StateOn}); res.Outcome != fence.Applied {
 		t.Fatalf("command = %v", res.Outcome)
@@ -170,6 +189,18 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if fenceText, err := chromedp.Run(ctx, chromedp.Text(`#fence-pump`)); err != nil || fenceText != "42/0" {
 		t.Errorf("pump fence on the dashboard = %q, %v; want 42/0", fenceText, err)
+	}
+	// A malformed command has no state, and it is not a fence-only command.
+	ctl.Publish(t, "pump", []byte(`{"token":4.2}`), false)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#feed li[data-outcome="rejected"][data-actuator="pump"]`)); err != nil {
+		t.Fatalf("no rejected decision in the feed after a malformed command: %v", err)
+	}
+	if what, err := chromedp.Run(ctx, chromedp.Text(`#feed li[data-outcome="rejected"] .what`)); err != nil ||
+		!strings.Contains(what, "rejected: invalid command") || strings.Contains(what, "fence only") {
+		t.Errorf("rejected feed entry = %q, %v; want \"rejected: invalid command\" and not \"fence only\"", what, err)
+	}
+	if why, err := chromedp.Run(ctx, chromedp.Text(`#feed li[data-outcome="rejected"] .why`)); err != nil || why == "" {
+		t.Errorf("rejected feed entry's error = %q, %v; want the gateway's error text", why, err)
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.Click(`button[data-scenario="paused-controller"]`),
@@ -219,5 +250,242 @@ func TestDashboardInBrowser(t *testing.T) {
 		if phone, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
 			os.WriteFile(p, phone, 0o644)
 		}
+	}
+
+	// The gateway process stops for good: the open page says so, in its
+	// warning style, and no longer that it takes commands.
+	stopSimGateway(t, dir, dash, ctl)
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(`#sim-gateway.bad`),
+		chromedp.WaitVisible(`#broker-state.bad[data-taking="false"]`),
+	); err != nil {
+		t.Fatalf("the dashboard does not show the stopped gateway process: %v", err)
+	}
+	if st, err := chromedp.Run(ctx, chromedp.Text(`#sim-gateway`)); err != nil || !strings.Contains(st, "stopped: exit status 78") {
+		t.Errorf("simulator's gateway process on the dashboard = %q, %v; want stopped: exit status 78 …", st, err)
+	}
+	if state, err := chromedp.Run(ctx, chromedp.Text(`#broker-state`)); err != nil || !strings.HasPrefix(state, "not taking commands: the gateway does not answer") {
+		t.Errorf("broker state on the dashboard once stopped = %q, %v; want that the gateway does not answer", state, err)
+	}
+	if p := os.Getenv("FENCEGATE_SCREENSHOT_STOPPED"); p != "" {
+		if stopped, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			os.WriteFile(p, stopped, 0o644)
+		}
+	}
+}
+
+// getJSON decodes the JSON answer to GET url into v and returns the
+// status code.
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %d, body not JSON: %v", url, resp.StatusCode, err)
+	}
+	return resp.StatusCode
+}
+
+// simFiles are the files of a simulator's directory that no other
+// simulator may write: its configuration, store and latch.
+var simFiles = []string{"gateway.yaml", "fence.db", "fence.db.pins"}
+
+// TestSecondSimSameDir starts a second simulator on the directory of a
+// running one, with ports of its own: it must stop at once and name the
+// first one, and the first must not notice: its files unchanged, its
+// gateway process not restarted, still taking commands.
+func TestSecondSimSameDir(t *testing.T) {
+	dir := t.TempDir()
+	dashA, brokerA, pidA := runningSimIn(t, dir)
+	ctl := testctl.Connect(t, brokerA, wire.Topics{Prefix: "fencegate", GatewayID: "sim"})
+	before := map[string][]byte{}
+	for _, f := range simFiles {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[f] = b
+	}
+	var infoA sim.Info
+	var statusA httpapi.Status
+	getJSON(t, dashA+"/api/sim", &infoA)
+	getJSON(t, dashA+"/api/status", &statusA)
+	if infoA.GatewayPID == 0 || statusA.Started.IsZero() {
+		t.Fatalf("simulator A: gateway pid %d, started %v; want both", infoA.GatewayPID, statusA.Started)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b := exec.CommandContext(ctx, binary, "sim", "--dir", dir, "--http", "127.0.0.1:0", "--mqtt", "127.0.0.1:0")
+	start := time.Now()
+	out, err := b.CombinedOutput()
+	took := time.Since(start)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitConfig {
+		t.Errorf("second simulator on %s: %v after %v, want exit %d\n%s", dir, err, took, exitConfig, out)
+	}
+	want := fmt.Sprintf("gateway: another simulator uses %s (pid %d, dashboard %s): stop it, or start this one with --dir ", dir, pidA, dashA)
+	if !strings.HasPrefix(string(out), want) || strings.Count(string(out), "\n") != 1 {
+		t.Errorf("second simulator says:\n%s\nwant one line starting %q", out, want)
+	}
+	if took > 10*time.Second {
+		t.Errorf("second simulator took %v to refuse; want at once", took)
+	}
+
+	for _, f := range simFiles {
+		got, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || !bytes.Equal(got, before[f]) {
+			t.Errorf("simulator A's %s changed (%v):\nbefore:\n%q\nafter:\n%q", f, err, before[f], got)
+		}
+	}
+	var info sim.Info
+	var status httpapi.Status
+	getJSON(t, dashA+"/api/sim", &info)
+	getJSON(t, dashA+"/api/status", &status)
+	if info.GatewayPID != infoA.GatewayPID || info.LastExit != nil || info.Gateway != "online" || !status.Started.Equal(statusA.Started) {
+		t.Errorf("simulator A's gateway: pid %d → %d, last exit %+v, status %q, started %v → %v; want the same process, online, never exited",
+			infoA.GatewayPID, info.GatewayPID, info.LastExit, info.Gateway, statusA.Started, status.Started)
+	}
+	if res := ctl.Send(t, fence.Command{ID: fmt.Sprint("second-sim-", time.Now().UnixNano()), Actuator: "pump", Holder: "test",
+		Fence: fence.Fence{Token: 7}, State: fence.StateOn}); res.Outcome != fence.Applied {
+		t.Errorf("simulator A after the second one: command %v (%s), want applied", res.Outcome, res.Error)
+	}
+}
+
+// get returns the status, content type and body of GET url.
+func get(url string) (code int, ctype, body string, err error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, "", "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b), err
+}
+
+// waitSimGateway waits until the simulator's gateway status (GET /api/sim)
+// satisfies ok, and returns its Info.
+func waitSimGateway(t *testing.T, dash, want string, ok func(string) bool) sim.Info {
+	t.Helper()
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		var info sim.Info
+		getJSON(t, dash+"/api/sim", &info)
+		if ok(info.Gateway) {
+			return info
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("simulator's gateway is %q after 40s, want %s", info.Gateway, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// crashSimGateway makes the simulator's gateway process kill itself right
+// after its next commit, and sends the command that commits.
+func crashSimGateway(t *testing.T, dash string, ctl *testctl.Controller) {
+	t.Helper()
+	resp, err := http.Post(dash+"/api/sim/crash", "", nil)
+	if err != nil {
+		t.Fatalf("arm the crash point: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("arm the crash point: %s", resp.Status)
+	}
+	ctl.Publish(t, "pump", wire.EncodeCommand(fence.Command{ID: fmt.Sprint("crash-", time.Now().UnixNano()),
+		Actuator: "pump", Holder: "test", Fence: fence.Fence{Token: uint64(time.Now().UnixNano())}, State: fence.StateOn}), false)
+}
+
+// stopSimGateway makes the simulator's gateway process stop for good: its
+// store is replaced by an empty file, which the running process does not
+// notice (it keeps the file it opened), and the process is crashed. The
+// restart finds the empty store and exits 78, which the supervisor does
+// not restart. It returns the simulator's Info once stopped.
+func stopSimGateway(t *testing.T, dir, dash string, ctl *testctl.Controller) sim.Info {
+	t.Helper()
+	empty := filepath.Join(dir, "fence.db.empty")
+	if err := os.WriteFile(empty, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(empty, filepath.Join(dir, "fence.db")); err != nil {
+		t.Fatal(err)
+	}
+	crashSimGateway(t, dash, ctl)
+	info := waitSimGateway(t, dash, "stopped: …", func(s string) bool { return strings.HasPrefix(s, "stopped: ") })
+	if info.LastExit == nil || !strings.Contains(info.LastExit.Reason, "exit status 78") || !strings.Contains(info.LastExit.Reason, "store file is empty") {
+		t.Fatalf("simulator's gateway stopped with last exit %+v, want exit status 78 and the empty store as the reason", info.LastExit)
+	}
+	return info
+}
+
+// TestSimGatewayUnavailable: while the simulator's gateway process does not
+// answer, a browser gets a page that says what happened and reloads itself
+// while the process restarts; once the process has stopped for good (a
+// configuration error: exit 78), the page names the reason and the fix.
+// /api/ requests get a JSON error. All with 502.
+func TestSimGatewayUnavailable(t *testing.T) {
+	dir := t.TempDir()
+	dash, broker, _ := runningSimIn(t, dir)
+	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "sim"})
+
+	// A crash: the supervisor restarts the process after half a second.
+	// Until it has seen the process end, the page cannot say why; from
+	// then until the restart it must.
+	crashSimGateway(t, dash, ctl)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, ctype, body, err := get(dash + "/")
+		if err == nil && code == http.StatusBadGateway {
+			if !strings.HasPrefix(ctype, "text/html") || !strings.Contains(body, `http-equiv="refresh"`) || !strings.Contains(body, "--bg:") {
+				t.Fatalf("while the gateway process does not answer, GET / = %d %s:\n%s\nwant a styled page that reloads itself", code, ctype, body)
+			}
+			if strings.Contains(body, "The gateway process is restarting") && strings.Contains(body, "signal: killed") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no page said the gateway process restarts after it was killed; the last: %d %v\n%s", code, err, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitSimGateway(t, dash, "online", func(s string) bool { return s == "online" })
+
+	stopSimGateway(t, dir, dash, ctl)
+	code, ctype, body, err := get(dash + "/")
+	for _, want := range []string{"The gateway process has stopped", "exit status 78", "store file is empty", "To fix it:", "Ctrl-C", "--bg:"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET / once stopped lacks %q", want)
+		}
+	}
+	if err != nil || code != http.StatusBadGateway || !strings.HasPrefix(ctype, "text/html") || strings.Contains(body, `http-equiv="refresh"`) {
+		t.Errorf("GET / once stopped = %d %s %v, want 502 text/html without a reload:\n%s", code, ctype, err, body)
+	}
+	code, ctype, body, err = get(dash + "/api/actuators")
+	var e struct{ Error string }
+	if err == nil {
+		err = json.Unmarshal([]byte(body), &e)
+	}
+	if err != nil || code != http.StatusBadGateway || ctype != "application/json" ||
+		!strings.Contains(e.Error, "the gateway process has stopped") || !strings.Contains(e.Error, "store file is empty") {
+		t.Errorf("GET /api/actuators once stopped = %d %s %s (%v), want 502 and a JSON error that says it stopped and why", code, ctype, body, err)
+	}
+}
+
+// TestSimGatewayStopsAtStart: a simulator whose gateway process stops with
+// a configuration error as it starts (here: an emptied store) says why at
+// once and exits 78, instead of waiting for it to come up.
+func TestSimGatewayStopsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fence.db"), nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, code := runCLI(t, "sim", "--dir", dir, "--http", "127.0.0.1:0", "--mqtt", "127.0.0.1:0")
+	if took := time.Since(start); code != exitConfig || !strings.Contains(out, "store file is empty") || took > 15*time.Second {
+		t.Errorf("gateway sim on an emptied store: exit %d after %v, want %d at once with the reason:\n%s", code, took, exitConfig, out)
 	}
 }

@@ -1,5 +1,6 @@
-// fencegate dashboard: reads /api/actuators, /api/audit and the event
-// stream /api/events; in the simulator also /api/sim and /api/sim/events.
+// fencegate dashboard: reads /api/status (every 2 s), /api/actuators,
+// /api/audit and the event stream /api/events; in the simulator also
+// /api/sim and /api/sim/events.
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
@@ -29,6 +30,12 @@ function ago(iso) {
   return t.toLocaleString();
 }
 const clock = (iso) => (iso ? new Date(iso).toLocaleTimeString() : "");
+// since is a time of day, with the date unless it is today.
+function since(iso) {
+  const t = new Date(iso);
+  return t.toDateString() === new Date().toDateString() ? t.toLocaleTimeString() : t.toLocaleString();
+}
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 const pair = (f) => (f ? `${f.token}/${f.seq}` : "–");
 
 function renderActuators(list) {
@@ -53,7 +60,9 @@ function renderActuators(list) {
     if (a.drives != null) dl.append(el("dt", { text: "drives" }), el("dd", { text: String(a.drives) }));
     const card = el("article", { class: "card", id: "card-" + a.name },
       lamp,
-      el("div", { class: "name" }, a.name, a.scope !== a.name ? el("span", { class: "scope", title: "fence scope shared with other actuators", text: a.scope }) : null),
+      el("div", { class: "name" }, a.name,
+        a.scope !== a.name ? el("span", { class: "scope", title: "fence scope shared with other actuators", text: a.scope }) : null,
+        a.interlock ? el("span", { class: "scope interlock", id: "interlock-" + a.name, title: "interlock: at most one of its actuators is on", text: "interlock " + a.interlock }) : null),
       el("div", { class: "sub", text: a.pin }),
       dl,
     );
@@ -75,17 +84,34 @@ function scheduleRefresh() {
   if (!refreshTimer) refreshTimer = setTimeout(refresh, 60);
 }
 
-function feedItem(d, fresh) {
-  const verb = d.want ? `${d.want}` : d.outcome === "boot" || d.outcome === "moved" ? d.state || "" : "fence only";
+// REASONS are the words for a rejected command's reason code.
+const REASONS = { interlock: "interlock", invalid: "invalid command", "unknown-actuator": "unknown actuator", retained: "retained message" };
+
+// label says what a decision was about: a state, "fence only" for an
+// applied, duplicate or stale command without one, or why it was rejected.
+function label(d) {
   const who = d.holder ? ` · ${d.holder}` : "";
-  const what = d.outcome === "boot" || d.outcome === "moved"
-    ? `${d.actuator} ${verb} (${d.outcome === "boot" ? "boot policy" : "scope change"})`
-    : `${d.actuator} ${verb} · token ${pair(d.command)}${who}`;
+  switch (d.outcome) {
+    case "boot":
+    case "moved":
+      return `${d.actuator} ${d.state || ""} (${d.outcome === "boot" ? "boot policy" : "scope change"})`;
+    case "rejected": {
+      const token = d.command && (d.command.token || d.command.seq) ? ` · token ${pair(d.command)}` : "";
+      const reason = d.reason ? `rejected: ${REASONS[d.reason] || d.reason}` : "rejected";
+      return `${d.actuator || "?"}${d.want ? " " + d.want : ""} · ${reason}${token}${who}`;
+    }
+    case "failed":
+      return `${d.actuator}${d.want ? " " + d.want : ""} · token ${pair(d.command)}${who}`;
+  }
+  return `${d.actuator} ${d.want || "fence only"} · token ${pair(d.command)}${who}`;
+}
+
+function feedItem(d, fresh) {
   const why = d.error || (d.outcome === "applied" ? `fence now ${pair(d.fence)}` :
     d.outcome === "duplicate" ? `redelivery of ${d.id || "a command"}: answered again, not driven` : "");
-  const li = el("li", { class: fresh ? "new" : "", "data-outcome": d.outcome, "data-actuator": d.actuator },
+  const li = el("li", { class: fresh ? "new" : "", "data-outcome": d.outcome, "data-actuator": d.actuator, "data-reason": d.reason || "" },
     el("span", { class: "pill " + d.outcome, text: d.outcome }),
-    el("span", { class: "what", text: what }),
+    el("span", { class: "what", text: label(d) }),
     el("span", { class: "when", text: clock(d.at) }),
     why ? el("span", { class: "why", text: why }) : null,
   );
@@ -105,7 +131,7 @@ async function loadHistory() {
     $("#feed").replaceChildren();
     for (const e of entries) {
       addFeed({ at: e.at, actuator: e.actuator, id: e.id, holder: e.holder, outcome: e.outcome,
-        command: e.command, want: e.outcome === "boot" || e.outcome === "moved" ? "" : e.state, state: e.state, fence: e.fence, error: e.error }, false);
+        command: e.command, want: e.outcome === "boot" || e.outcome === "moved" ? "" : e.state, state: e.state, fence: e.fence, reason: e.reason, error: e.error }, false);
     }
   } catch (_) {}
 }
@@ -113,9 +139,58 @@ async function loadHistory() {
 function connect() {
   const es = new EventSource("/api/events");
   const live = $("#live");
-  es.onopen = () => { live.textContent = "live"; live.className = "badge live"; loadHistory(); refresh(); };
-  es.onerror = () => { live.textContent = "reconnecting…"; live.className = "badge off"; };
+  // The badge describes the event stream only; #broker-state says whether
+  // the gateway takes commands.
+  es.onopen = () => { live.textContent = "feed: live"; live.className = "badge live"; loadHistory(); refresh(); pollStatus(); };
+  es.onerror = () => { live.textContent = "feed: reconnecting…"; live.className = "badge off"; pollStatus(); };
   es.addEventListener("decision", (ev) => { addFeed(JSON.parse(ev.data)); scheduleRefresh(); });
+}
+
+// --- the gateway's status ----------------------------------------------
+
+// brokerState puts the gateway's broker connection in plain words.
+function brokerState(st) {
+  const b = st.broker;
+  if (b.conflict) return { state: "conflict", taking: false, text: "another gateway uses this id: " + b.conflict };
+  if (!b.connected) {
+    return { state: "not-connected", taking: false,
+      text: `not connected: ${b.last_error || "connecting to " + b.url} (${plural(b.failures, "attempt")})` };
+  }
+  if (!b.subscribed) {
+    return { state: "not-subscribed", taking: false,
+      text: `connected to ${b.url} since ${since(b.since)}, not taking commands: ${b.last_error || "subscribing"}` };
+  }
+  return { state: "taking", taking: true, text: `connected to ${b.url} since ${since(b.since)}, taking commands` };
+}
+
+function showBrokerState(s) {
+  const p = $("#broker-state");
+  p.textContent = s.text;
+  p.className = "notice " + (s.taking ? "ok" : "bad");
+  p.dataset.state = s.state;
+  p.dataset.taking = String(s.taking);
+}
+
+let statusBusy = false;
+async function pollStatus() {
+  if (statusBusy) return;
+  statusBusy = true;
+  try {
+    const r = await fetch("/api/status", { cache: "no-store" });
+    const body = await r.json().catch(() => null);
+    if (!r.ok || !body) throw new Error((body && body.error) || `HTTP ${r.status}`);
+    $("#gateway-id").textContent = body.gateway_id;
+    $("#version").textContent = body.version;
+    $("#topic-hint").textContent = `${body.topics.replace("+", "<actuator>")} on ${body.broker.url}`;
+    showBrokerState(brokerState(body));
+  } catch (e) {
+    // In the simulator, #sim-gateway says why its process does not answer.
+    showBrokerState({ state: "unreachable", taking: false,
+      text: "not taking commands: the gateway does not answer" + (simMode ? "" : ": " + e.message) });
+  } finally {
+    statusBusy = false;
+  }
+  if (simMode) pollSim();
 }
 
 // --- simulator ---------------------------------------------------------
@@ -148,17 +223,45 @@ async function startScenario(name) {
   if (!r.ok) alert(await r.text());
 }
 
-async function initSim() {
-  let info;
+let simMode = false;
+
+async function fetchSim() {
   try {
     const r = await fetch("/api/sim", { cache: "no-store" });
-    if (!r.ok) return;
-    info = await r.json();
-  } catch (_) { return; }
+    return r.ok ? await r.json() : null;
+  } catch (_) { return null; }
+}
+
+// showSimGateway shows the state of the simulator's gateway process.
+function showSimGateway(info) {
+  const p = $("#sim-gateway");
+  const st = info.gateway;
+  p.hidden = false;
+  p.dataset.status = st;
+  if (st.startsWith("stopped: ")) {
+    p.className = "notice bad";
+    p.textContent = `gateway process ${st}. The simulator does not restart it: fix what it says, then restart the simulator.`;
+  } else if (st === "online") {
+    p.className = "notice ok";
+    p.textContent = `gateway process: online${info.gateway_pid ? " (pid " + info.gateway_pid + ")" : ""}`;
+  } else {
+    p.className = "notice warn";
+    p.textContent = `gateway process: ${st}; the simulator restarts it`;
+  }
+}
+
+async function pollSim() {
+  const info = await fetchSim();
+  if (info) showSimGateway(info);
+}
+
+async function initSim() {
+  const info = await fetchSim();
+  if (!info) return;
+  simMode = true;
+  showSimGateway(info);
   $("#sim-badge").hidden = false;
   $("#scenarios").hidden = false;
-  $("#gateway-id").textContent = info.gateway_id;
-  $("#topic-hint").textContent = `${info.prefix}/${info.gateway_id}/<actuator>/set on ${info.broker}`;
   const box = $("#scenario-buttons");
   for (const s of info.scenarios) {
     box.append(el("button", { "data-scenario": s.name, class: s.name === "unfenced" ? "unfenced" : "", type: "button" },
@@ -196,6 +299,7 @@ async function initSim() {
     const d = JSON.parse(ev.data);
     step({ kind: "gateway", text: "gateway process: " + d.status });
     scheduleRefresh();
+    pollStatus();
   });
 }
 
@@ -203,4 +307,6 @@ connect();
 refresh();
 loadHistory();
 initSim();
+pollStatus();
+setInterval(pollStatus, 2000);
 setInterval(scheduleRefresh, 10000); // keeps "changed … ago" fresh
