@@ -3,13 +3,14 @@
 package guest
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
 // GuestEnv is set on the guest kernel's command line (a word without a dot
@@ -82,7 +83,7 @@ func initGuest() error {
 		canPowerOff = true
 	}
 	// The embedded broker and the gateway's API listen on 127.0.0.1.
-	return loopbackUp()
+	return testenv.LoopbackUp()
 }
 
 func loadModule(path string) error {
@@ -99,26 +100,6 @@ func loadModule(path string) error {
 	_, _, e := syscall.Syscall(uintptr(nr), f.Fd(), uintptr(unsafe.Pointer(&params[0])), 0)
 	if e != 0 && e != syscall.EEXIST {
 		return fmt.Errorf("finit_module %s: %w", path, e)
-	}
-	return nil
-}
-
-// loopbackUp sets IFF_UP on lo; the kernel then gives it 127.0.0.1/8.
-func loopbackUp() error {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM, 0)
-	if err != nil {
-		return fmt.Errorf("socket: %w", err)
-	}
-	defer syscall.Close(fd)
-	var ifr [40]byte // struct ifreq: name[16], then ifr_flags (short)
-	copy(ifr[:], "lo")
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.SIOCGIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
-		return fmt.Errorf("SIOCGIFFLAGS lo: %w", e)
-	}
-	flags := binary.NativeEndian.Uint16(ifr[16:])
-	binary.NativeEndian.PutUint16(ifr[16:], flags|syscall.IFF_UP)
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
-		return fmt.Errorf("SIOCSIFFLAGS lo up: %w", e)
 	}
 	return nil
 }
