@@ -59,24 +59,24 @@ var mutants = []mutant{
 		name: "drive-before-record",
 		why:  "the output is driven before the fence is recorded (M3)",
 		file: "actuator/actuator.go",
-		old:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c)",
-		new:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tif c.State != fence.StateNone {\n\t\to.Pin.Out(o.level(c.State))\n\t}\n\tadm, err := b.log.Admit(o.Scope, c)",
+		old:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, b.planner(o, c))",
+		new:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tif c.State != fence.StateNone {\n\t\to.pin.Out(o.level(c.State))\n\t}\n\tadm, err := b.log.Admit(o.Scope, c, b.planner(o, c))",
 		pkgs: []string{"./actuator"}, run: "TestHandle|TestRecordFailureNeverDrives|TestPausedControllerInterleavings",
 	},
 	{
 		name: "fence-per-actuator",
 		why:  "interlocked actuators get a fence each instead of sharing their scope's (M4)",
 		file: "actuator/actuator.go",
-		old:  "\t\tif s.Scope == \"\" {\n\t\t\ts.Scope = s.Name\n\t\t}",
-		new:  "\t\ts.Scope = s.Name",
+		old:  "\t\tif s.Scope == \"\" {\n\t\t\ts.Scope = s.Name\n\t\t}\n\t\tboot, err := ParseBoot",
+		new:  "\t\ts.Scope = s.Name\n\t\tboot, err := ParseBoot",
 		pkgs: []string{"./actuator"}, run: "TestPausedControllerInterleavings",
 	},
 	{
 		name: "lock-released-before-drive",
 		why:  "the scope lock is released between the record and the drive",
 		file: "actuator/actuator.go",
-		old:  "\tmu.Lock()\n\tres := b.handle(o, c)\n\tmu.Unlock()",
-		new:  "\tres := b.handle(o, c, mu)",
+		old:  "\tres := b.handle(o, c)\n\to.scope.unlock()",
+		new:  "\tres := b.handle(o, c, true)\n\to.scope.unlock()",
 		pkgs: []string{"./actuator"}, run: "TestDrivesFollowFenceOrder",
 	},
 	{
@@ -95,13 +95,54 @@ var mutants = []mutant{
 		new:  "\tcase fence.Stale:\n\t\tres.Error = adm.Reason\n\t\tres.Fence = fence.Fence{}",
 		pkgs: []string{"./actuator"}, run: "TestHandle",
 	},
+	{
+		name: "interlock-ignored",
+		why:  "a command turns an interlocked output on while another member is on",
+		file: "actuator/actuator.go",
+		old:  "\tif o.lock == nil || c.State != fence.StateOn {\n\t\treturn nil\n\t}",
+		new:  "\tif true || o.lock == nil || c.State != fence.StateOn {\n\t\treturn nil\n\t}",
+		pkgs: []string{"./actuator"}, run: "TestInterlock",
+	},
+	{
+		name: "make-before-break",
+		why:  "break-before-make switches the new member on before the others off",
+		file: "fence/fence.go",
+		old:  "\treturn Effect{Sets: append(sets, Set{c.Actuator, StateOn})}",
+		new:  "\treturn Effect{Sets: append([]Set{{c.Actuator, StateOn}}, sets...)}",
+		pkgs: []string{"./actuator"}, run: "TestInterlockBreakBeforeMake",
+	},
+	{
+		name: "refusal-keeps-old-fence",
+		why:  "a command an interlock refused does not raise the fence, so the displaced holder keeps acting",
+		file: "fencelog/fencelog.go",
+		old:  "\t\t\trec.Fence = c.Fence\n\t\t\trec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)",
+		new:  "\t\t\tif eff.Refusal == nil {\n\t\t\t\trec.Fence = c.Fence\n\t\t\t}\n\t\t\trec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)",
+		pkgs: []string{"./actuator"}, run: "TestInterlockRejects",
+	},
+	{
+		name: "no-dead-time",
+		why:  "an interlocked output comes on without waiting out the dead time",
+		file: "actuator/actuator.go",
+		old:  "if wait := time.Until(o.lock.lastOff.Add(o.lock.DeadTime)); wait > 0 {",
+		new:  "if wait := time.Duration(0); wait > 0 {",
+		pkgs: []string{"./actuator"}, run: "TestInterlockBreakBeforeMake|TestInterlockBoot",
+	},
+	{
+		name: "boot-levels-before-binding",
+		why:  "the lines are taken over at levels decided before the store bound moved actuators to their scopes",
+		file: "actuator/actuator.go",
+		old:  "\tmoved, err := b.log.Bind(scopes)\n\tif err != nil {\n\t\treturn fmt.Errorf(\"actuator: %w\", err)\n\t}",
+		new:  "\tdefer b.log.Bind(scopes)\n\tvar moved []string\n\tvar err error",
+		pkgs: []string{"./actuator"}, run: "TestBootLevelsAfterScopeBinding",
+	},
 }
 
-// The lock mutant needs handle to take the lock itself around the record
-// only; this second edit makes it compile.
+// The lock mutant needs handle to let the scope's lock go between the
+// record and the drive (and take it back before it returns); this second
+// edit does that.
 var lockHelper = [2]string{
-	"func (b *Bank) handle(o *output, c fence.Command) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c)",
-	"func (b *Bank) handle(o *output, c fence.Command, mu *sync.Mutex) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tmu.Lock()\n\tadm, err := b.log.Admit(o.Scope, c)\n\tmu.Unlock()\n\truntime.Gosched()",
+	"func (b *Bank) handle(o *output, c fence.Command) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, b.planner(o, c))",
+	"func (b *Bank) handle(o *output, c fence.Command, early bool) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, b.planner(o, c))\n\tif early {\n\t\to.scope.unlock()\n\t\truntime.Gosched()\n\t\tdefer o.scope.lock(context.Background())\n\t}",
 }
 
 func TestMutantsAreCaught(t *testing.T) {
