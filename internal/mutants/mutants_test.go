@@ -132,7 +132,7 @@ var mutants = []mutant{
 		why:  "the lines are taken over at levels decided before the store bound moved actuators to their scopes",
 		file: "actuator/actuator.go",
 		old:  "\tmoved, err := b.log.Bind(scopes)\n\tif err != nil {\n\t\treturn fmt.Errorf(\"actuator: %w\", err)\n\t}",
-		new:  "\tdefer b.log.Bind(scopes)\n\tvar moved []string\n\tvar err error",
+		new:  "\tdefer b.log.Bind(scopes)\n\tvar moved []string",
 		pkgs: []string{"./actuator"}, run: "TestBootLevelsAfterScopeBinding",
 	},
 }
