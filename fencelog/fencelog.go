@@ -42,6 +42,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -269,6 +270,9 @@ func Open(path string, opts *Options) (*Log, error) {
 		return nil, fmt.Errorf("%w: %s has 0 bytes: it was truncated or never written. A fresh store would accept tokens this gateway already refused; "+
 			"if no controller can hold a token for this gateway, delete the file and create the store with gateway init", ErrEmpty, path)
 	case statErr == nil:
+		if err := checkLength(path, fi.Size()); err != nil {
+			return nil, err
+		}
 	case errors.Is(statErr, fs.ErrNotExist) && o.Create:
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return nil, fmt.Errorf("fencelog: create store directory: %w", err)
@@ -282,6 +286,9 @@ func Open(path string, opts *Options) (*Log, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+	}
+	if err != nil && (damaged(err) || existed && strings.Contains(err.Error(), "file size too small")) {
+		return nil, fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fencelog: open %s: %w", path, err)

@@ -587,3 +587,24 @@ func TestStoreID(t *testing.T) {
 		t.Errorf("ID after reopen = %q, want %q", a2.ID(), id)
 	}
 }
+
+// A truncated store is reported as damaged, with what is missing, instead
+// of crashing the process on a page past the end of the mapped file.
+func TestOpenDamagedStore(t *testing.T) {
+	l, path := openLog(t, nil)
+	for i := range 50 {
+		admit(t, l, fmt.Sprint("s", i), cmd(fmt.Sprint(i), "pump", 1, 0, fence.StateOn), fence.Applied)
+	}
+	l.Close()
+	whole, _ := os.ReadFile(path)
+	for _, size := range []int{len(whole) / 2, 8192, 4096, 100} {
+		cut := filepath.Join(t.TempDir(), "cut.db")
+		os.WriteFile(cut, whole[:size], 0o600)
+		for _, ro := range []bool{false, true} {
+			_, err := Open(cut, &Options{ReadOnly: ro})
+			if !errors.Is(err, ErrDamaged) {
+				t.Errorf("Open(store cut to %d bytes, ReadOnly=%v) = %v, want ErrDamaged", size, ro, err)
+			}
+		}
+	}
+}

@@ -489,7 +489,7 @@ func TestUnit(t *testing.T) {
 		"ExecStart":                binPath + " run --config " + configPath,
 		"Restart":                  "on-failure",
 		"RestartSec":               "2",
-		"RestartPreventExitStatus": "2",
+		"RestartPreventExitStatus": "64 78",
 		"After":                    "network-online.target",
 		"Wants":                    "network-online.target",
 		"User":                     "fencegate",
@@ -593,9 +593,9 @@ func TestDefaultConfigChecks(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cfg := filepath.Join(data, configPath)
-	out, err := exec.Command(gw, "check", "--config", cfg).CombinedOutput()
+	out, err := exec.Command(gw, "check", "--config-only", "--config", cfg).CombinedOutput()
 	if err != nil {
-		t.Fatalf("gateway check --config %s: %v\n%s", configPath, err, out)
+		t.Fatalf("gateway check --config-only --config %s: %v\n%s", configPath, err, out)
 	}
 	for _, w := range []string{`"pi-gateway-1"`, "1 actuators", "store /var/lib/fencegate/fence.db"} {
 		if !strings.Contains(string(out), w) {

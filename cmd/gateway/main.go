@@ -119,7 +119,7 @@ func exitCode(err error, stderr io.Writer) int {
 // must change the configuration or the installation.
 func isConfigError(err error) bool {
 	for _, target := range []error{fencelog.ErrNotExist, fencelog.ErrEmpty, fencelog.ErrNotStore,
-		service.ErrStoreDir, service.ErrConflict} {
+		fencelog.ErrDamaged, service.ErrStoreDir, service.ErrConflict} {
 		if errors.Is(err, target) {
 			return true
 		}

@@ -76,7 +76,7 @@ run would (78 for a bad configuration or store, 1 for the rest).`)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "config %s: ok: gateway %q, %d actuators, %d interlocks\n", *cfgPath, cfg.ID, len(cfg.Actuators), len(cfg.Interlocks))
+	fmt.Fprintf(stdout, "config %s: ok: gateway %q, %d actuators, %d interlocks, store %s\n", *cfgPath, cfg.ID, len(cfg.Actuators), len(cfg.Interlocks), cfg.Store)
 	if *only {
 		return nil
 	}
