@@ -36,13 +36,25 @@ type Actuator struct {
 	Name, Pin, Scope, Boot string
 }
 
-// Actuators are the simulator's example outputs: fan and heater are
-// interlocked in one scope ("climate"), so one lease fences both.
+// Actuators are the simulator's example outputs: fan and heater share one
+// scope ("climate"), so one lease fences both; vent-open and vent-close are
+// a motor's two directions, in one scope and interlocked (Interlocks): at
+// most one of them is on.
 var Actuators = []Actuator{
 	{Name: "pump", Pin: "GPIO17", Boot: "last"},
 	{Name: "valve", Pin: "GPIO27", Boot: "last"},
 	{Name: "fan", Pin: "GPIO22", Scope: "climate", Boot: "last"},
 	{Name: "heater", Pin: "GPIO23", Scope: "climate", Boot: "off"},
+	{Name: "vent-open", Pin: "GPIO5", Scope: "vent", Boot: "off"},
+	{Name: "vent-close", Pin: "GPIO6", Scope: "vent", Boot: "off"},
+}
+
+// Interlocks are the simulator's example interlocks: the vent motor's two
+// directions. A command that would turn one on while the other is on is
+// rejected; after one goes off, the other comes on no sooner than the dead
+// time.
+var Interlocks = []config.Interlock{
+	{Name: "vent", Actuators: []string{"vent-open", "vent-close"}, DeadTime: 500 * time.Millisecond},
 }
 
 // Options configure Start.
@@ -253,6 +265,7 @@ func (s *Sim) config() *config.Config {
 	for _, a := range Actuators {
 		c.Actuators = append(c.Actuators, config.Actuator{Name: a.Name, Pin: a.Pin, Boot: a.Boot, Scope: a.Scope})
 	}
+	c.Interlocks = Interlocks
 	return c
 }
 
