@@ -1,9 +1,11 @@
 // Command controller is an example fencegate controller, the pattern to
-// copy: it holds an etcd lease on an actuator's fence scope, raises the
-// gateway's fence as soon as it is granted, drives the actuator in a loop,
-// and treats a stale answer as normal recovery: it rereads the state, lets
-// go of its lease and acquires a new one (with a higher token) before it
-// acts again.
+// copy: it learns the actuator's fence scope from the gateway, holds an
+// etcd lease on that scope, raises the gateway's fence as soon as it is
+// granted, drives the actuator in a loop, and treats a stale answer as
+// normal recovery: it rereads the state, lets go of its lease and acquires
+// a new one (with a higher token) before it acts again. If the gateway's
+// fence is above every revision etcd has issued (etcd was reset or
+// restored), no new lease can help: it says so and stops.
 //
 //	go run ./examples/controller --etcd http://127.0.0.1:2379 --broker tcp://127.0.0.1:1883 --gateway sim --actuator pump
 //
@@ -37,31 +39,27 @@ func main() {
 	broker := flag.String("broker", "tcp://127.0.0.1:1883", "MQTT broker")
 	gateway := flag.String("gateway", "sim", "gateway id")
 	actuator := flag.String("actuator", "pump", "actuator to drive")
-	scope := flag.String("scope", "", "fence scope of the actuator (default: its name)")
 	ttl := flag.Int("ttl", 5, "lease TTL in seconds")
 	period := flag.Duration("period", time.Second, "time between commands")
 	name := flag.String("name", "", "this controller's name, for the audit trail (default: controller-PID)")
 	flag.Parse()
-	if *scope == "" {
-		*scope = *actuator
-	}
 	if *name == "" {
 		*name = fmt.Sprintf("controller-%d", os.Getpid())
 	}
 	log := slog.New(slog.NewTextHandler(os.Stdout, nil)).With("controller", *name)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, config{strings.Split(*etcdURL, ","), *broker, *gateway, *actuator, *scope, *name, *ttl, *period}); err != nil && ctx.Err() == nil {
+	if err := run(ctx, log, config{strings.Split(*etcdURL, ","), *broker, *gateway, *actuator, *name, *ttl, *period}); err != nil && ctx.Err() == nil {
 		log.Error("stopped", "err", err)
 		os.Exit(1)
 	}
 }
 
 type config struct {
-	etcd                                 []string
-	broker, gateway, actuator, scope, me string
-	ttl                                  int
-	period                               time.Duration
+	etcd                          []string
+	broker, gateway, actuator, me string
+	ttl                           int
+	period                        time.Duration
 }
 
 func run(ctx context.Context, log *slog.Logger, c config) error {
@@ -75,10 +73,18 @@ func run(ctx context.Context, log *slog.Logger, c config) error {
 		return err
 	}
 	defer gw.Close()
+	// The lease belongs to the actuator's fence scope, as the gateway
+	// publishes it: actuators that share a scope share one lease.
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	scope, err := gw.Scope(sctx, c.actuator)
+	cancel()
+	if err != nil {
+		return err
+	}
 
 	for ctx.Err() == nil {
-		log.Info("waiting for the lock", "scope", c.scope)
-		l, err := lease.Acquire(ctx, etcd, lease.Options{Gateway: c.gateway, Scope: c.scope, TTL: c.ttl})
+		log.Info("waiting for the lock", "scope", scope)
+		l, err := lease.Acquire(ctx, etcd, lease.Options{Gateway: c.gateway, Scope: scope, TTL: c.ttl})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -94,7 +100,13 @@ func run(ctx context.Context, log *slog.Logger, c config) error {
 		switch {
 		case errors.As(err, &se):
 			// Normal recovery: someone newer holds the scope. Reread, then
-			// acquire again; the new grant's token is higher.
+			// acquire again; the new grant's token is higher. Unless the
+			// fence is above everything etcd has issued: then no grant can
+			// pass it, and looping would only hide that.
+			var ahead *lease.AheadError
+			if cerr := lease.CheckFence(ctx, etcd, se.Fence().Token); errors.As(cerr, &ahead) {
+				return ahead
+			}
 			log.Warn("stale; rereading state", "fence", se.Fence().String(), "state", se.State().String(), "reason", se.Result.Error)
 		case errors.Is(err, errLeaseLost):
 			log.Warn("lease lost; stopping until granted again")
