@@ -133,6 +133,8 @@ func chromium(t *testing.T) string {
 // FENCEGATE_SCREENSHOT=path saves a screenshot there (make screenshot).
 func TestDashboardInBrowser(t *testing.T) {
 	exe := chromium(t)
+	// The gateway id stays "sim": the simulator's broker is its own, on the
+	// port it chose and reported, so no other suite's gateway can answer.
 	dash, broker := runningSim(t, "--step-delay", "150ms")
 	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "sim"})
 
@@ -159,7 +161,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("dashboard did not load: %v", err)
 	}
-	if res := ctl.Send(t, fence.Command{ID: "ui-1", Actuator: "pump", Holder: "browser-test", Fence: fence.Fence{Token: 42}, State: fence.StateOn}); res.Outcome != fence.Applied {
+	if res := ctl.Send(t, fence.Command{ID: testenv.ID(t, "ui-1"), Actuator: "pump", Holder: "browser-test", Fence: fence.Fence{Token: 42}, State: fence.StateOn}); res.Outcome != fence.Applied {
 		t.Fatalf("command = %v", res.Outcome)
 	}
 	if err := chromedp.Do(ctx,
