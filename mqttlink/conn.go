@@ -176,7 +176,7 @@ func explain(err error, broker string) string {
 	case errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword):
 		return "bad user name or password (check mqtt.username and mqtt.password, and the broker's password file)"
 	case errors.Is(err, packets.ErrorRefusedNotAuthorised):
-		return "not authorised: the broker refused this client (check the broker's ACL and that the user may connect)"
+		return "not authorised: the broker refused the user name and password, or this client (check mqtt.username and mqtt.password against the broker's password file; Mosquitto answers a wrong password this way)"
 	case errors.Is(err, packets.ErrorRefusedIDRejected):
 		return "identifier rejected: the broker does not accept the client id (set mqtt.client_id)"
 	case errors.Is(err, packets.ErrorRefusedServerUnavailable):

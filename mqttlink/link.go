@@ -118,10 +118,12 @@ type Link struct {
 	conn   *connState
 	guard  *instanceGuard
 
-	mu     sync.Mutex    // guards client, gen, ready
-	client mqtt.Client   // nil until Run
-	gen    int           // connection generation: +1 on every connect
-	ready  chan struct{} // closed while commands are taken on connection gen
+	mu        sync.Mutex    // guards the fields below
+	client    mqtt.Client   // nil until Run
+	gen       int           // connection generation: +1 on every connect
+	ready     chan struct{} // closed while commands are taken on connection gen
+	probeWant string        // the probe in flight, and
+	probeGot  chan struct{} // closed when it came back
 }
 
 // New returns a link for h; nothing connects until Run.
@@ -205,6 +207,11 @@ func (l *Link) Run(ctx context.Context) error {
 	// also the default handler: no command is ever dropped unanswered. They
 	// wait in their actuator's queue until the link takes commands.
 	dispatch := func(_ mqtt.Client, m mqtt.Message) {
+		if m.Topic() == l.t.Probe() {
+			l.probeReceived(string(m.Payload()))
+			m.Ack()
+			return
+		}
 		name, ok := l.t.Actuator(m.Topic())
 		if !ok {
 			if m.Topic() == l.t.Instance() {
@@ -295,6 +302,9 @@ func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch m
 			err = l.subscribe(c, l.t.SetFilter(), dispatch)
 		}
 		if err == nil {
+			err = l.probe(ctx, c, gen)
+		}
+		if err == nil {
 			break
 		}
 		if errors.Is(err, ErrConflict) || ctx.Err() != nil {
@@ -347,6 +357,38 @@ func (l *Link) subscribe(c mqtt.Client, filter string, h mqtt.MessageHandler) er
 		}
 	}
 	return nil
+}
+
+// probe checks that the broker delivers the command topics to this
+// gateway: some brokers (Mosquitto, for MQTT 3.1.1) grant a subscription
+// that their ACL then silently starves.
+func (l *Link) probe(ctx context.Context, c mqtt.Client, gen int) error {
+	want := fmt.Sprintf("%s-%d", l.claim.Instance, gen)
+	got := make(chan struct{})
+	l.mu.Lock()
+	l.probeWant, l.probeGot = want, got
+	l.mu.Unlock()
+	if tok := c.Publish(l.t.Probe(), 1, false, want); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		return fmt.Errorf("publish the probe on %s: %v", l.t.Probe(), tok.Error())
+	}
+	select {
+	case <-got:
+		return nil
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("the broker granted the subscription to %s but delivers nothing on it (a probe on %s did not come back within 5s): "+
+			"its ACL must let user %q read and write %s", l.t.SetFilter(), l.t.Probe(), l.opts.Username, l.t.SetFilter())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *Link) probeReceived(payload string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if payload == l.probeWant && l.probeGot != nil {
+		close(l.probeGot)
+		l.probeGot = nil
+	}
 }
 
 // current reports whether gen is still the live connection.

@@ -41,6 +41,9 @@ type Options struct {
 	Version string
 	// Logger receives the gateway's log. Nil discards.
 	Logger *slog.Logger
+	// Listening, if set, is called once outputs are reconciled and the API
+	// listens, before the broker is reached.
+	Listening func(Info)
 	// Ready, if set, is called once outputs are reconciled, the API listens
 	// and the command subscription is in place (on the first connection).
 	Ready func(Info)
@@ -142,6 +145,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 			srv.Shutdown(sctx)
 		}()
 		log.Info("HTTP API listening", "url", "http://"+info.HTTP+"/api/status")
+	}
+	if opts.Listening != nil {
+		opts.Listening(info)
 	}
 
 	go func() {

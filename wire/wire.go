@@ -42,6 +42,7 @@ const (
 //	<prefix>/<gateway>/<actuator>/state    each actuator's recorded state (retained)
 //	<prefix>/<gateway>/status              online or offline (retained; the last will says offline)
 //	<prefix>/<gateway>/instance            which process serves the gateway id (retained)
+//	<prefix>/<gateway>/$probe/set          the gateway's own test that commands reach it
 type Topics struct {
 	Prefix    string // the first level(s); empty means DefaultPrefix
 	GatewayID string
@@ -62,6 +63,11 @@ func (t Topics) Status() string { return t.base() + "status" }
 // Instance returns the topic on which the process serving the gateway id
 // announces itself (see Claim).
 func (t Topics) Instance() string { return t.base() + "instance" }
+
+// Probe returns the topic on which a gateway checks, after subscribing,
+// that the broker delivers its command topics to it. It matches SetFilter
+// but names no actuator ($ is not allowed in actuator names).
+func (t Topics) Probe() string { return t.base() + "$probe/set" }
 
 // SetFilter is the subscription filter for every command topic.
 func (t Topics) SetFilter() string { return t.base() + "+/set" }

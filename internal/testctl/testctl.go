@@ -26,9 +26,15 @@ type Controller struct {
 // disconnects when tb ends.
 func Connect(tb testing.TB, broker string, t wire.Topics) *Controller {
 	tb.Helper()
+	return ConnectAs(tb, broker, t, "", "")
+}
+
+// ConnectAs is Connect with a user name and password.
+func ConnectAs(tb testing.TB, broker string, t wire.Topics, user, password string) *Controller {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Options{Broker: broker, Prefix: t.Prefix, GatewayID: t.GatewayID})
+	c, err := client.Dial(ctx, client.Options{Broker: broker, Prefix: t.Prefix, GatewayID: t.GatewayID, Username: user, Password: password})
 	if err != nil {
 		tb.Fatalf("testctl: %v", err)
 	}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHelpNeverActs (issue 8, point 2): every command's -h, -help and
+// --help print its usage on stdout and exit 0 without doing anything: no
+// store created, no simulator started, no gateway run, wherever the flag
+// stands. Test-only flags are not listed.
+func TestHelpNeverActs(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "tcp://127.0.0.1:1", "127.0.0.1:0")
+	store := filepath.Join(dir, "fence.db")
+	simDir := filepath.Join(dir, "sim")
+	commands := [][]string{
+		{"run", "--config", cfg, "--init"},
+		{"init", "--config", cfg},
+		{"check", "--config", cfg, "--init"},
+		{"inspect", "--store", store},
+		{"send", "--gateway", "gw", "--actuator", "pump", "--token", "5", "on"},
+		{"sim", "--dir", simDir, "--http", "127.0.0.1:0", "--mqtt", "127.0.0.1:0"},
+		{"sim", "scenario", "paused-controller", "--sim", "http://127.0.0.1:1"},
+		{"version"},
+	}
+	for _, args := range commands {
+		for _, h := range []string{"-h", "-help", "--help"} {
+			for _, at := range []int{1, len(args)} { // right after the command, and last
+				if args[0] == "sim" && len(args) > 1 && args[1] == "scenario" && at == 1 {
+					at = 2
+				}
+				argv := append(append(append([]string{}, args[:at]...), h), args[at:]...)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				cmd := exec.CommandContext(ctx, binary, argv...)
+				var stdout, stderr strings.Builder
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				err := cmd.Run()
+				timedOut := ctx.Err() != nil
+				cancel()
+				if timedOut {
+					t.Fatalf("gateway %s did not return within 10s: it is doing something\n%s%s", strings.Join(argv, " "), stdout.String(), stderr.String())
+				}
+				var ee *exec.ExitError
+				if errors.As(err, &ee) || err != nil {
+					t.Errorf("gateway %s: %v, want exit 0\n%s", strings.Join(argv, " "), err, stderr.String())
+				}
+				if !strings.Contains(stdout.String(), "Usage:") {
+					t.Errorf("gateway %s: stdout lacks the usage:\n%s", strings.Join(argv, " "), stdout.String())
+				}
+				if strings.Contains(stdout.String()+stderr.String(), "sim-crash-file") {
+					t.Errorf("gateway %s lists the test-only flag --sim-crash-file", strings.Join(argv, " "))
+				}
+				for _, p := range []string{store, simDir} {
+					if _, err := os.Stat(p); err == nil {
+						t.Fatalf("gateway %s created %s", strings.Join(argv, " "), p)
+					}
+				}
+			}
+		}
+	}
+	// "gateway help CMD" is CMD -h.
+	out, code := runCLI(t, "help", "run")
+	if code != 0 || !strings.Contains(out, "gateway run --config FILE") {
+		t.Errorf("gateway help run: exit %d\n%s", code, out)
+	}
+}

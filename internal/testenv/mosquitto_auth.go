@@ -1,0 +1,84 @@
+package testenv
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// AuthBroker is a Mosquitto that requires user names and passwords and
+// applies an ACL.
+type AuthBroker struct {
+	URL string
+	dir string
+	cmd *exec.Cmd
+}
+
+// MosquittoAuth starts a real Mosquitto on a free loopback port that
+// allows no anonymous clients, knows users (name → password, through a
+// password file made with mosquitto_passwd) and applies acl (Mosquitto's
+// acl_file syntax). It is killed when t ends.
+func MosquittoAuth(t testing.TB, users map[string]string, acl string) *AuthBroker {
+	t.Helper()
+	bin := Program(t, "mosquitto")
+	passwd := Program(t, "mosquitto_passwd")
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "passwd")
+	for name, secret := range users {
+		args := []string{"-b", pw, name, secret}
+		if _, err := os.Stat(pw); err != nil {
+			args = append([]string{"-c"}, args...)
+		}
+		if out, err := exec.Command(passwd, args...).CombinedOutput(); err != nil {
+			t.Fatalf("mosquitto_passwd: %v: %s", err, out)
+		}
+	}
+	b := &AuthBroker{dir: dir}
+	b.WriteACL(t, acl)
+	port := FreePort(t)
+	conf := filepath.Join(dir, "mosquitto.conf")
+	text := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous false\npassword_file %s\nacl_file %s\nset_tcp_nodelay true\npersistence false\n",
+		port, pw, filepath.Join(dir, "acl"))
+	if os.Geteuid() == 0 {
+		// Started as root, Mosquitto becomes user mosquitto, who cannot
+		// read this test's files.
+		text += "user root\n"
+	}
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	b.cmd = exec.Command(bin, "-c", conf)
+	daemon(t, b.cmd, filepath.Join(dir, "mosquitto.log"), 10*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	b.URL = "tcp://" + addr
+	return b
+}
+
+// WriteACL replaces the broker's ACL file; Reload makes it take effect.
+func (b *AuthBroker) WriteACL(t testing.TB, acl string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(b.dir, "acl"), []byte(strings.TrimSpace(acl)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Reload makes Mosquitto read its password and ACL files again (SIGHUP).
+func (b *AuthBroker) Reload(t testing.TB) {
+	t.Helper()
+	if err := b.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,181 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/httpapi"
+	"github.com/fencegate/fencegate/internal/testctl"
+	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/service"
+	"github.com/fencegate/fencegate/wire"
+)
+
+// logBuffer is a goroutine-safe log sink.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// runListening runs a gateway with cfg and returns its API address once it
+// listens, whether or not it reaches the broker; it stops when t ends.
+func runListening(t *testing.T, cfg *config.Config, log *logBuffer) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	listening := make(chan service.Info, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- service.Run(ctx, cfg, service.Options{Init: true, Version: "test",
+			Logger:    slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Listening: func(i service.Info) { listening <- i }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case i := <-listening:
+		return i.HTTP
+	case err := <-done:
+		t.Fatalf("gateway stopped: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("gateway API not listening within 15s")
+	}
+	return ""
+}
+
+func apiStatus(t *testing.T, addr string) httpapi.Status {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/api/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st httpapi.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func brokerConfig(t *testing.T, broker, user, password string) *config.Config {
+	t.Helper()
+	text := fmt.Sprintf("id: %s\nmqtt: {broker: %q, username: %q, password: %q}\nstore: %s\nboard: sim\nhttp: \"127.0.0.1:0\"\nactuators:\n  - {name: pump, pin: GPIO17}\n",
+		"vis", broker, user, password, filepath.Join(t.TempDir(), "fence.db"))
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestBrokerFailuresAreVisible (issue 8, points 3 and 9): a broker the
+// gateway cannot reach, a wrong password and a subscription the broker
+// starves are each said in the log, once per reason and not once per
+// attempt, and in GET /api/status; the gateway keeps trying, and takes
+// commands once the broker lets it.
+func TestBrokerFailuresAreVisible(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		var log logBuffer
+		addr := runListening(t, brokerConfig(t, "tcp://127.0.0.1:1", "", ""), &log)
+		waitFor(t, 10*time.Second, "two failed attempts", func() bool { return apiStatus(t, addr).Broker.Failures >= 2 })
+		st := apiStatus(t, addr)
+		if st.Broker.Connected || st.Broker.Subscribed || !strings.Contains(st.Broker.LastError, "connection refused") ||
+			st.GatewayID != "vis" || st.Version != "test" || st.StoreID == "" {
+			t.Errorf("status = %+v, want not connected, refused, with the gateway's id, version and store id", st)
+		}
+		if n := strings.Count(log.String(), "cannot connect to the broker"); n != 1 || !strings.Contains(log.String(), "connection refused") {
+			t.Errorf("log has %d 'cannot connect' lines for %d attempts, want 1 with the reason:\n%s", n, st.Broker.Failures, log.String())
+		}
+	})
+
+	users := map[string]string{"gateway": "secret", "ctl": "ctlpw"}
+	const full = `
+user gateway
+topic readwrite fencegate/vis/#
+user ctl
+topic readwrite fencegate/vis/#`
+	t.Run("wrong password", func(t *testing.T) {
+		b := testenv.MosquittoAuth(t, users, full)
+		var log logBuffer
+		addr := runListening(t, brokerConfig(t, b.URL, "gateway", "not-the-secret"), &log)
+		waitFor(t, 10*time.Second, "a failed attempt", func() bool { return apiStatus(t, addr).Broker.Failures >= 1 })
+		st := apiStatus(t, addr)
+		if st.Broker.Connected || !strings.Contains(st.Broker.LastError, "not authorised") || !strings.Contains(st.Broker.LastError, "mqtt.password") {
+			t.Errorf("status = %+v, want refused: not authorised, naming the password", st.Broker)
+		}
+		if !strings.Contains(log.String(), "cannot connect to the broker") {
+			t.Errorf("log does not say it:\n%s", log.String())
+		}
+	})
+
+	t.Run("starved subscription", func(t *testing.T) {
+		// The gateway may not read its command topics: Mosquitto grants the
+		// subscription (MQTT 3.1.1 has no way to say no) and delivers nothing.
+		b := testenv.MosquittoAuth(t, users, `
+user gateway
+topic readwrite fencegate/vis/status
+topic readwrite fencegate/vis/instance
+topic write fencegate/vis/+/result
+topic write fencegate/vis/+/state
+topic write fencegate/vis/+/set
+user ctl
+topic readwrite fencegate/vis/#`)
+		var log logBuffer
+		addr := runListening(t, brokerConfig(t, b.URL, "gateway", "secret"), &log)
+		waitFor(t, 20*time.Second, "the starved subscription reported", func() bool {
+			return strings.Contains(apiStatus(t, addr).Broker.LastError, "delivers nothing")
+		})
+		st := apiStatus(t, addr)
+		if !st.Broker.Connected || st.Broker.Subscribed {
+			t.Errorf("status = %+v, want connected but not taking commands", st.Broker)
+		}
+		if !strings.Contains(log.String(), "not taking commands") || !strings.Contains(log.String(), "read and write") {
+			t.Errorf("log does not say why commands are not taken:\n%s", log.String())
+		}
+		// The operator fixes the ACL; the gateway's retries find it.
+		b.WriteACL(t, full)
+		b.Reload(t)
+		topics := wire.Topics{GatewayID: "vis"}
+		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+		defer cancel()
+		ctl := testctl.ConnectAs(t, b.URL, topics, "ctl", "ctlpw")
+		if err := ctl.Client.WaitStatus(ctx, wire.StatusOnline); err != nil {
+			t.Fatalf("after the ACL was fixed: %v\n%s", err, log.String())
+		}
+		if st := apiStatus(t, addr); !st.Broker.Subscribed {
+			t.Errorf("status after the fix = %+v, want taking commands", st.Broker)
+		}
+	})
+}
