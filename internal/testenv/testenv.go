@@ -62,16 +62,25 @@ func EmbeddedBroker(t testing.TB) string {
 // listens there. It is killed when t ends.
 func Mosquitto(t testing.TB) string {
 	t.Helper()
+	url, _ := mosquitto(t, "allow_anonymous true\nset_tcp_nodelay true\npersistence false\nmax_inflight_messages 100\n")
+	return url
+}
+
+// mosquitto starts Mosquitto with conf after a listener on a reserved
+// loopback port, and returns its URL and process once it listens there. It
+// is killed when t ends.
+func mosquitto(t testing.TB, conf string) (url string, cmd *exec.Cmd) {
+	t.Helper()
 	bin := Program(t, "mosquitto")
 	ports := daemon(t, "mosquitto", 1, 10*time.Second, func(dir string, ports []int) *exec.Cmd {
-		conf := filepath.Join(dir, "mosquitto.conf")
-		text := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\npersistence false\nmax_inflight_messages 100\n", ports[0])
-		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		path := filepath.Join(dir, "mosquitto.conf")
+		if err := os.WriteFile(path, fmt.Appendf(nil, "listener %d 127.0.0.1\n%s", ports[0], conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return exec.Command(bin, "-c", conf)
+		cmd = exec.Command(bin, "-c", path)
+		return cmd
 	}, nil)
-	return fmt.Sprintf("tcp://127.0.0.1:%d", ports[0])
+	return fmt.Sprintf("tcp://127.0.0.1:%d", ports[0]), cmd
 }
 
 // daemonTries bounds how often daemon starts a program whose port another
