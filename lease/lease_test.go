@@ -26,7 +26,7 @@ func TestTokenIsCreateRevision(t *testing.T) {
 	cli := dial(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	l, err := lease.Acquire(ctx, cli, lease.Options{Gateway: "gw", Scope: "pump", TTL: 2})
+	l, err := lease.Acquire(ctx, cli, lease.Options{Gateway: testenv.ID(t, "gw"), Scope: "pump", TTL: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestTokenIsCreateRevision(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l2, err := lease.Acquire(ctx, cli, lease.Options{Gateway: "gw", Scope: "pump", TTL: 2})
+	l2, err := lease.Acquire(ctx, cli, lease.Options{Gateway: testenv.ID(t, "gw"), Scope: "pump", TTL: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,13 +68,14 @@ func TestLostLeasePassesToHigherToken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cliA := dial(t, url)
-	a, err := lease.Acquire(ctx, cliA, lease.Options{Gateway: "gw", Scope: "pump", TTL: 2})
+	gw := testenv.ID(t, "gw")
+	a, err := lease.Acquire(ctx, cliA, lease.Options{Gateway: gw, Scope: "pump", TTL: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan *lease.Lease, 1)
 	go func() {
-		b, err := lease.Acquire(ctx, dial(t, url), lease.Options{Gateway: "gw", Scope: "pump", TTL: 2})
+		b, err := lease.Acquire(ctx, dial(t, url), lease.Options{Gateway: gw, Scope: "pump", TTL: 2})
 		if err != nil {
 			t.Error(err)
 			close(got)

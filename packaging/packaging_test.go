@@ -580,7 +580,10 @@ func TestUnit(t *testing.T) {
 }
 
 // TestDefaultConfigChecks: the configuration the package installs passes
-// `gateway check`.
+// `gateway check --config-only`. The full check is what run does (store,
+// board, the http port): it passes only on a Raspberry Pi with a store, so
+// it is not asked here, where neither is and another program may hold
+// 127.0.0.1:8080.
 func TestDefaultConfigChecks(t *testing.T) {
 	dir := dist(t)
 	dpkgDeb := testenv.Program(t, "dpkg-deb")
@@ -597,13 +600,13 @@ func TestDefaultConfigChecks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("gateway check --config-only --config %s: %v\n%s", configPath, err, out)
 	}
-	for _, w := range []string{`"pi-gateway-1"`, "1 actuators", "store /var/lib/fencegate/fence.db"} {
+	for _, w := range []string{`"pi-gateway-1"`, "1 actuators", "ok"} {
 		if !strings.Contains(string(out), w) {
 			t.Errorf("gateway check: %q; want %s in it", out, w)
 		}
 	}
 	text, _ := os.ReadFile(cfg)
-	for _, w := range []string{"board: raspberry-pi", "broker: tcp://127.0.0.1:1883", "http: 127.0.0.1:8080",
+	for _, w := range []string{"board: raspberry-pi", "broker: tcp://127.0.0.1:1883", "http: 127.0.0.1:8080", "store: /var/lib/fencegate/fence.db",
 		"name: relay1", "pin: GPIO17", "active_low: true", `boot: "off"`} {
 		if !strings.Contains(string(text), w) {
 			t.Errorf("the default configuration lacks %q", w)

@@ -80,9 +80,15 @@ func (p *proc) output() string {
 	return string(b)
 }
 
+// gatewayID is the id of the gateway a test starts with writeConfig:
+// unique to the run, so that no other test's or suite's gateway can answer.
+func gatewayID(t testing.TB) string { return testenv.ID(t, "gw") }
+
+// writeConfig writes dir/gateway.yaml for a sim-board gateway with id
+// gatewayID(t) and returns its path.
 func writeConfig(t *testing.T, dir, broker, httpAddr string) string {
 	t.Helper()
-	return writeConfigWith(t, dir, "crash", broker, httpAddr, `actuators:
+	return writeConfigWith(t, dir, gatewayID(t), broker, httpAddr, `actuators:
   - {name: pump, pin: GPIO17}
   - {name: fan, pin: GPIO22, scope: climate}
   - {name: heater, pin: GPIO23, scope: climate, active_low: true}
@@ -150,9 +156,9 @@ type answered struct {
 func TestKill9UnderLoad(t *testing.T) {
 	dir := t.TempDir()
 	broker := testenv.EmbeddedBroker(t)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.Port(t))
 	cfg := writeConfig(t, dir, broker, httpAddr)
-	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "crash"})
+	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: gatewayID(t)})
 	scopeOf := map[string]string{"pump": "pump", "fan": "climate", "heater": "climate"}
 	tokens := map[string]*atomic.Uint64{"pump": {}, "climate": {}}
 
@@ -161,6 +167,7 @@ func TestKill9UnderLoad(t *testing.T) {
 	prev := map[string]fence.Fence{}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	var idSeq atomic.Int64
+	idPrefix := testenv.ID(t, "c")
 	const rounds = 8
 	for round := range rounds {
 		p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
@@ -182,7 +189,7 @@ func TestKill9UnderLoad(t *testing.T) {
 					default:
 					}
 					scope := scopeOf[name]
-					c := fence.Command{ID: fmt.Sprint("c", idSeq.Add(1)), Actuator: name,
+					c := fence.Command{ID: fmt.Sprint(idPrefix, "-", idSeq.Add(1)), Actuator: name,
 						Fence: fence.Fence{Token: tokens[scope].Add(1)}, State: fence.State(r.IntN(2) + 1)}
 					ctl.Publish(t, name, wire.EncodeCommand(c), false)
 					res, ok := ctl.TryResult(c.ID, 2*time.Second)
@@ -235,14 +242,19 @@ func TestKill9UnderLoad(t *testing.T) {
 	checkReconciled(t, httpAddr, "final restart")
 }
 
+// waitAPI waits until p, and no other process, serves its API on addr.
 func waitAPI(t *testing.T, addr string, p *proc) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := http.Get("http://" + addr + "/api/actuators")
-		if err == nil {
-			resp.Body.Close()
-			return
+		err := fmt.Errorf("gateway (pid %d) does not listen on %s", p.cmd.Process.Pid, addr)
+		if testenv.Listens(p.cmd.Process.Pid, addr) {
+			resp, gerr := http.Get("http://" + addr + "/api/actuators")
+			if gerr == nil {
+				resp.Body.Close()
+				return
+			}
+			err = gerr
 		}
 		select {
 		case <-p.done:
@@ -264,18 +276,18 @@ func waitAPI(t *testing.T, addr string, p *proc) {
 func TestCrashBetweenFsyncAndDrive(t *testing.T) {
 	dir := t.TempDir()
 	broker := testenv.EmbeddedBroker(t)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.Port(t))
 	cfg := writeConfig(t, dir, broker, httpAddr)
-	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "crash"})
+	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: gatewayID(t)})
 	p := startProc(t, []string{"FENCEGATE_CRASH_AFTER_COMMIT=3"}, "run", "--config", cfg, "--init")
 	ctl.WaitStatus(t, "online")
 	// Boot records count as commits too: none here, since --init made a new
 	// store whose outputs boot "last" and are recorded off at start. Those
 	// go through SetState, not the commit hook.
 	cmds := []fence.Command{
-		{ID: "k1", Actuator: "pump", Fence: fence.Fence{Token: 10}, State: fence.StateOn},
-		{ID: "k2", Actuator: "pump", Fence: fence.Fence{Token: 11}, State: fence.StateOff},
-		{ID: "k3", Actuator: "pump", Fence: fence.Fence{Token: 12}, State: fence.StateOn},
+		{ID: testenv.ID(t, "k1"), Actuator: "pump", Fence: fence.Fence{Token: 10}, State: fence.StateOn},
+		{ID: testenv.ID(t, "k2"), Actuator: "pump", Fence: fence.Fence{Token: 11}, State: fence.StateOff},
+		{ID: testenv.ID(t, "k3"), Actuator: "pump", Fence: fence.Fence{Token: 12}, State: fence.StateOn},
 	}
 	for _, c := range cmds[:2] {
 		if res := ctl.Send(t, c); res.Outcome != fence.Applied {
@@ -304,7 +316,7 @@ func TestCrashBetweenFsyncAndDrive(t *testing.T) {
 	if out.Fence.Token != 12 || out.State != fence.StateOn {
 		t.Fatalf("store after crash: %+v, want fence 12 and state on (committed before the crash)", out)
 	}
-	if _, ok := ctl.TryResult("k3", 200*time.Millisecond); ok {
+	if _, ok := ctl.TryResult(cmds[2].ID, 200*time.Millisecond); ok {
 		t.Fatal("k3 was answered before the crash")
 	}
 
@@ -315,11 +327,11 @@ func TestCrashBetweenFsyncAndDrive(t *testing.T) {
 	if !latch["GPIO17"] {
 		t.Error("pump latch low after restart: not reconciled to the recorded state")
 	}
-	res := ctl.Result(t, "k3")
+	res := ctl.Result(t, cmds[2].ID)
 	if res.Outcome != fence.Duplicate || res.Fence.Token != 12 || res.State != fence.StateOn {
 		t.Errorf("redelivered k3 = %v at %v %v, want duplicate at 12 on", res.Outcome, res.Fence, res.State)
 	}
-	if res := ctl.Send(t, fence.Command{ID: "k0", Actuator: "pump", Fence: fence.Fence{Token: 11, Seq: 5}, State: fence.StateOff}); res.Outcome != fence.Stale {
+	if res := ctl.Send(t, fence.Command{ID: testenv.ID(t, "k0"), Actuator: "pump", Fence: fence.Fence{Token: 11, Seq: 5}, State: fence.StateOff}); res.Outcome != fence.Stale {
 		t.Errorf("old token after the crash = %v, want stale", res.Outcome)
 	}
 }

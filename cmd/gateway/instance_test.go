@@ -15,12 +15,12 @@ import (
 	"github.com/fencegate/fencegate/wire"
 )
 
-// instanceConfig writes a gateway configuration with id "twin" and its own
-// store in dir; clientID "" keeps the default client id.
+// instanceConfig writes a gateway configuration with id gatewayID(t) and
+// its own store in dir; clientID "" keeps the default client id.
 func instanceConfig(t *testing.T, dir, broker, clientID string) string {
 	t.Helper()
 	path := filepath.Join(dir, "gateway.yaml")
-	text := fmt.Sprintf("id: twin\nmqtt: {broker: %q, client_id: %q}\nstore: fence.db\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\n", broker, clientID)
+	text := fmt.Sprintf("id: %s\nmqtt: {broker: %q, client_id: %q}\nstore: fence.db\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\n", gatewayID(t), broker, clientID)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestSecondInstanceRefused(t *testing.T) {
 	for bname, startBroker := range testenv.Brokers() {
 		for name, clientIDs := range map[string][2]string{
 			"same client id":       {"", ""},
-			"different client ids": {"twin-a", "twin-b"},
+			"different client ids": {"-a", "-b"},
 		} {
 			t.Run(bname+"/"+name, func(t *testing.T) { secondInstance(t, startBroker(t), clientIDs) })
 		}
@@ -65,11 +65,16 @@ func TestSecondInstanceRefused(t *testing.T) {
 }
 
 func secondInstance(t *testing.T, broker string, clientIDs [2]string) {
+	for i, id := range clientIDs {
+		if id != "" {
+			clientIDs[i] = gatewayID(t) + id
+		}
+	}
 	{
 		{
 			dirA, dirB := t.TempDir(), t.TempDir()
-			ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: "twin"})
-			a := startProc(t, nil, "run", "--config", instanceConfig(t, dirA, broker, clientIDs[0]), "--init", "--log-level", "debug")
+			ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: gatewayID(t)})
+			a := startProc(t, nil, "run", "--config", instanceConfig(t, dirA, broker, clientIDs[0]), "--init", "--log-level", "info")
 			ctl.WaitStatus(t, wire.StatusOnline)
 			if res := ctl.Send(t, fence.Command{ID: "b-1", Actuator: "pump", Fence: fence.Fence{Token: 42}, State: fence.StateOff}); res.Outcome != fence.Applied {
 				t.Fatalf("B's command to A: %s %s", res.Outcome, res.Error)
@@ -77,7 +82,7 @@ func secondInstance(t *testing.T, broker string, clientIDs [2]string) {
 
 			// A second installation with the same id and a fresh store, on
 			// which the paused controller's token 41 would pass.
-			b := startProc(t, nil, "run", "--config", instanceConfig(t, dirB, broker, clientIDs[1]), "--init", "--log-level", "debug")
+			b := startProc(t, nil, "run", "--config", instanceConfig(t, dirB, broker, clientIDs[1]), "--init", "--log-level", "info")
 			stale := 0
 			send := func() (fence.Result, bool) {
 				stale++

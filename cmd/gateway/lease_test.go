@@ -27,8 +27,8 @@ func TestSendLocksTheScope(t *testing.T) {
 	broker := testenv.EmbeddedBroker(t)
 	gatewayProc(t, broker)
 
-	out, code := runCLI(t, "send", "--broker", broker, "--gateway", "crash", "--actuator", "heater", "--etcd", etcd, "--ttl", "5", "on")
-	if code != 0 || !strings.Contains(out, "scope climate") || !strings.Contains(out, lease.Key("crash", "climate")+"/") {
+	out, code := runCLI(t, "send", "--broker", broker, "--gateway", gatewayID(t), "--actuator", "heater", "--etcd", etcd, "--ttl", "5", "on")
+	if code != 0 || !strings.Contains(out, "scope climate") || !strings.Contains(out, lease.Key(gatewayID(t), "climate")+"/") {
 		t.Fatalf("send --etcd --actuator heater: exit %d, want the lock of scope climate:\n%s", code, out)
 	}
 
@@ -40,11 +40,11 @@ func TestSendLocksTheScope(t *testing.T) {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	held, err := lease.Acquire(ctx, cli, lease.Options{Gateway: "crash", Scope: "climate", TTL: 5})
+	held, err := lease.Acquire(ctx, cli, lease.Options{Gateway: gatewayID(t), Scope: "climate", TTL: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fan := exec.Command(binary, "send", "--broker", broker, "--gateway", "crash", "--actuator", "fan", "--etcd", etcd, "--ttl", "5", "on")
+	fan := exec.Command(binary, "send", "--broker", broker, "--gateway", gatewayID(t), "--actuator", "fan", "--etcd", etcd, "--ttl", "5", "on")
 	var fanOut bytes.Buffer
 	fan.Stdout, fan.Stderr = &fanOut, &fanOut
 	if err := fan.Start(); err != nil {
@@ -80,10 +80,10 @@ func TestFenceAheadOfEtcd(t *testing.T) {
 	etcd := testenv.Etcd(t)
 	broker := testenv.EmbeddedBroker(t)
 	gatewayProc(t, broker)
-	if out, code := runCLI(t, "send", "--broker", broker, "--gateway", "crash", "--actuator", "pump", "--token", "1000000", "fence"); code != 0 {
+	if out, code := runCLI(t, "send", "--broker", broker, "--gateway", gatewayID(t), "--actuator", "pump", "--token", "1000000", "fence"); code != 0 {
 		t.Fatalf("raise the fence: exit %d\n%s", code, out)
 	}
-	out, code := runCLI(t, "send", "--broker", broker, "--gateway", "crash", "--actuator", "pump", "--etcd", etcd, "on")
+	out, code := runCLI(t, "send", "--broker", broker, "--gateway", gatewayID(t), "--actuator", "pump", "--etcd", etcd, "on")
 	if code != exitStale || !strings.Contains(out, "above every revision this etcd has issued") || !strings.Contains(out, "--bump-revision") {
 		t.Errorf("send --etcd under a fence above etcd's revision: exit %d, want %d and the explanation:\n%s", code, exitStale, out)
 	}
@@ -92,7 +92,7 @@ func TestFenceAheadOfEtcd(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/controller").CombinedOutput(); err != nil {
 		t.Fatalf("build the example controller: %v\n%s", err, out)
 	}
-	ctl := exec.Command(bin, "--etcd", etcd, "--broker", broker, "--gateway", "crash", "--actuator", "pump", "--ttl", "2", "--period", "200ms")
+	ctl := exec.Command(bin, "--etcd", etcd, "--broker", broker, "--gateway", gatewayID(t), "--actuator", "pump", "--ttl", "2", "--period", "200ms")
 	var ctlOut bytes.Buffer
 	ctl.Stdout, ctl.Stderr = &ctlOut, &ctlOut
 	if err := ctl.Start(); err != nil {

@@ -30,12 +30,13 @@ import (
 func gatewayProc(t *testing.T, broker string) string {
 	t.Helper()
 	dir := t.TempDir()
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.Port(t))
 	os.WriteFile(filepath.Join(dir, "api"), []byte(httpAddr), 0o644)
 	cfg := writeConfig(t, dir, broker, httpAddr)
-	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "crash"})
-	startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
+	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: gatewayID(t)})
+	p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
 	ctl.WaitStatus(t, "online")
+	waitAPI(t, httpAddr, p)
 	return filepath.Join(dir, "fence.db.pins")
 }
 
@@ -49,20 +50,21 @@ func TestSendExitCodes(t *testing.T) {
 	broker := testenv.EmbeddedBroker(t)
 	latch := gatewayProc(t, broker)
 	send := func(args ...string) (string, int) {
-		return runCLI(t, append([]string{"send", "--broker", broker, "--gateway", "crash", "--timeout", "5s"}, args...)...)
+		return runCLI(t, append([]string{"send", "--broker", broker, "--gateway", gatewayID(t), "--timeout", "5s"}, args...)...)
 	}
+	s1 := testenv.ID(t, "s1")
 	tests := []struct {
 		args []string
 		code int
 		want string
 	}{
-		{[]string{"--actuator", "pump", "--token", "42", "--id", "s1", "on"}, 0, `"outcome":"applied"`},
-		{[]string{"--actuator", "pump", "--token", "42", "--id", "s1", "on"}, 0, `"outcome":"duplicate"`},
+		{[]string{"--actuator", "pump", "--token", "42", "--id", s1, "on"}, 0, `"outcome":"applied"`},
+		{[]string{"--actuator", "pump", "--token", "42", "--id", s1, "on"}, 0, `"outcome":"duplicate"`},
 		{[]string{"--actuator", "pump", "--token", "41", "off"}, exitStale, `"outcome":"stale"`},
 		{[]string{"--actuator", "nope", "--token", "50", "off"}, exitRejected, `unknown actuator`},
 		{[]string{"--actuator", "pump", "--token", "50", "fence"}, 0, `"fence":{"token":50,"seq":0}`},
 		{[]string{"--actuator", "pump", "--token", "49", "--seq", "7", "off"}, exitStale, `below the fence 50/0`},
-		{[]string{"--gateway", "absent", "--actuator", "pump", "--token", "60", "--timeout", "300ms", "on"}, exitTimeout, "no answer"},
+		{[]string{"--gateway", testenv.ID(t, "absent"), "--actuator", "pump", "--token", "60", "--timeout", "300ms", "on"}, exitTimeout, "no answer"},
 		{[]string{"--actuator", "pump", "on"}, exitUsage, "--token"},
 		{[]string{"--actuator", "pump", "--token", "9223372036854775808", "on"}, exitUsage, "2^63-1"},
 		{[]string{"--actuator", "pump", "--token", "5", "toggle"}, exitUsage, "on, off or fence"},
@@ -104,7 +106,7 @@ func TestPausedControllerWithEtcd(t *testing.T) {
 	etcd := testenv.Etcd(t)
 	broker := testenv.EmbeddedBroker(t)
 	latch := gatewayProc(t, broker)
-	base := []string{"send", "--broker", broker, "--gateway", "crash", "--actuator", "pump", "--etcd", etcd, "--ttl", "2"}
+	base := []string{"send", "--broker", broker, "--gateway", gatewayID(t), "--actuator", "pump", "--etcd", etcd, "--ttl", "2"}
 	const reps = 20
 	for i := range reps {
 		stateB, stateA := "off", "on"
@@ -112,7 +114,7 @@ func TestPausedControllerWithEtcd(t *testing.T) {
 			stateB, stateA = "on", "off"
 		}
 		// A: granted, then paused before its publish.
-		a := exec.Command(binary, append(base, "--holder", "controller-a", "--id", fmt.Sprint("a-", i), "--stop-after-grant", stateA)...)
+		a := exec.Command(binary, append(base, "--holder", "controller-a", "--id", testenv.ID(t, fmt.Sprint("a", i)), "--stop-after-grant", stateA)...)
 		var aOut bytes.Buffer
 		a.Stdout = &aOut
 		aErr, err := a.StderrPipe()
@@ -149,7 +151,7 @@ func TestPausedControllerWithEtcd(t *testing.T) {
 		}
 
 		// B: waits for the lock until A's lease expires, then commits.
-		out, code := runCLI(t, append(base, "--holder", "controller-b", "--id", fmt.Sprint("b-", i), "--timeout", "10s", stateB)...)
+		out, code := runCLI(t, append(base, "--holder", "controller-b", "--id", testenv.ID(t, fmt.Sprint("b", i)), "--timeout", "10s", stateB)...)
 		if code != 0 || !strings.Contains(out, `"outcome":"applied"`) {
 			a.Process.Kill()
 			t.Fatalf("rep %d: B: exit %d\n%s", i, code, out)
@@ -236,8 +238,8 @@ func TestExampleController(t *testing.T) {
 		t.Fatalf("build the example controller: %v\n%s", err, out)
 	}
 	start := func(name string) (*exec.Cmd, *lineWatcher) {
-		cmd := exec.Command(bin, "--etcd", etcd, "--broker", broker, "--gateway", "crash", "--actuator", "pump",
-			"--ttl", "2", "--period", "200ms", "--name", name)
+		cmd := exec.Command(bin, "--etcd", etcd, "--broker", broker, "--gateway", gatewayID(t), "--actuator", "pump",
+			"--ttl", "2", "--period", "200ms", "--name", testenv.ID(t, name))
 		w := watch(t, cmd)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -152,6 +152,8 @@ func chromium(t *testing.T) string {
 // FENCEGATE_SCREENSHOT=path saves a screenshot there (make screenshot).
 func TestDashboardInBrowser(t *testing.T) {
 	exe := chromium(t)
+	// The gateway id stays "sim": the simulator's broker is its own, on the
+	// port it chose and reported, so no other suite's gateway can answer.
 	dir := t.TempDir()
 	dash, broker, _ := runningSimIn(t, dir, "--step-delay", "150ms")
 	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "sim"})
@@ -178,7 +180,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		!strings.HasPrefix(state, "connected to "+broker+" since ") || !strings.HasSuffix(state, ", taking commands") {
 		t.Errorf("broker state on the dashboard = %q, %v; want connected to %s since …, taking commands", state, err, broker)
 	}
-	if res := ctl.Send(t, fence.Command{ID: "ui-1", Actuator: "pump", Holder: "browser-test", Fence: fence.Fence{Token: 42}, State: fence.StateOn}); res.Outcome != fence.Applied {
+	if res := ctl.Send(t, fence.Command{ID: testenv.ID(t, "ui-1"), Actuator: "pump", Holder: "browser-test", Fence: fence.Fence{Token: 42}, State: fence.StateOn}); res.Outcome != fence.Applied {
 		t.Fatalf("command = %v", res.Outcome)
 	}
 	if err := chromedp.Do(ctx,

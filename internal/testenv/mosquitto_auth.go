@@ -2,15 +2,12 @@ package testenv
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // AuthBroker is a Mosquitto that requires user names and passwords and
@@ -21,13 +18,12 @@ type AuthBroker struct {
 	cmd *exec.Cmd
 }
 
-// MosquittoAuth starts a real Mosquitto on a free loopback port that
+// MosquittoAuth starts a real Mosquitto on a reserved loopback port (see Port) that
 // allows no anonymous clients, knows users (name → password, through a
 // password file made with mosquitto_passwd) and applies acl (Mosquitto's
 // acl_file syntax). It is killed when t ends.
 func MosquittoAuth(t testing.TB, users map[string]string, acl string) *AuthBroker {
 	t.Helper()
-	bin := Program(t, "mosquitto")
 	passwd := Program(t, "mosquitto_passwd")
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "passwd")
@@ -42,28 +38,14 @@ func MosquittoAuth(t testing.TB, users map[string]string, acl string) *AuthBroke
 	}
 	b := &AuthBroker{dir: dir}
 	b.WriteACL(t, acl)
-	port := FreePort(t)
-	conf := filepath.Join(dir, "mosquitto.conf")
-	text := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous false\npassword_file %s\nacl_file %s\nset_tcp_nodelay true\npersistence false\n",
-		port, pw, filepath.Join(dir, "acl"))
+	text := fmt.Sprintf("allow_anonymous false\npassword_file %s\nacl_file %s\nset_tcp_nodelay true\npersistence false\n",
+		pw, filepath.Join(dir, "acl"))
 	if os.Geteuid() == 0 {
 		// Started as root, Mosquitto becomes user mosquitto, who cannot
 		// read this test's files.
 		text += "user root\n"
 	}
-	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	b.cmd = exec.Command(bin, "-c", conf)
-	daemon(t, b.cmd, filepath.Join(dir, "mosquitto.log"), 10*time.Second, func() bool {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	b.URL = "tcp://" + addr
+	b.URL, b.cmd = mosquitto(t, text)
 	return b
 }
 

@@ -9,12 +9,10 @@ package testenv
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,17 +45,6 @@ func Program(t testing.TB, name string) string {
 	return p
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // EmbeddedBroker starts the simulator's embedded broker on a free loopback
 // port and returns its URL. It stops when t ends.
 func EmbeddedBroker(t testing.TB) string {
@@ -70,34 +57,68 @@ func EmbeddedBroker(t testing.TB) string {
 	return b.URL()
 }
 
-// Mosquitto starts a real Mosquitto on a free loopback port, with
-// set_tcp_nodelay on, and returns its URL. It is killed when t ends.
+// Mosquitto starts a real Mosquitto on a reserved loopback port (see
+// Port), with set_tcp_nodelay on, and returns its URL once that Mosquitto
+// listens there. It is killed when t ends.
 func Mosquitto(t testing.TB) string {
 	t.Helper()
-	bin := Program(t, "mosquitto")
-	dir := t.TempDir()
-	port := FreePort(t)
-	conf := filepath.Join(dir, "mosquitto.conf")
-	text := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\npersistence false\nmax_inflight_messages 100\n", port)
-	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	daemon(t, exec.Command(bin, "-c", conf), filepath.Join(dir, "mosquitto.log"), 10*time.Second, func() bool {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return "tcp://" + addr
+	url, _ := mosquitto(t, "allow_anonymous true\nset_tcp_nodelay true\npersistence false\nmax_inflight_messages 100\n")
+	return url
 }
 
-// daemon starts cmd with its output in logPath, kills it when t ends, and
-// waits until ready reports true; it fails t with the log if the program
-// exits first or is not ready within d.
-func daemon(t testing.TB, cmd *exec.Cmd, logPath string, d time.Duration, ready func() bool) {
+// mosquitto starts Mosquitto with conf after a listener on a reserved
+// loopback port, and returns its URL and process once it listens there. It
+// is killed when t ends.
+func mosquitto(t testing.TB, conf string) (url string, cmd *exec.Cmd) {
 	t.Helper()
+	bin := Program(t, "mosquitto")
+	ports := daemon(t, "mosquitto", 1, 10*time.Second, func(dir string, ports []int) *exec.Cmd {
+		path := filepath.Join(dir, "mosquitto.conf")
+		if err := os.WriteFile(path, fmt.Appendf(nil, "listener %d 127.0.0.1\n%s", ports[0], conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd = exec.Command(bin, "-c", path)
+		return cmd
+	}, nil)
+	return fmt.Sprintf("tcp://127.0.0.1:%d", ports[0]), cmd
+}
+
+// daemonTries bounds how often daemon starts a program whose port another
+// program took between the reservation and the bind.
+const daemonTries = 3
+
+// daemon starts the program that command builds (in a new temporary dir,
+// on n ports reserved with Port, listening on 127.0.0.1), with its output
+// in dir/name.log, and kills it when t ends. It waits up to d until that
+// process, not another one, listens on every port and ready (if not nil)
+// reports true, and returns the ports. If the program exits saying that an
+// address is in use, it starts again on new ports; it fails t with the log
+// if the program exits for another reason or is not ready within d.
+func daemon(t testing.TB, name string, n int, d time.Duration, command func(dir string, ports []int) *exec.Cmd, ready func(ports []int) bool) []int {
+	t.Helper()
+	for try := 1; ; try++ {
+		ports := make([]int, n)
+		for i := range ports {
+			ports[i] = Port(t)
+		}
+		log, ok := startDaemon(t, name, ports, d, command, ready)
+		if ok {
+			return ports
+		}
+		if !strings.Contains(strings.ToLower(log), "address already in use") || try == daemonTries {
+			t.Fatalf("%s exited at start: %s", name, log)
+		}
+		t.Logf("testenv: %s could not listen on %v (taken by a program that does not use testenv.Port); starting it again on new ports: %s", name, ports, log)
+	}
+}
+
+// startDaemon is one try of daemon: ok is false, with the program's log,
+// if the program exited before it was ready.
+func startDaemon(t testing.TB, name string, ports []int, d time.Duration, command func(dir string, ports []int) *exec.Cmd, ready func(ports []int) bool) (log string, ok bool) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := command(dir, ports)
+	logPath := filepath.Join(dir, name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -113,20 +134,28 @@ func daemon(t testing.TB, cmd *exec.Cmd, logPath string, d time.Duration, ready 
 		<-exited
 		logf.Close()
 	})
+	readLog := func() string { b, _ := os.ReadFile(logPath); return strings.TrimSpace(string(b)) }
+	up := func() bool {
+		for _, p := range ports {
+			if !Listens(cmd.Process.Pid, fmt.Sprintf("127.0.0.1:%d", p)) {
+				return false
+			}
+		}
+		return ready == nil || ready(ports)
+	}
 	deadline := time.Now().Add(d)
-	for !ready() {
+	for !up() {
 		select {
 		case <-exited:
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("%s exited at start: %s", filepath.Base(cmd.Path), strings.TrimSpace(string(b)))
+			return readLog(), false
 		default:
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("%s not ready within %v: %s", filepath.Base(cmd.Path), d, strings.TrimSpace(string(b)))
+			t.Fatalf("%s (pid %d) not listening on %v and ready within %v: %s", name, cmd.Process.Pid, ports, d, readLog())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return "", true
 }
 
 // Brokers returns the brokers a protocol test should run against: the
@@ -169,21 +198,22 @@ func Fill(t testing.TB, dir string) {
 	}
 }
 
-// Etcd starts a real single-member etcd on free loopback ports, with its
-// data in a temporary directory, and returns its client URL. It is killed
-// when t ends.
+// Etcd starts a real single-member etcd on reserved loopback ports (see
+// Port), with its data in a temporary directory, and returns its client URL
+// once that etcd listens there and reports itself healthy. It is killed when
+// t ends.
 func Etcd(t testing.TB) string {
 	t.Helper()
 	bin := Program(t, "etcd")
-	dir := t.TempDir()
-	client := fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
-	peer := fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
-	cmd := exec.Command(bin, "--name", "test", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "test="+peer, "--initial-cluster-state", "new")
-	daemon(t, cmd, filepath.Join(dir, "etcd.log"), 20*time.Second, func() bool {
-		resp, err := http.Get(client + "/health")
+	url := func(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", port) }
+	ports := daemon(t, "etcd", 2, 20*time.Second, func(dir string, ports []int) *exec.Cmd {
+		client, peer := url(ports[0]), url(ports[1])
+		return exec.Command(bin, "--name", "test", "--data-dir", filepath.Join(dir, "data"),
+			"--listen-client-urls", client, "--advertise-client-urls", client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", "test="+peer, "--initial-cluster-state", "new")
+	}, func(ports []int) bool {
+		resp, err := http.Get(url(ports[0]) + "/health")
 		if err != nil {
 			return false
 		}
@@ -191,5 +221,5 @@ func Etcd(t testing.TB) string {
 		resp.Body.Close()
 		return strings.Contains(string(body), `"true"`)
 	})
-	return client
+	return url(ports[0])
 }

@@ -1,0 +1,21 @@
+//go:build !unix
+
+package testenv
+
+import "sync"
+
+var (
+	heldMu sync.Mutex
+	held   = map[string]bool{}
+)
+
+// lockPort reserves path within this process only: there is no flock here.
+func lockPort(path string) (unlock func(), ok bool, err error) {
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	if held[path] {
+		return nil, false, nil
+	}
+	held[path] = true
+	return func() { heldMu.Lock(); delete(held, path); heldMu.Unlock() }, true, nil
+}
