@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -89,10 +90,14 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// visID is the gateway id of TestBrokerFailuresAreVisible: unique to the
+// run, though each subtest has a broker of its own.
+var visID = fmt.Sprintf("vis-%d", os.Getpid())
+
 func brokerConfig(t *testing.T, broker, user, password string) *config.Config {
 	t.Helper()
 	text := fmt.Sprintf("id: %s\nmqtt: {broker: %q, username: %q, password: %q}\nstore: %s\nboard: sim\nhttp: \"127.0.0.1:0\"\nactuators:\n  - {name: pump, pin: GPIO17}\n",
-		"vis", broker, user, password, filepath.Join(t.TempDir(), "fence.db"))
+		visID, broker, user, password, filepath.Join(t.TempDir(), "fence.db"))
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +117,7 @@ func TestBrokerFailuresAreVisible(t *testing.T) {
 		waitFor(t, 10*time.Second, "two failed attempts", func() bool { return apiStatus(t, addr).Broker.Failures >= 2 })
 		st := apiStatus(t, addr)
 		if st.Broker.Connected || st.Broker.Subscribed || !strings.Contains(st.Broker.LastError, "connection refused") ||
-			st.GatewayID != "vis" || st.Version != "test" || st.StoreID == "" {
+			st.GatewayID != visID || st.Version != "test" || st.StoreID == "" {
 			t.Errorf("status = %+v, want not connected, refused, with the gateway's id, version and store id", st)
 		}
 		if n := strings.Count(log.String(), "cannot connect to the broker"); n != 1 || !strings.Contains(log.String(), "connection refused") {
@@ -121,11 +126,12 @@ func TestBrokerFailuresAreVisible(t *testing.T) {
 	})
 
 	users := map[string]string{"gateway": "secret", "ctl": "ctlpw"}
-	const full = `
+	full := `
 user gateway
-topic readwrite fencegate/vis/#
+topic readwrite fencegate/{id}/#
 user ctl
-topic readwrite fencegate/vis/#`
+topic readwrite fencegate/{id}/#`
+	full = strings.ReplaceAll(full, "{id}", visID)
 	t.Run("wrong password", func(t *testing.T) {
 		b := testenv.MosquittoAuth(t, users, full)
 		var log logBuffer
@@ -143,15 +149,15 @@ topic readwrite fencegate/vis/#`
 	t.Run("starved subscription", func(t *testing.T) {
 		// The gateway may not read its command topics: Mosquitto grants the
 		// subscription (MQTT 3.1.1 has no way to say no) and delivers nothing.
-		b := testenv.MosquittoAuth(t, users, `
+		b := testenv.MosquittoAuth(t, users, strings.ReplaceAll(`
 user gateway
-topic readwrite fencegate/vis/status
-topic readwrite fencegate/vis/instance
-topic write fencegate/vis/+/result
-topic write fencegate/vis/+/state
-topic write fencegate/vis/+/set
+topic readwrite fencegate/{id}/status
+topic readwrite fencegate/{id}/instance
+topic write fencegate/{id}/+/result
+topic write fencegate/{id}/+/state
+topic write fencegate/{id}/+/set
 user ctl
-topic readwrite fencegate/vis/#`)
+topic readwrite fencegate/{id}/#`, "{id}", visID))
 		var log logBuffer
 		addr := runListening(t, brokerConfig(t, b.URL, "gateway", "secret"), &log)
 		waitFor(t, 20*time.Second, "the starved subscription reported", func() bool {
@@ -167,7 +173,7 @@ topic readwrite fencegate/vis/#`)
 		// The operator fixes the ACL; the gateway's retries find it.
 		b.WriteACL(t, full)
 		b.Reload(t)
-		topics := wire.Topics{GatewayID: "vis"}
+		topics := wire.Topics{GatewayID: visID}
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 		defer cancel()
 		ctl := testctl.ConnectAs(t, b.URL, topics, "ctl", "ctlpw")
