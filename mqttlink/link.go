@@ -478,6 +478,7 @@ func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
 	c := l.client
 	l.mu.Unlock()
 	c.Publish(l.t.Result(name), 1, false, wire.EncodeResult(res))
+	l.states.poke() // the states the decision changed, after its answer
 	m.Ack()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/wire"
@@ -27,6 +28,10 @@ func newStatePublisher(l *Link) *statePublisher {
 	return &statePublisher{l: l, kick: make(chan struct{}, 1), latest: map[string]fence.Output{}, dirty: map[string]bool{}}
 }
 
+// update takes new states. They are published at the next poke: a
+// command's worker pokes once its answer is on its way, so that the answer
+// comes before the states it caused; a slow tick publishes states that no
+// command caused.
 func (p *statePublisher) update(outputs []fence.Output) {
 	p.mu.Lock()
 	for _, o := range outputs {
@@ -34,7 +39,6 @@ func (p *statePublisher) update(outputs []fence.Output) {
 		p.dirty[o.Actuator] = true
 	}
 	p.mu.Unlock()
-	p.poke()
 }
 
 // republish marks every known state for publication (after a connect).
@@ -58,9 +62,12 @@ func (p *statePublisher) poke() {
 // commands (not connected, or in conflict): the connect that ends the wait
 // republishes them all.
 func (p *statePublisher) run(ctx context.Context) {
+	tick := time.NewTicker(stateTick)
+	defer tick.Stop()
 	for {
 		select {
 		case <-p.kick:
+		case <-tick.C:
 		case <-ctx.Done():
 			return
 		}
@@ -68,6 +75,10 @@ func (p *statePublisher) run(ctx context.Context) {
 			return
 		}
 		p.mu.Lock()
+		if len(p.dirty) == 0 {
+			p.mu.Unlock()
+			continue
+		}
 		batch := make([]fence.Output, 0, len(p.dirty))
 		for name := range p.dirty {
 			batch = append(batch, p.latest[name])
@@ -86,6 +97,9 @@ func (p *statePublisher) run(ctx context.Context) {
 		}
 	}
 }
+
+// stateTick is how often states that no command caused are published.
+const stateTick = time.Second
 
 // testHookStatePublish, if set (by tests), is called with each state
 // message's output just before it is published.
