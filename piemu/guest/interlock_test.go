@@ -1,0 +1,254 @@
+//go:build linux
+
+package guest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/mqttbroker"
+	"github.com/fencegate/fencegate/service"
+)
+
+// sample is what the kernel said about the two vent lines at one moment.
+type sample struct {
+	at          time.Time
+	open, close string // "hi", "lo", or "" (not requested)
+}
+
+// sampler reads /sys/kernel/debug/gpio in a loop, both lines from one read,
+// until stopped.
+type sampler struct {
+	mu      sync.Mutex
+	samples []sample
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func startSampler(t *testing.T) *sampler {
+	t.Helper()
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			open, close := debugfsLevels("GPIO5", "GPIO6")
+			s.mu.Lock()
+			s.samples = append(s.samples, sample{time.Now(), open, close})
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+func (s *sampler) end() []sample {
+	close(s.stop)
+	<-s.done
+	return s.samples
+}
+
+// debugfsLevels returns "hi", "lo" or "" for two lines, from one read of
+// /sys/kernel/debug/gpio.
+func debugfsLevels(a, b string) (string, string) {
+	f, err := os.Open("/sys/kernel/debug/gpio")
+	if err != nil {
+		return "", ""
+	}
+	defer f.Close()
+	var la, lb string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		l := sc.Text()
+		i := strings.LastIndexByte(l, ')')
+		if i < 0 {
+			continue
+		}
+		fs := strings.Fields(l[i+1:])
+		if len(fs) < 2 {
+			continue
+		}
+		switch {
+		case strings.Contains(l, "("+a+" ") || strings.Contains(l, "("+a+"|"):
+			la = fs[1]
+		case strings.Contains(l, "("+b+" ") || strings.Contains(l, "("+b+"|"):
+			lb = fs[1]
+		}
+	}
+	return la, lb
+}
+
+// runVent runs a gateway with the vent motor's two relays, interlocked,
+// on the emulated board until the returned stop is called.
+func runVent(t *testing.T, broker, store string, bbm bool, dead time.Duration) func() {
+	t.Helper()
+	cfg, err := config.Parse(fmt.Appendf(nil, `id: pi-vent
+mqtt: {broker: %s}
+store: %s
+board: raspberry-pi
+http: ""
+actuators:
+  - {name: vent-open, pin: GPIO5, scope: vent}
+  - {name: vent-close, pin: GPIO6, scope: vent}
+interlocks:
+  - {name: vent, actuators: [vent-open, vent-close], break_before_make: %v, dead_time: %s}
+`, broker, store, bbm, dead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- service.Run(ctx, cfg, service.Options{Init: true, Ready: func(service.Info) { close(ready) }})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("service.Run: %v", err)
+	case <-time.After(60 * time.Second):
+		cancel()
+		t.Fatal("gateway not ready within 60 s")
+	}
+	return func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("service.Run did not return within 30 s of cancel")
+		}
+	}
+}
+
+// TestInterlockOnThePi (issue 8, point 4): the vent motor's two direction
+// relays on real kernel GPIO lines. Rejected: a second on moves neither
+// line. Break-before-make: the kernel never shows both lines high, and the
+// one comes on only after the dead time. A restart with a member recorded
+// on takes its line over low and raises it after the dead time.
+func TestInterlockOnThePi(t *testing.T) {
+	guestOnly(t)
+	c := bcmChip(t)
+	broker, err := mqttbroker.Start("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cl, err := client.Dial(ctx, client.Options{Broker: broker.URL(), GatewayID: "pi-vent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	send := func(id, act string, tok, seq uint64, s fence.State) fence.Result {
+		t.Helper()
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		defer scancel()
+		r, _ := cl.Send(sctx, fence.Command{ID: id, Holder: "piemu", Actuator: act, Fence: fence.Fence{Token: tok, Seq: seq}, State: s})
+		return r
+	}
+	const dead = 300 * time.Millisecond
+
+	// Reject mode.
+	store := filepath.Join(t.TempDir(), "fence.db")
+	stop := runVent(t, broker.URL(), store, false, dead)
+	if r := send("a-1", "vent-close", 41, 0, fence.StateOn); r.Outcome != fence.Applied {
+		t.Fatalf("vent-close on: %s %s", r.Outcome, r.Error)
+	}
+	expectOutput(t, c, "GPIO6", true)
+	r := send("b-1", "vent-open", 42, 0, fence.StateOn)
+	if r.Outcome != fence.Rejected || r.Reason != fence.ReasonInterlock || r.Blocking == nil || r.Blocking.Actuator != "vent-close" {
+		t.Fatalf("vent-open on while vent-close is on = %+v, want rejected: interlock", r)
+	}
+	expectOutput(t, c, "GPIO5", false)
+	expectOutput(t, c, "GPIO6", true)
+	stop()
+
+	// Break-before-make.
+	store = filepath.Join(t.TempDir(), "fence.db")
+	stop = runVent(t, broker.URL(), store, true, dead)
+	if r := send("a-2", "vent-close", 41, 0, fence.StateOn); r.Outcome != fence.Applied {
+		t.Fatalf("vent-close on: %s %s", r.Outcome, r.Error)
+	}
+	expectOutput(t, c, "GPIO6", true)
+	smp := startSampler(t)
+	r = send("b-2", "vent-open", 42, 0, fence.StateOn)
+	samples := smp.end()
+	if r.Outcome != fence.Applied {
+		t.Fatalf("break-before-make: %+v", r)
+	}
+	expectOutput(t, c, "GPIO5", true)
+	expectOutput(t, c, "GPIO6", false)
+	checkSwitchOver(t, samples, "close", dead)
+	stop()
+
+	// A restart with vent-open recorded on: taken over low, high after the
+	// dead time, and never high together with vent-close.
+	smp = startSampler(t)
+	stop = runVent(t, broker.URL(), store, true, dead)
+	samples = smp.end()
+	expectOutput(t, c, "GPIO5", true)
+	expectOutput(t, c, "GPIO6", false)
+	var sawLow, both bool
+	for _, s := range samples {
+		sawLow = sawLow || s.open == "lo"
+		both = both || s.open == "hi" && s.close == "hi"
+	}
+	if !sawLow || both {
+		t.Errorf("restart: vent-open seen low %v, both high %v in %d samples; want taken over low, never both high", sawLow, both, len(samples))
+	}
+	stop()
+}
+
+// checkSwitchOver checks samples of a switch-over from the member that was
+// on (from: "open" or "close") to the other: never both high, and the other
+// came on no sooner than the dead time after the first went off (less the
+// sampling's own granularity).
+func checkSwitchOver(t *testing.T, samples []sample, from string, dead time.Duration) {
+	t.Helper()
+	var offAt, onAt time.Time
+	var gaps []time.Duration
+	for i, s := range samples {
+		if s.open == "hi" && s.close == "hi" {
+			t.Fatalf("sample %d: the kernel shows both vent lines high", i)
+		}
+		old, new := s.close, s.open
+		if from == "open" {
+			old, new = s.open, s.close
+		}
+		if offAt.IsZero() && old == "lo" {
+			offAt = s.at
+		}
+		if onAt.IsZero() && new == "hi" {
+			onAt = s.at
+		}
+		if i > 0 {
+			gaps = append(gaps, s.at.Sub(samples[i-1].at))
+		}
+	}
+	var worst time.Duration
+	for _, g := range gaps {
+		worst = max(worst, g)
+	}
+	if offAt.IsZero() || onAt.IsZero() {
+		t.Fatalf("%d samples did not see the switch-over (off %v, on %v)", len(samples), offAt, onAt)
+	}
+	if gap := onAt.Sub(offAt); gap < dead-worst {
+		t.Errorf("the other relay came on %v after the first went off; the dead time is %v (sampling every %v at worst)", gap, dead, worst)
+	}
+	t.Logf("switch-over: off, then on %v later (dead time %v); %d samples, %v apart at worst", onAt.Sub(offAt).Round(time.Millisecond), dead, len(samples), worst.Round(time.Microsecond))
+}
