@@ -658,7 +658,7 @@ func (b *Bank) refuse(res *fence.Result, r *fence.Refusal, rec fencelog.Scope) {
 func (b *Bank) Reject(c fence.Command, reason string, err error) fence.Result {
 	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence, Outcome: fence.Rejected, Reason: reason, Error: err.Error()}
 	e := fencelog.Entry{Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Command: c.Fence, State: c.State,
-		Outcome: fence.Rejected, Error: res.Error}
+		Outcome: fence.Rejected, Reason: reason, Error: res.Error}
 	if o, ok := b.outs[c.Actuator]; ok {
 		e.Scope = o.Scope
 		if cur, err := b.log.Output(o.Scope, o.Name); err == nil {

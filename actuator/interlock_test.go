@@ -119,10 +119,10 @@ func TestInterlockRejects(t *testing.T) {
 	es, _ := r.log.Audit(20)
 	var refused bool
 	for _, e := range es {
-		refused = refused || (e.ID == "b-1" && e.Outcome == fence.Applied && e.Fence == fence.Fence{Token: 42})
+		refused = refused || (e.ID == "b-1" && e.Outcome == fence.Rejected && e.Reason == fence.ReasonInterlock && e.Fence == fence.Fence{Token: 42})
 	}
 	if !refused {
-		t.Error("the refused command's fence raise is not in the audit trail")
+		t.Error("the refused command is not in the audit trail as rejected (interlock) with its raised fence")
 	}
 }
 

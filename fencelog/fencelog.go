@@ -143,6 +143,8 @@ type Entry struct {
 	Command  fence.Fence   `json:"command"`
 	State    fence.State   `json:"state,omitempty"`
 	Outcome  fence.Outcome `json:"outcome"`
+	// Reason is why a command was rejected (a fence.Reason* code).
+	Reason string `json:"reason,omitempty"`
 	// Fence is the scope's fence after the decision.
 	Fence fence.Fence `json:"fence"`
 	Error string      `json:"error,omitempty"`
@@ -813,6 +815,15 @@ func (l *Log) takePending() []Entry {
 func (l *Log) entry(scope string, c fence.Command, adm Admission) Entry {
 	e := Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: c.Actuator, ID: c.ID, Holder: c.Holder,
 		Command: c.Fence, State: c.State, Outcome: adm.Outcome, Fence: adm.Output.Fence, Error: adm.Reason}
+	r := adm.Effect.Refusal
+	if adm.Outcome == fence.Duplicate && adm.Original != nil {
+		r = adm.Original.Refused
+	}
+	if r != nil {
+		// Refused: its pair raised the fence (or, for a redelivery, had),
+		// but it changed no output; the answer is rejected.
+		e.Outcome, e.Reason, e.Error = fence.Rejected, r.Reason, r.Error
+	}
 	return e
 }
 

@@ -177,7 +177,7 @@ type Event struct {
 }
 
 // keepAlive is how often an idle event stream gets a comment.
-const keepAlive = 15 * time.Second
+var keepAlive = 15 * time.Second
 
 // ServeEvents answers r with a Server-Sent Events stream of the events on
 // events until the client goes away; comments keep idle connections open.

@@ -398,3 +398,40 @@ func FuzzDecodeCommand(f *testing.F) {
 		}
 	})
 }
+
+// The fields a controller reacts to survive the wire: the reason of a
+// rejection, the member that blocked it, and each state's scope.
+func TestResultReasonAndBlocking(t *testing.T) {
+	at := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
+	r := fence.Result{ID: "b-1", Actuator: "vent-open", Outcome: fence.Rejected, Reason: fence.ReasonInterlock,
+		Command: fence.Fence{Token: 42}, Fence: fence.Fence{Token: 42}, State: fence.StateOff, Error: "interlock vent: vent-close is on",
+		Blocking: &fence.Output{Actuator: "vent-close", Scope: "vent", State: fence.StateOn, Fence: fence.Fence{Token: 42}, Holder: "a", ChangedAt: at}}
+	got, err := DecodeResult(EncodeResult(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Reason != r.Reason || got.Blocking == nil || *got.Blocking != *r.Blocking || got.State != r.State {
+		t.Errorf("DecodeResult(EncodeResult(%+v)) = %+v (blocking %+v)", r, got, got.Blocking)
+	}
+	plain, _ := DecodeResult(EncodeResult(fence.Result{ID: "x", Outcome: fence.Applied}))
+	if plain.Reason != "" || plain.Blocking != nil || strings.Contains(string(EncodeResult(fence.Result{ID: "x", Outcome: fence.Applied})), "blocking") {
+		t.Errorf("an applied answer carries reason or blocking: %+v", plain)
+	}
+	o := fence.Output{Actuator: "heater", Scope: "climate", State: fence.StateOn, Fence: fence.Fence{Token: 9}, Holder: "a", ChangedAt: at}
+	if back, err := DecodeState(EncodeState(o)); err != nil || back != o {
+		t.Errorf("DecodeState(EncodeState(%+v)) = %+v, %v", o, back, err)
+	}
+}
+
+func TestClaimRoundTrip(t *testing.T) {
+	c := Claim{Instance: "9f2c", Store: "a3f0", Host: "pi", PID: 812, Started: time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC), Version: "v1", Connection: 3, Conflict: "77aa"}
+	got, err := DecodeClaim(EncodeClaim(c))
+	if err != nil || got != c {
+		t.Errorf("DecodeClaim(EncodeClaim(%+v)) = %+v, %v", c, got, err)
+	}
+	for _, bad := range []string{"", "{}", "not json", `{"store":"x"}`} {
+		if _, err := DecodeClaim([]byte(bad)); err == nil {
+			t.Errorf("DecodeClaim(%q) succeeded", bad)
+		}
+	}
+}
