@@ -58,28 +58,8 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 	first := !g.claimed
 	g.mu.Unlock()
 
-	// A fresh subscription: a broker delivers the retained claim on a new
-	// subscription, but need not on one the session already had (mochi
-	// does not), and the session may have one from an earlier process.
-	if err := await(ctx, c.Unsubscribe(t.Instance()), "unsubscribe from "+t.Instance()); err != nil {
+	if err := g.subscribe(ctx, c); err != nil {
 		return err
-	}
-	// QoS 0: claims must not wait behind commands. A restarted gateway
-	// holds the commands its session queued until it has claimed the id;
-	// at QoS 1 they would fill the broker's in-flight window (Mosquitto's
-	// max_inflight_messages) and the claims would never come.
-	tok := c.SubscribeMultiple(map[string]byte{t.Instance(): 0}, func(_ mqtt.Client, m mqtt.Message) {
-		g.received(m)
-		m.Ack()
-	})
-	if err := await(ctx, tok, "subscribe to "+t.Instance()); err != nil {
-		return err
-	}
-	for topic, code := range tok.(*mqtt.SubscribeToken).Result() {
-		if code == 0x80 {
-			return fmt.Errorf("the broker refused the subscription to %s (check its ACL: user %q must be allowed to read and write %s)",
-				topic, g.l.opts.Username, topic)
-		}
 	}
 	mine := g.l.claim
 	mine.Connection = gen
@@ -171,14 +151,7 @@ func (g *instanceGuard) confirm(ctx context.Context, c mqtt.Client, gen int) err
 		g.retained = nil
 		g.mu.Unlock()
 	}()
-	if err := await(ctx, c.Unsubscribe(t.Instance()), "unsubscribe from "+t.Instance()); err != nil {
-		return err
-	}
-	tok := c.SubscribeMultiple(map[string]byte{t.Instance(): 0}, func(_ mqtt.Client, m mqtt.Message) {
-		g.received(m)
-		m.Ack()
-	})
-	if err := await(ctx, tok, "subscribe to "+t.Instance()); err != nil {
+	if err := g.subscribe(ctx, c); err != nil {
 		return err
 	}
 	select {
@@ -195,6 +168,34 @@ func (g *instanceGuard) confirm(ctx context.Context, c mqtt.Client, gen int) err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// subscribe subscribes to the instance topic afresh. A broker delivers the
+// retained claim on a new subscription, but need not on one the session
+// already had (mochi does not), and the session may have one from an
+// earlier process. QoS 0: claims must not wait behind commands. A
+// restarted gateway holds the commands its session queued until it has
+// claimed the id; at QoS 1 they would fill the broker's in-flight window
+// (Mosquitto's max_inflight_messages) and the claims would never come.
+func (g *instanceGuard) subscribe(ctx context.Context, c mqtt.Client) error {
+	t := g.l.t
+	if err := await(ctx, c.Unsubscribe(t.Instance()), "unsubscribe from "+t.Instance()); err != nil {
+		return err
+	}
+	tok := c.SubscribeMultiple(map[string]byte{t.Instance(): 0}, func(_ mqtt.Client, m mqtt.Message) {
+		g.received(m)
+		m.Ack()
+	})
+	if err := await(ctx, tok, "subscribe to "+t.Instance()); err != nil {
+		return err
+	}
+	for topic, code := range tok.(*mqtt.SubscribeToken).Result() {
+		if code == 0x80 {
+			return fmt.Errorf("the broker refused the subscription to %s (check its ACL: user %q must be allowed to read and write %s)",
+				topic, g.l.opts.Username, topic)
+		}
+	}
+	return nil
 }
 
 // received takes a message on the instance topic.
