@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,9 +95,12 @@ type Options struct {
 	Ready func()
 }
 
-// QueueLen is the number of commands buffered per actuator before the link
-// stops reading from the broker.
-const QueueLen = 256
+// QueueLen is the number of commands buffered per actuator (and for
+// unknown actuators together) before the link stops reading from the
+// broker. Commands wait in these queues while the link does not take
+// commands (it is claiming its id after a connect), so that the client
+// keeps reading the claims it waits for.
+const QueueLen = 1024
 
 // Backoff bounds the waits between connection attempts and between retries
 // of a refused subscription.
@@ -173,17 +177,20 @@ func (l *Link) Run(ctx context.Context) error {
 	defer cancel(nil)
 	l.guard.onConflict = func(err error) { cancel(err) }
 
-	type delivery struct{ m mqtt.Message }
-	work := make(map[string]chan delivery, len(l.opts.Actuators))
+	type delivery struct {
+		name string
+		m    mqtt.Message
+	}
+	work := make(map[string]chan delivery, len(l.opts.Actuators)+1)
 	var wg sync.WaitGroup
-	for _, name := range l.opts.Actuators {
+	for _, name := range append(slices.Clone(l.opts.Actuators), "") { // "": the unknown actuators
 		ch := make(chan delivery, QueueLen)
 		work[name] = ch
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for d := range ch {
-				l.serve(ctx, name, d.m)
+				l.serve(ctx, d.name, d.m)
 			}
 		}()
 	}
@@ -227,11 +234,11 @@ func (l *Link) Run(ctx context.Context) error {
 			m.Ack() // not a command topic of ours
 			return
 		}
-		if ch := work[name]; ch != nil {
-			ch <- delivery{m}
-			return
+		ch := work[name]
+		if ch == nil {
+			ch = work[""] // rejected in turn: unknown actuator
 		}
-		l.serve(ctx, name, m) // rejected at once: unknown actuator
+		ch <- delivery{name, m}
 	}
 	co.SetDefaultPublishHandler(dispatch)
 	co.SetConnectionNotificationHandler(func(_ mqtt.Client, n mqtt.ConnectionNotification) {
