@@ -106,3 +106,33 @@ func TestCheckIsRun(t *testing.T) {
 		}
 	}
 }
+
+// check --broker connects as the gateway would, as another client: a
+// refused password is a warning (run would keep trying), the right one
+// passes.
+func TestCheckBroker(t *testing.T) {
+	b := testenv.MosquittoAuth(t, map[string]string{"gateway": "secret"}, "user gateway\ntopic readwrite fencegate/#")
+	for _, tt := range []struct {
+		password, want string
+		warning        bool
+	}{
+		{"wrong", "not authorised", true},
+		{"secret", "accepts the gateway's credentials", false},
+	} {
+		cfg := checkConfig(t, filepath.Join(t.TempDir(), "fence.db"))
+		cfg.MQTT.Broker, cfg.MQTT.Username, cfg.MQTT.Password = b.URL, "gateway", tt.password
+		var found bool
+		for _, f := range service.Check(context.Background(), cfg, service.CheckOptions{Init: true, Broker: true}) {
+			if f.Step != "broker" {
+				continue
+			}
+			found = true
+			if f.Warning != tt.warning || f.Err != nil || !strings.Contains(f.Text, tt.want) {
+				t.Errorf("password %q: broker finding = %+v, want warning=%v with %q", tt.password, f, tt.warning, tt.want)
+			}
+		}
+		if !found {
+			t.Errorf("password %q: no broker finding", tt.password)
+		}
+	}
+}
