@@ -62,6 +62,9 @@ type Options struct {
 	// enforces a minimum (a few seconds with default settings).
 	TTL int
 	// Gateway and Scope name the lock: one per gateway and fence scope.
+	// Scope is the actuator's fence scope as the gateway publishes it
+	// (client.Client.Scope), never the actuator's name: actuators that
+	// share a scope share one fence, so they must share one lease.
 	Gateway, Scope string
 }
 

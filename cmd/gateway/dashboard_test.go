@@ -54,7 +54,7 @@ interlocks:
   - {name: vent-motor, actuators: [vent-open, vent-close]}
 `)
 	p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
-	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: id})
+	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: id})
 	ctl.WaitStatus(t, "online")
 	waitAPI(t, httpAddr, p)
 	ctx := openBrowser(t, exe, "http://"+httpAddr)

@@ -158,7 +158,7 @@ func TestKill9UnderLoad(t *testing.T) {
 	broker := testenv.EmbeddedBroker(t)
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.Port(t))
 	cfg := writeConfig(t, dir, broker, httpAddr)
-	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: gatewayID(t)})
+	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: gatewayID(t)})
 	scopeOf := map[string]string{"pump": "pump", "fan": "climate", "heater": "climate"}
 	tokens := map[string]*atomic.Uint64{"pump": {}, "climate": {}}
 
@@ -278,7 +278,7 @@ func TestCrashBetweenFsyncAndDrive(t *testing.T) {
 	broker := testenv.EmbeddedBroker(t)
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.Port(t))
 	cfg := writeConfig(t, dir, broker, httpAddr)
-	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: gatewayID(t)})
+	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: gatewayID(t)})
 	p := startProc(t, []string{"FENCEGATE_CRASH_AFTER_COMMIT=3"}, "run", "--config", cfg, "--init")
 	ctl.WaitStatus(t, "online")
 	// Boot records count as commits too: none here, since --init made a new

@@ -33,7 +33,7 @@ func gatewayProc(t *testing.T, broker string) string {
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.Port(t))
 	os.WriteFile(filepath.Join(dir, "api"), []byte(httpAddr), 0o644)
 	cfg := writeConfig(t, dir, broker, httpAddr)
-	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: gatewayID(t)})
+	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: gatewayID(t)})
 	p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
 	ctl.WaitStatus(t, "online")
 	waitAPI(t, httpAddr, p)

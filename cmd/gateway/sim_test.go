@@ -156,7 +156,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// port it chose and reported, so no other suite's gateway can answer.
 	dir := t.TempDir()
 	dash, broker, _ := runningSimIn(t, dir, "--step-delay", "150ms")
-	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "sim"})
+	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: "sim"})
 	ctx := openBrowser(t, exe, dash)
 
 	if err := chromedp.Do(ctx,
@@ -302,7 +302,7 @@ var simFiles = []string{"gateway.yaml", "fence.db", "fence.db.pins"}
 func TestSecondSimSameDir(t *testing.T) {
 	dir := t.TempDir()
 	dashA, brokerA, pidA := runningSimIn(t, dir)
-	ctl := testctl.Connect(t, brokerA, wire.Topics{Prefix: "fencegate", GatewayID: "sim"})
+	ctl := testctl.Connect(t, brokerA, wire.Topics{GatewayID: "sim"})
 	before := map[string][]byte{}
 	for _, f := range simFiles {
 		b, err := os.ReadFile(filepath.Join(dir, f))
@@ -432,7 +432,7 @@ func stopSimGateway(t *testing.T, dir, dash string, ctl *testctl.Controller) sim
 func TestSimGatewayUnavailable(t *testing.T) {
 	dir := t.TempDir()
 	dash, broker, _ := runningSimIn(t, dir)
-	ctl := testctl.Connect(t, broker, wire.Topics{Prefix: "fencegate", GatewayID: "sim"})
+	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: "sim"})
 
 	// A crash: the supervisor restarts the process after half a second.
 	// Until it has seen the process end, the page cannot say why; from
