@@ -713,9 +713,11 @@ func (b *Bank) Statuses() ([]Status, error) {
 		}
 		sc.unlock()
 	}
-	slices.SortStableFunc(out, func(x, y Status) int {
-		return slices.Index(b.order, x.Actuator) - slices.Index(b.order, y.Actuator)
-	})
+	index := make(map[string]int, len(b.order))
+	for i, name := range b.order {
+		index[name] = i
+	}
+	slices.SortFunc(out, func(x, y Status) int { return index[x.Actuator] - index[y.Actuator] })
 	return out, nil
 }
 
