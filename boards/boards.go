@@ -10,12 +10,33 @@
 package boards
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/boards/pinmap"
 )
+
+// ErrBoard is wrapped by the errors of Open and Check that say the
+// configured board is not this machine, or not as configured: an unknown
+// board name, another Raspberry Pi model, no GPIO chip or line where the
+// model has them. A restart cannot change that.
+var ErrBoard = errors.New("boards: the configured board is not here")
+
+// boardError keeps an error's message and makes it match ErrBoard.
+type boardError struct{ error }
+
+func (e boardError) Is(target error) bool { return target == ErrBoard }
+func (e boardError) Unwrap() error        { return e.error }
+
+// notHere marks err (if any) as ErrBoard.
+func notHere(err error) error {
+	if err == nil {
+		return nil
+	}
+	return boardError{err}
+}
 
 // Board is an opened board.
 type Board interface {
@@ -65,11 +86,11 @@ func Open(o Options) (Board, error) {
 	case pinmap.IsRaspberryPi(o.Board):
 		model, err := pinmap.ResolveModel(o.Board)
 		if err != nil {
-			return nil, err
+			return nil, notHere(err)
 		}
 		return OpenRaspberryPi(model, o.Lines)
 	}
-	return nil, fmt.Errorf("boards: unknown board %q (want one of %s)", o.Board, strings.Join(pinmap.Boards(), ", "))
+	return nil, notHere(fmt.Errorf("boards: unknown board %q (want one of %s)", o.Board, strings.Join(pinmap.Boards(), ", ")))
 }
 
 // LatchPath returns the sim board's latch file for a fence store: next to
@@ -101,9 +122,9 @@ func Check(o Options) (string, error) {
 	case pinmap.IsRaspberryPi(o.Board):
 		model, err := pinmap.ResolveModel(o.Board)
 		if err != nil {
-			return "", err
+			return "", notHere(err)
 		}
 		return checkRaspberryPi(model, o.Lines)
 	}
-	return "", fmt.Errorf("boards: unknown board %q (want one of %s)", o.Board, strings.Join(pinmap.Boards(), ", "))
+	return "", notHere(fmt.Errorf("boards: unknown board %q (want one of %s)", o.Board, strings.Join(pinmap.Boards(), ", ")))
 }

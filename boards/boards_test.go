@@ -256,3 +256,16 @@ func mustLevel(t *testing.T, p actuator.Pin) bool {
 	}
 	return v
 }
+
+// A board that is not this machine is ErrBoard, which a restart cannot fix.
+func TestOpenBoardNotHere(t *testing.T) {
+	for _, board := range []string{"arduino", "raspberry-pi-5"} {
+		_, err := Open(Options{Board: board, Store: filepath.Join(t.TempDir(), "fence.db"), Lines: []Line{{Pin: "GPIO17"}}})
+		if !errors.Is(err, ErrBoard) {
+			t.Errorf("Open(%q) on this machine = %v, want ErrBoard", board, err)
+		}
+		if _, err := Check(Options{Board: board}); !errors.Is(err, ErrBoard) {
+			t.Errorf("Check(%q) on this machine = %v, want ErrBoard", board, err)
+		}
+	}
+}

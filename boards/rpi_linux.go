@@ -50,8 +50,8 @@ func OpenRaspberryPi(model pinmap.Model, outs []Line) (*RaspberryPi, error) {
 		for _, c := range gpioioctl.Chips {
 			labels = append(labels, c.Label())
 		}
-		return nil, fmt.Errorf("boards: %s: no GPIO chip labelled %s (found %v); is /dev/gpiochip* readable by this user (group gpio)?",
-			model.Name, strings.Join(model.Chips, " or "), labels)
+		return nil, notHere(fmt.Errorf("boards: %s: no GPIO chip labelled %s (found %v); is /dev/gpiochip* readable by this user (group gpio)?",
+			model.Name, strings.Join(model.Chips, " or "), labels))
 	}
 	p := &RaspberryPi{Model: model, Chip: chip.Label(), index: map[string]int{}}
 	cfg := &gpioioctl.LineSetConfig{DefaultDirection: gpioioctl.LineOutput, DefaultEdge: gpio.NoEdge, DefaultPull: gpio.PullNoChange}
@@ -65,7 +65,7 @@ func OpenRaspberryPi(model pinmap.Model, outs []Line) (*RaspberryPi, error) {
 			return nil, fmt.Errorf("boards: %s is opened twice", pinmap.Describe(name))
 		}
 		if chip.ByName(name) == nil {
-			return nil, fmt.Errorf("boards: %s: chip %s has no line named %s", model.Name, chip.Label(), name)
+			return nil, notHere(fmt.Errorf("boards: %s: chip %s has no line named %s", model.Name, chip.Label(), name))
 		}
 		p.index[name] = i
 		cfg.Lines = append(cfg.Lines, name)
@@ -97,8 +97,8 @@ func checkRaspberryPi(model pinmap.Model, lines []Line) (string, error) {
 	}
 	chip := findChip(model)
 	if chip == nil {
-		return "", fmt.Errorf("boards: %s: no GPIO chip labelled %s; is /dev/gpiochip* readable by this user (group gpio)?",
-			model.Name, strings.Join(model.Chips, " or "))
+		return "", notHere(fmt.Errorf("boards: %s: no GPIO chip labelled %s; is /dev/gpiochip* readable by this user (group gpio)?",
+			model.Name, strings.Join(model.Chips, " or ")))
 	}
 	for _, l := range lines {
 		name, err := pinmap.Canonical(l.Pin)
@@ -106,7 +106,7 @@ func checkRaspberryPi(model pinmap.Model, lines []Line) (string, error) {
 			return "", err
 		}
 		if chip.ByName(name) == nil {
-			return "", fmt.Errorf("boards: %s: chip %s has no line named %s", model.Name, chip.Label(), name)
+			return "", notHere(fmt.Errorf("boards: %s: chip %s has no line named %s", model.Name, chip.Label(), name))
 		}
 	}
 	return fmt.Sprintf("%s, GPIO chip %s, %d lines", model.Name, chip.Label(), len(lines)), nil

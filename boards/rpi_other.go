@@ -10,7 +10,7 @@ import (
 )
 
 // errNotLinux is why a Raspberry Pi board cannot be opened in this build.
-var errNotLinux = errors.New("boards: the raspberry-pi board needs Linux (the GPIO character device); use board: sim here")
+var errNotLinux = boardError{errors.New("boards: the raspberry-pi board needs Linux (the GPIO character device); use board: sim here")}
 
 // RaspberryPi is only available on Linux. This stub lets every package
 // build on macOS and Windows, where only the sim board runs; boards.go

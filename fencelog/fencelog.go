@@ -61,6 +61,9 @@ var (
 	ErrNotStore = errors.New("fencelog: file is not a fencegate store")
 	// ErrLocked is returned by Open when another process holds the store.
 	ErrLocked = errors.New("fencelog: store is locked by another process")
+	// ErrFormat is returned by Open for a store of a format this build
+	// cannot read.
+	ErrFormat = errors.New("fencelog: unsupported store format")
 	// ErrEmpty is returned by Open for a file of zero bytes, with or
 	// without Options.Create: a store that was truncated (or never
 	// written) must not silently become a fresh store that accepts any
@@ -303,7 +306,7 @@ func Open(path string, opts *Options) (*Log, error) {
 				return ErrNotStore
 			}
 			if v := string(meta.Get(keyFormat)); v != formatVersion {
-				return fmt.Errorf("fencelog: unsupported store format %q (this build reads %q)", v, formatVersion)
+				return fmt.Errorf("%w: format %q, and this build reads %q (was it written by a newer fencegate?)", ErrFormat, v, formatVersion)
 			}
 			id = string(meta.Get(keyID))
 			return nil
@@ -356,7 +359,7 @@ func initStore(tx *bolt.Tx, create bool) (string, error) {
 		}
 	}
 	if v := string(meta.Get(keyFormat)); v != formatVersion {
-		return "", fmt.Errorf("fencelog: unsupported store format %q (this build reads %q)", v, formatVersion)
+		return "", fmt.Errorf("%w: format %q, and this build reads %q (was it written by a newer fencegate?)", ErrFormat, v, formatVersion)
 	}
 	for _, name := range [][]byte{bucketScopes, bucketAudit, bucketBind} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {

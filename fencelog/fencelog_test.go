@@ -608,3 +608,20 @@ func TestOpenDamagedStore(t *testing.T) {
 		}
 	}
 }
+
+// A store of another format version is ErrFormat, read-only or not.
+func TestOpenOtherFormat(t *testing.T) {
+	l, path := openLog(t, nil)
+	l.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyFormat, []byte("9")) })
+	db.Close()
+	for _, ro := range []bool{false, true} {
+		if _, err := Open(path, &Options{ReadOnly: ro}); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `"9"`) {
+			t.Errorf("Open(format 9, ReadOnly=%v) = %v, want ErrFormat", ro, err)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -61,6 +60,8 @@ func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
 		add("store directory", dir, err)
 	} else if warn := storeDirWarning(dir); warn != "" {
 		out = append(out, Finding{Step: "store directory", Text: warn, Warning: true})
+	} else if _, err := os.Stat(dir); err != nil {
+		add("store directory", fmt.Sprintf("%s does not exist yet; run --init (or init) would create it in %s, which is writable", dir, existingAncestor(dir)), nil)
 	} else {
 		add("store directory", dir+": writable", nil)
 	}
@@ -139,24 +140,27 @@ func describeFences(fences map[string]fence.Fence) string {
 	return s
 }
 
+// existingAncestor returns dir or its nearest ancestor that exists.
+func existingAncestor(dir string) string {
+	for {
+		if _, err := os.Stat(dir); err == nil || filepath.Dir(dir) == dir {
+			return dir
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
 // checkStoreDir checks that the store's directory (or, for a store that
 // --init would create, its nearest existing ancestor) is a writable
 // directory on a real filesystem.
 func checkStoreDir(store string) error {
-	dir := filepath.Dir(store)
-	for {
-		fi, err := os.Stat(dir)
-		if errors.Is(err, fs.ErrNotExist) && filepath.Dir(dir) != dir {
-			dir = filepath.Dir(dir)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrStoreDir, err)
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%w: %s is not a directory", ErrStoreDir, dir)
-		}
-		break
+	dir := existingAncestor(filepath.Dir(store))
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrStoreDir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory", ErrStoreDir, dir)
 	}
 	if why := unfitFilesystem(dir); why != "" {
 		return fmt.Errorf("%w: %s is on %s; put the store on the disk (e.g. /var/lib/fencegate)", ErrStoreDir, dir, why)

@@ -382,6 +382,8 @@ func TestCLIConfigErrors(t *testing.T) {
 func TestCLIErrors(t *testing.T) {
 	dir := t.TempDir()
 	good := writeConfig(t, dir, "tcp://127.0.0.1:1", "")
+	pi := filepath.Join(dir, "pi.yaml")
+	os.WriteFile(pi, []byte("id: x\nmqtt: {broker: tcp://127.0.0.1:1}\nstore: pi.db\nboard: raspberry-pi\nhttp: \"\"\nactuators:\n  - {name: a, pin: GPIO17}\n"), 0o644)
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("id: x\nmqtt: {broker: tcp://h:1}\nstore: s.db\nboard: sim\nactuators:\n  - {name: a, pin: GPIO17}\n  - {name: b, pin: PIN11}\n  - {name: a, pin: GPIO5, colour: red}\n"), 0o644)
 	tests := []struct {
@@ -406,6 +408,8 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"init", "--config", good}, exitFailure, []string{"already exists"}},
 		{[]string{"init", "--config", bad}, exitConfig, []string{"unknown key"}},
 		{[]string{"check", "--config", good}, 0, []string{"store: ok", "a fencegate store", "ok: gateway run would start"}},
+		{[]string{"run", "--config", pi, "--init"}, exitConfig, []string{"not a supported Raspberry Pi"}},
+		{[]string{"check", "--config", pi, "--init"}, exitConfig, []string{"board: FAIL", "not a supported Raspberry Pi"}},
 		{[]string{"inspect", "--store", filepath.Join(dir, "fence.db"), "--audit", "0"}, 0, []string{`"fences": []`, `"audit": []`}},
 	}
 	for _, tt := range tests {

@@ -35,6 +35,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/fencelog"
 	"github.com/fencegate/fencegate/service"
 )
@@ -119,7 +120,7 @@ func exitCode(err error, stderr io.Writer) int {
 // must change the configuration or the installation.
 func isConfigError(err error) bool {
 	for _, target := range []error{fencelog.ErrNotExist, fencelog.ErrEmpty, fencelog.ErrNotStore,
-		fencelog.ErrDamaged, service.ErrStoreDir, service.ErrConflict} {
+		fencelog.ErrDamaged, fencelog.ErrFormat, boards.ErrBoard, service.ErrStoreDir, service.ErrConflict} {
 		if errors.Is(err, target) {
 			return true
 		}

@@ -65,7 +65,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "fence-per-actuator",
-		why:  "interlocked actuators get a fence each instead of sharing their scope's (M4)",
+		why:  "actuators of one scope get a fence each instead of sharing their scope's (M4)",
 		file: "actuator/actuator.go",
 		old:  "\t\tif s.Scope == \"\" {\n\t\t\ts.Scope = s.Name\n\t\t}\n\t\tboot, err := ParseBoot",
 		new:  "\t\ts.Scope = s.Name\n\t\tboot, err := ParseBoot",
