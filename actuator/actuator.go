@@ -133,6 +133,9 @@ type scope struct {
 }
 
 func (s *scope) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err // a free lock must not win over an ended context
+	}
 	select {
 	case s.sem <- struct{}{}:
 		return nil
@@ -480,13 +483,13 @@ func (b *Bank) drive(o *output, s fence.State) error {
 			time.Sleep(wait)
 		}
 	}
-	if err := o.pin.Out(o.level(s)); err != nil {
-		return err
-	}
+	err := o.pin.Out(o.level(s))
 	if s == fence.StateOff && o.lock != nil {
+		// Even a failed off may have moved the line: the dead time counts
+		// from now either way.
 		o.lock.lastOff = time.Now()
 	}
-	return nil
+	return err
 }
 
 // changed reports the scope's recorded states to Options.Changed. The

@@ -62,6 +62,8 @@ type connState struct {
 	quickLoss  int       // losses within takeoverWindow of the connect, in a row
 	downSince  time.Time
 	everOnline bool
+	drops      int
+	dropLogged time.Time
 }
 
 func newConnState(broker, clientID, gateway string, log *slog.Logger) *connState {
@@ -140,7 +142,21 @@ func (s *connState) lost(err error) bool {
 		s.log.Warn("broker connection lost", "broker", s.st.Broker, "reason", why)
 		s.loggedAt, s.loggedWhy = now, why
 	}
-	return quick && isEOF(err)
+	// One quick loss may be a broker restarting; two in a row are another
+	// client taking the session back and forth.
+	return quick && isEOF(err) && s.quickLoss >= 2
+}
+
+// dropped notes a command dropped because its actuator's queue was full.
+func (s *connState) dropped(actuator string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drops++
+	if time.Since(s.dropLogged) >= repeatEvery || s.drops == 1 {
+		s.log.Warn("commands dropped: the queue of an actuator is full; they stay unacknowledged and come again after a reconnect",
+			"actuator", actuator, "dropped", s.drops, "queue", queueLen)
+		s.dropLogged = time.Now()
+	}
 }
 
 func (s *connState) subscribeFailed(err error) {

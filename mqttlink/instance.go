@@ -24,16 +24,17 @@ type instanceGuard struct {
 	l          *Link
 	onConflict func(error)
 
-	mu       sync.Mutex // guards the fields below
-	gen      int        // the connection whose claim is in progress or done
-	claimed  bool       // a claim succeeded on an earlier connection of this process
-	echo     chan struct{}
-	echoed   bool
-	previous []wire.Claim    // other processes' claims delivered before the echo
-	suspect  []wire.Claim    // before the first claim succeeded, claims of other processes that may still be live
-	retained chan wire.Claim // while confirming: the retained claim
-	foreign  chan wire.Claim
-	conflict bool
+	mu        sync.Mutex // guards the fields below
+	gen       int        // the connection whose claim is in progress or done
+	claimed   bool       // a claim succeeded on an earlier connection of this process
+	echo      chan struct{}
+	echoed    bool
+	previous  []wire.Claim    // other processes' claims delivered before the echo
+	suspect   []wire.Claim    // before the first claim succeeded, claims of other processes that may still be live
+	retained  chan wire.Claim // while confirming: the retained claim
+	foreign   chan wire.Claim
+	conflict  bool // another process serves the id: the door is closed
+	announced bool // and it has been said (found)
 }
 
 func newInstanceGuard(l *Link) *instanceGuard {
@@ -55,7 +56,6 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 	g.echo = make(chan struct{})
 	g.foreign = make(chan wire.Claim, 1)
 	echo, foreign := g.echo, g.foreign
-	first := !g.claimed
 	g.mu.Unlock()
 
 	if err := g.subscribe(ctx, c); err != nil {
@@ -79,23 +79,19 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 	previous := g.previous
 	g.mu.Unlock()
 	for _, p := range previous {
-		if !first {
-			// This process claimed the id on an earlier connection; a claim
-			// of another process in its place was published since.
-			return g.found(c, p)
+		switch g.aliveness(p) {
+		case ended:
+			if p.Store != g.l.claim.Store {
+				g.l.log.Warn("the process that served this gateway id before used another fence store: was the store replaced?",
+					"previous", p.String(), "this", g.l.claim.String())
+			} else {
+				g.l.log.Info("taking over from the previous process, which has ended", "previous", p.String())
+			}
+		case unknown:
+			// received made it a suspect: it may still run.
+			g.l.log.Warn("the process that served this gateway id last ran on another host; making sure it is gone (was the gateway moved?)",
+				"previous", p.String(), "this", g.l.claim.String(), "wait", settleTime.String())
 		}
-		if p.Store == g.l.claim.Store && p.Host == g.l.claim.Host {
-			// This process holds that store's lock: the process that
-			// claimed the id with it has ended.
-			g.l.log.Info("taking over from the previous process", "previous", p.String())
-			continue
-		}
-		// Another store or another host (received has made it a suspect):
-		// that process may still run, and this start may just have taken
-		// its broker session over (the same client id); it would reconnect
-		// at once.
-		g.l.log.Warn("the process that served this gateway id last used another fence store or host; making sure it is gone (was the store replaced?)",
-			"previous", p.String(), "this", g.l.claim.String(), "wait", settleTime.String())
 	}
 	g.mu.Lock()
 	settle := len(g.suspect) > 0
@@ -126,6 +122,18 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 	return nil
 }
 
+// markConflict records a conflict and closes the link's door at once, so
+// that no command passes from here on; it reports whether this is the
+// first. The caller holds g.mu.
+func (g *instanceGuard) markConflict() bool {
+	if g.conflict {
+		return false
+	}
+	g.conflict = true
+	g.l.closeDoor()
+	return true
+}
+
 // lost is told that the connection was lost, and whether the broker closed
 // it right after accepting it. While this process makes sure that a
 // previous process is gone, that is the previous process taking the
@@ -133,7 +141,7 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 func (g *instanceGuard) lost(takenOver bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if takenOver && len(g.suspect) > 0 && !g.conflict {
+	if takenOver && len(g.suspect) > 0 && g.markConflict() {
 		go g.found(nil, g.suspect[len(g.suspect)-1])
 	}
 }
@@ -182,20 +190,51 @@ func (g *instanceGuard) subscribe(ctx context.Context, c mqtt.Client) error {
 	if err := await(ctx, c.Unsubscribe(t.Instance()), "unsubscribe from "+t.Instance()); err != nil {
 		return err
 	}
-	tok := c.SubscribeMultiple(map[string]byte{t.Instance(): 0}, func(_ mqtt.Client, m mqtt.Message) {
+	return subscribe(ctx, c, t.Instance(), 0, func(_ mqtt.Client, m mqtt.Message) {
 		g.received(m)
 		m.Ack()
-	})
-	if err := await(ctx, tok, "subscribe to "+t.Instance()); err != nil {
-		return err
+	}, g.l.opts.Username)
+}
+
+// liveness says whether the process of a claim runs now.
+type liveness int
+
+const (
+	unknown liveness = iota // another host, or this system cannot tell
+	ended                   // from this host, and its process is gone
+	alive                   // from this host, and its process runs
+)
+
+// running holds the claims' instances of this process's links while they
+// run.
+var running sync.Map
+
+// aliveness tells whether the process of claim c runs now: on this host
+// (Linux), its pid exists and started when the claim says (not a reused
+// pid).
+func (g *instanceGuard) aliveness(c wire.Claim) liveness {
+	if c.Host != g.l.claim.Host {
+		return unknown
 	}
-	for topic, code := range tok.(*mqtt.SubscribeToken).Result() {
-		if code == 0x80 {
-			return fmt.Errorf("the broker refused the subscription to %s (check its ACL: user %q must be allowed to read and write %s)",
-				topic, g.l.opts.Username, topic)
+	if c.PID == g.l.claim.PID {
+		// This process: a link that ran before this one (a service
+		// restarted in process, as tests do), or one that runs beside it.
+		if _, ok := running.Load(c.Instance); ok {
+			return alive
 		}
+		return ended
 	}
-	return nil
+	if !processesKnown {
+		return unknown
+	}
+	start, ok := processStart(c.PID)
+	if !ok {
+		return ended
+	}
+	if d := start.UTC().Truncate(time.Second).Sub(c.Started); d < -2*time.Second || d > 2*time.Second {
+		return ended // the pid was reused
+	}
+	return alive
 }
 
 // received takes a message on the instance topic.
@@ -222,21 +261,22 @@ func (g *instanceGuard) received(m mqtt.Message) {
 	case c.Conflict == g.l.claim.Instance:
 		// Another process found this one serving its gateway id, and says
 		// so: whenever it was published, it is about this process.
-		if !g.conflict {
+		if g.markConflict() {
 			go g.found(nil, c)
 		}
-	case !g.echoed && g.claimed:
-		// This process claimed the id on an earlier connection; this claim
-		// of another process was published since.
-		if !g.conflict {
+	case !g.echoed && g.aliveness(c) == alive:
+		// Another gateway on this machine (or in this process), running now.
+		if g.markConflict() {
 			go g.found(nil, c)
 		}
 	case !g.echoed:
-		// Delivered before this connection's own claim came back: retained,
-		// or queued in the session while this process was away. Published
-		// before this process claimed the id on this connection.
+		// Delivered before this connection's own claim came back: retained
+		// (perhaps restored by a broker from its persistence file), or
+		// queued in the session while this process was away. A process on
+		// this machine that has ended is no one; one elsewhere may still
+		// run: a suspect, until a settle time shows otherwise.
 		g.previous = append(g.previous, c)
-		if c.Store != g.l.claim.Store || c.Host != g.l.claim.Host {
+		if g.aliveness(c) == unknown {
 			g.suspect = append(g.suspect, c)
 		}
 	default:
@@ -246,7 +286,7 @@ func (g *instanceGuard) received(m mqtt.Message) {
 		case g.foreign <- c:
 		default:
 		}
-		if !g.conflict {
+		if g.markConflict() {
 			go g.found(nil, c)
 		}
 	}
@@ -257,8 +297,9 @@ func (g *instanceGuard) received(m mqtt.Message) {
 // ErrConflict.
 func (g *instanceGuard) found(c mqtt.Client, other wire.Claim) error {
 	g.mu.Lock()
-	already := g.conflict
-	g.conflict = true
+	g.markConflict()
+	already := g.announced
+	g.announced = true
 	g.mu.Unlock()
 	why := fmt.Sprintf("another gateway process serves gateway id %q: %s; this one is %s. Both stop taking commands: two processes with two fence stores would each let a stale controller win. Stop one of them, or give it its own id",
 		g.l.t.GatewayID, other.String(), g.l.claim.String())

@@ -96,11 +96,14 @@ type Options struct {
 }
 
 // QueueLen is the number of commands buffered per actuator (and for
-// unknown actuators together) before the link stops reading from the
-// broker. Commands wait in these queues while the link does not take
-// commands (it is claiming its id after a connect), so that the client
-// keeps reading the claims it waits for.
+// unknown actuators together). Commands wait in these queues while the
+// link does not take commands (it is claiming its id after a connect).
+// The link never stops reading from the broker, since the claims it waits
+// for come the same way: a command beyond a full queue is dropped
+// unacknowledged, and the broker delivers it again after a reconnect.
 const QueueLen = 1024
+
+var queueLen = QueueLen // tests make it small
 
 // Backoff bounds the waits between connection attempts and between retries
 // of a refused subscription.
@@ -132,6 +135,7 @@ type Link struct {
 	probeWant  string             // the probe in flight, and
 	probeGot   chan struct{}      // closed when it came back
 	sawCommand bool               // a command arrived on connection gen
+	refusing   bool               // another process serves the gateway id: no commands, ever
 }
 
 // New returns a link for h; nothing connects until Run.
@@ -149,9 +153,13 @@ func New(opts Options, h Handler) *Link {
 	host, _ := os.Hostname()
 	var nonce [8]byte
 	rand.Read(nonce[:])
+	started, ok := processStart(os.Getpid())
+	if !ok {
+		started = time.Now()
+	}
 	l := &Link{opts: opts, h: h, t: opts.Topics, log: log, ready: make(chan struct{}),
 		claim: wire.Claim{Instance: hex.EncodeToString(nonce[:]), Store: opts.Store, Host: host, PID: os.Getpid(),
-			Started: time.Now().UTC().Truncate(time.Second), Version: opts.Version}}
+			Started: started.UTC().Truncate(time.Second), Version: opts.Version}}
 	l.states = newStatePublisher(l)
 	l.conn = newConnState(opts.Broker, opts.ClientID, opts.Topics.GatewayID, log)
 	l.guard = newInstanceGuard(l)
@@ -173,6 +181,8 @@ func (l *Link) Run(ctx context.Context) error {
 	if l.opts.Broker == "" {
 		return errors.New("mqttlink: no broker")
 	}
+	running.Store(l.claim.Instance, true)
+	defer running.Delete(l.claim.Instance)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	l.guard.onConflict = func(err error) { cancel(err) }
@@ -184,7 +194,7 @@ func (l *Link) Run(ctx context.Context) error {
 	work := make(map[string]chan delivery, len(l.opts.Actuators)+1)
 	var wg sync.WaitGroup
 	for _, name := range append(slices.Clone(l.opts.Actuators), "") { // "": the unknown actuators
-		ch := make(chan delivery, QueueLen)
+		ch := make(chan delivery, queueLen)
 		work[name] = ch
 		wg.Add(1)
 		go func() {
@@ -238,7 +248,15 @@ func (l *Link) Run(ctx context.Context) error {
 		if ch == nil {
 			ch = work[""] // rejected in turn: unknown actuator
 		}
-		ch <- delivery{name, m}
+		select {
+		case ch <- delivery{name, m}:
+		default:
+			// The reader must never block: it also delivers the claims
+			// and probes the link may be waiting for. Unacknowledged, the
+			// command comes again after a reconnect; its controller times
+			// out and resends.
+			l.conn.dropped(name)
+		}
 	}
 	co.SetDefaultPublishHandler(dispatch)
 	co.SetConnectionNotificationHandler(func(_ mqtt.Client, n mqtt.ConnectionNotification) {
@@ -246,6 +264,11 @@ func (l *Link) Run(ctx context.Context) error {
 		case mqtt.ConnectionNotificationFailed:
 			l.conn.failed(n.Reason)
 		case mqtt.ConnectionNotificationLost:
+			if client := l.clientOrNil(); client != nil && client.IsConnectionOpen() {
+				// paho reports a loss and the next connect in separate
+				// goroutines: this loss is older than the connection up now.
+				return
+			}
 			l.connectionLost(n.Reason)
 		}
 	})
@@ -372,19 +395,7 @@ func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch m
 // return code 0x80 is a refusal (an ACL), which paho does not report as an
 // error.
 func (l *Link) subscribe(ctx context.Context, c mqtt.Client, filter string, h mqtt.MessageHandler) error {
-	tok := c.Subscribe(filter, 1, h)
-	if err := await(ctx, tok, "subscribe to "+filter); err != nil {
-		return err
-	}
-	if st, ok := tok.(*mqtt.SubscribeToken); ok {
-		for topic, code := range st.Result() {
-			if code == 0x80 {
-				return fmt.Errorf("the broker refused the subscription to %s (check its ACL: user %q must be allowed to read it)",
-					topic, l.opts.Username)
-			}
-		}
-	}
-	return nil
+	return subscribe(ctx, c, filter, 1, h, l.opts.Username)
 }
 
 // probe checks that the broker delivers the command topics to this
@@ -449,15 +460,53 @@ func (l *Link) connectionLost(err error) {
 // waitReady waits until commands are taken; false if ctx ended first.
 func (l *Link) waitReady(ctx context.Context) bool {
 	for {
+		if ctx.Err() != nil {
+			return false
+		}
 		l.mu.Lock()
-		ready := l.ready
+		ready, refusing := l.ready, l.refusing
 		l.mu.Unlock()
+		if refusing {
+			<-ctx.Done()
+			return false
+		}
 		select {
 		case <-ready:
-			return true
+			if l.open() && ctx.Err() == nil {
+				return true
+			}
 		case <-ctx.Done():
 			return false
 		}
+	}
+}
+
+// open reports whether commands are taken right now.
+func (l *Link) open() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refusing {
+		return false
+	}
+	select {
+	case <-l.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeDoor stops taking commands for good (another process serves the
+// gateway id): commands that have not reached the core stay undecided and
+// unacknowledged.
+func (l *Link) closeDoor() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refusing = true
+	select {
+	case <-l.ready:
+		l.ready = make(chan struct{})
+	default:
 	}
 }
 
@@ -477,6 +526,9 @@ func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
 	case err != nil:
 		res = l.h.Reject(cmd, fence.ReasonInvalid, err)
 	default:
+		if !l.open() {
+			return // the door closed while it waited: not decided
+		}
 		if res, err = l.h.Handle(ctx, cmd); err != nil {
 			return // not decided: the broker delivers it again
 		}
@@ -484,9 +536,25 @@ func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
 	l.mu.Lock()
 	c := l.client
 	l.mu.Unlock()
-	c.Publish(l.t.Result(name), 1, false, wire.EncodeResult(res))
+	// QoS 0: an answer lost with the connection is replaced by the answer
+	// to the redelivered command, and a QoS 1 publish in flight at a
+	// connection loss would keep its message id for good in a persistent
+	// session whose store does not resend it (see sessionStore). The
+	// acknowledgement goes only after the answer is written: paho sends
+	// acknowledgements and publishes from separate queues, and a broker
+	// that has the acknowledgement must have had the answer before it.
+	tok := c.Publish(l.t.Result(name), 0, false, wire.EncodeResult(res))
 	l.states.poke() // the states the decision changed, after its answer
+	if await(ctx, tok, "answer") != nil || !c.IsConnectionOpen() {
+		return // not acknowledged: the broker delivers it again, and it is answered again
+	}
 	m.Ack()
+}
+
+func (l *Link) clientOrNil() mqtt.Client {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.client
 }
 
 // await waits for tok: its error, ctx's, or a timeout after 10 s.
@@ -502,6 +570,39 @@ func await(ctx context.Context, tok mqtt.Token, what string) error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("%s: no answer from the broker within 10s", what)
 	}
+}
+
+// subscribe subscribes c to filter and checks the broker's answer, which
+// paho does not: a SUBACK code other than a granted QoS is a refusal (0x80
+// in MQTT 3.1.1; a broker may send others).
+//
+// One is not: 0x91, "packet identifier in use", which the embedded broker
+// (mochi) sends when the SUBSCRIBE's packet id is also the id of a message
+// it is delivering to this client: it keeps one id space for both
+// directions, and a resumed session's queued commands take the low ids a
+// new client starts with. paho gives each attempt the next id, so trying
+// again gets past them.
+func subscribe(ctx context.Context, c mqtt.Client, filter string, qos byte, h mqtt.MessageHandler, user string) error {
+	for range 1 << 16 {
+		tok := c.Subscribe(filter, qos, h)
+		if err := await(ctx, tok, "subscribe to "+filter); err != nil {
+			return err
+		}
+		st, ok := tok.(*mqtt.SubscribeToken)
+		if !ok {
+			return nil
+		}
+		code := st.Result()[filter]
+		switch {
+		case code == 0x91:
+			continue
+		case code > 2:
+			return fmt.Errorf("the broker refused the subscription to %s (SUBACK code 0x%02x; check its ACL: user %q must be allowed to read and write it)",
+				filter, code, user)
+		}
+		return nil
+	}
+	return fmt.Errorf("the broker refused every packet id for the subscription to %s (SUBACK code 0x91)", filter)
 }
 
 // sessionStore is paho's memory store without outbound publishes.

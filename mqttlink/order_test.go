@@ -16,6 +16,23 @@ import (
 	"github.com/fencegate/fencegate/wire"
 )
 
+// openStore creates a fence store and a sim board beside it, closed when
+// t ends.
+func openStore(t *testing.T) (*fencelog.Log, *boards.Sim) {
+	t.Helper()
+	store := filepath.Join(t.TempDir(), "fence.db")
+	flog, err := fencelog.Open(store, &fencelog.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { flog.Close() })
+	sim, err := boards.OpenSim(boards.LatchPath(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return flog, sim
+}
+
 // TestStatesFollowFenceOrder (issue 8, point 8): the retained state of an
 // actuator in a shared scope must end at the scope's newest fence, however
 // the publication of an older state is delayed. A hook holds the heater's
@@ -24,17 +41,7 @@ import (
 // the hold is released, the retained heater state must carry fence 11.
 func TestStatesFollowFenceOrder(t *testing.T) {
 	broker := testenv.EmbeddedBroker(t)
-	dir := t.TempDir()
-	store := filepath.Join(dir, "fence.db")
-	flog, err := fencelog.Open(store, &fencelog.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer flog.Close()
-	sim, err := boards.OpenSim(boards.LatchPath(store))
-	if err != nil {
-		t.Fatal(err)
-	}
+	flog, sim := openStore(t)
 	var link *Link
 	specs := []actuator.Spec{{Name: "fan", Scope: "climate", PinName: "GPIO22"}, {Name: "heater", Scope: "climate", PinName: "GPIO23"}}
 	bank, err := actuator.New(flog, specs, &actuator.Options{Changed: func(o []fence.Output) { link.Changed(o) }})

@@ -93,7 +93,9 @@ func (p *statePublisher) run(ctx context.Context) {
 			if testHookStatePublish != nil {
 				testHookStatePublish(o)
 			}
-			c.Publish(p.l.t.State(o.Actuator), 1, true, wire.EncodeState(o))
+			// QoS 0 (see serve): a state lost with the connection is
+			// published again at the next connect, as all of them are.
+			c.Publish(p.l.t.State(o.Actuator), 0, true, wire.EncodeState(o))
 		}
 	}
 }

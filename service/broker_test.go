@@ -57,6 +57,7 @@ func runListening(t *testing.T, cfg *config.Config, log *logBuffer) string {
 	case i := <-listening:
 		return i.HTTP
 	case err := <-done:
+		done <- err // for the cleanup's wait
 		t.Fatalf("gateway stopped: %v", err)
 	case <-time.After(15 * time.Second):
 		t.Fatal("gateway API not listening within 15s")

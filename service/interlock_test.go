@@ -55,6 +55,7 @@ func TestInterlockOverMQTT(t *testing.T) {
 				select {
 				case info = <-ready:
 				case err := <-done:
+					done <- err // for the deferred wait
 					t.Fatal(err)
 				case <-time.After(15 * time.Second):
 					t.Fatal("not ready")

@@ -75,6 +75,7 @@ func start(t testing.TB, broker, dir string) *gateway {
 	select {
 	case g.info = <-ready:
 	case err := <-done:
+		done <- err // for the cleanup's stop
 		t.Fatalf("gateway stopped at start: %v", err)
 	case <-time.After(15 * time.Second):
 		t.Fatal("gateway not ready within 15s")

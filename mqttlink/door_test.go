@@ -1,0 +1,164 @@
+package mqttlink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/fencegate/fencegate/actuator"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/testctl"
+	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/wire"
+)
+
+// TestNoCommandAfterConflict (issue 8, point 9): once the link has found
+// another process serving its gateway id, not one more command reaches the
+// core, however many were already waiting in its queue. A hook holds the
+// first command just after its commit, while 59 more wait behind it; the
+// other process's claim arrives; then the hold is released. Only the first
+// may have been applied.
+func TestNoCommandAfterConflict(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	flog, sim := openStore(t)
+	held, hold := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	bank, err := actuator.New(flog, []actuator.Spec{{Name: "pump", PinName: "GPIO17"}}, &actuator.Options{AfterCommit: func(fence.Command) {
+		if first.CompareAndSwap(false, true) {
+			close(held)
+			<-hold
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bank.Start(sim.Pin); err != nil {
+		t.Fatal(err)
+	}
+	topics := wire.Topics{GatewayID: testenv.ID(t, "door")}
+	link := New(Options{Broker: broker, Topics: topics, Actuators: []string{"pump"}, Store: flog.ID()}, bank)
+	done := make(chan error, 1)
+	go func() { done <- link.Run(context.Background()) }()
+	ctl := testctl.Connect(t, broker, topics)
+	ctl.WaitStatus(t, wire.StatusOnline)
+	const n = 60
+	for i := 1; i <= n; i++ {
+		ctl.Publish(t, "pump", wire.EncodeCommand(fence.Command{ID: fmt.Sprint("c-", i), Actuator: "pump",
+			Fence: fence.Fence{Token: 1, Seq: uint64(i)}, State: fence.State(i%2 + 1)}), false)
+	}
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first command did not reach the core")
+	}
+	other := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(testenv.ID(t, "other")))
+	if tok := other.Connect(); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	defer other.Disconnect(100)
+	claim := wire.Claim{Instance: "0th3r", Store: "another-store", Host: "another-host", PID: 1, Connection: 1}
+	if tok := other.Publish(topics.Instance(), 1, true, wire.EncodeClaim(claim)); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	for deadline := time.Now().Add(20 * time.Second); link.Status().Conflict == ""; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(hold)
+			t.Fatal("the link did not see the other process's claim")
+		}
+	}
+	close(hold)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrConflict) {
+			t.Errorf("Run returned %v, want ErrConflict", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after the conflict")
+	}
+	out, err := flog.Output("pump", "pump")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Fence != (fence.Fence{Token: 1, Seq: 1}) {
+		t.Errorf("after the conflict was found, the pump's fence moved on to %s: the commands that waited were applied", out.Fence)
+	}
+}
+
+// countHandler answers every command applied and counts them.
+type countHandler struct{ n atomic.Int64 }
+
+func (h *countHandler) Handle(_ context.Context, c fence.Command) (fence.Result, error) {
+	h.n.Add(1)
+	return fence.Result{ID: c.ID, Actuator: c.Actuator, Outcome: fence.Applied}, nil
+}
+
+func (h *countHandler) Reject(c fence.Command, reason string, err error) fence.Result {
+	return fence.Result{ID: c.ID, Actuator: c.Actuator, Outcome: fence.Rejected, Reason: reason, Error: err.Error()}
+}
+
+// TestFullQueueDoesNotStall: more commands wait in the gateway's broker
+// session (queued while it was down) than its queue holds. They arrive
+// before the claim the link waits for, on the same connection; the link
+// must still read that claim and start taking commands, not wait for a
+// queue that only empties once it does.
+func TestFullQueueDoesNotStall(t *testing.T) {
+	defer func(n int) { queueLen = n }(queueLen)
+	queueLen = 4
+	for bname, start := range testenv.Brokers() {
+		t.Run(bname, func(t *testing.T) {
+			broker := start(t)
+			id := testenv.ID(t, "full")
+			topics := wire.Topics{GatewayID: id}
+			clientID := "fencegate-" + id
+			// The session of the gateway before it went down.
+			gw := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(clientID).SetCleanSession(false).SetProtocolVersion(4))
+			if tok := gw.Connect(); tok.Wait() && tok.Error() != nil {
+				t.Fatal(tok.Error())
+			}
+			if tok := gw.Subscribe(topics.SetFilter(), 1, nil); tok.Wait() && tok.Error() != nil {
+				t.Fatal(tok.Error())
+			}
+			gw.Disconnect(100)
+			ctl := testctl.Connect(t, broker, topics)
+			for i := 1; i <= 20; i++ {
+				ctl.Publish(t, "a", wire.EncodeCommand(fence.Command{ID: fmt.Sprint(i), Actuator: "a",
+					Fence: fence.Fence{Token: 1, Seq: uint64(i)}, State: fence.StateOn}), false)
+			}
+			h := &countHandler{}
+			ready := make(chan struct{}, 1)
+			l := New(Options{Broker: broker, ClientID: clientID, Topics: topics, Actuators: []string{"a"}, Store: "s",
+				Ready: func() {
+					select {
+					case ready <- struct{}{}:
+					default:
+					}
+				}}, h)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- l.Run(ctx) }()
+			defer func() {
+				cancel()
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Error("Run did not return 10 s after cancel")
+				}
+			}()
+			select {
+			case <-ready:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the link did not take commands within 20 s (%d handled; status %+v)", h.n.Load(), l.Status())
+			}
+			for deadline := time.Now().Add(10 * time.Second); h.n.Load() < int64(queueLen); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d commands handled, want at least the %d that were queued", h.n.Load(), queueLen)
+				}
+			}
+		})
+	}
+}
