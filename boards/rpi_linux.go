@@ -1,12 +1,12 @@
 package boards
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 
 	"periph.io/x/conn/v3/driver/driverreg"
-	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/host/v3/gpioioctl"
 
 	"github.com/fencegate/fencegate/actuator"
@@ -14,31 +14,36 @@ import (
 )
 
 // RaspberryPi is an open set of output lines on a Raspberry Pi, driven
-// through the kernel's GPIO character device (periph's gpioioctl driver,
-// which also works on the Pi 5's RP1 chip).
+// through the kernel's GPIO character device, which also works on the
+// Pi 5's RP1 chip. periph's gpioioctl driver finds the chip (by label) and
+// the lines' offsets (by name); the lines are requested here
+// (gpiocdev_linux.go), because periph's request cannot carry their
+// initial levels.
 //
-// All outputs are requested in one line request. Levels are read back with
-// GET_VALUES on that same request, never with periph's GPIOLine.Read, which
-// would turn an output into an input with a pull-up and drop a relay.
+// All outputs are requested in one line request. Levels are written with
+// SET_VALUES and read back with GET_VALUES on that same request, never with
+// periph's GPIOLine.Read, which would turn an output into an input with a
+// pull-up and drop a relay.
 type RaspberryPi struct {
 	Model pinmap.Model
 	Chip  string // the GPIO chip's label
 
-	mu    sync.Mutex // serialises Out and Read on the line set
-	set   *gpioioctl.LineSet
-	index map[string]int // canonical pin name → offset in set
+	mu    sync.Mutex     // serialises Out, Level and Close on req
+	req   *lineRequest   // nil when no lines were opened or after Close
+	index map[string]int // canonical pin name → index in req
 }
 
 var initOnce sync.Once
 var initErr error
 
-// OpenRaspberryPi requests the given output lines on model's GPIO chip and
-// drives each to its initial level.
+// OpenRaspberryPi requests the given output lines on model's GPIO chip,
+// each at its initial level.
 //
-// The kernel's line request makes a line an output at low level; the
-// initial levels are set right after, in the next system call. A relay does
-// not react within those microseconds, but a fast input watching the line
-// could see a low pulse on lines whose initial level is high.
+// The levels are part of the line request, so the kernel sets each line's
+// level before it makes the line an output: a line whose initial level is
+// high is never low, not even for microseconds. That matters for an
+// active-low output, whose high is off, and most for two of them in one
+// interlock (a motor's two directions on solid-state relays or an H-bridge).
 func OpenRaspberryPi(model pinmap.Model, outs []Line) (*RaspberryPi, error) {
 	initOnce.Do(func() { _, initErr = driverreg.Init() })
 	if initErr != nil {
@@ -54,8 +59,12 @@ func OpenRaspberryPi(model pinmap.Model, outs []Line) (*RaspberryPi, error) {
 			model.Name, strings.Join(model.Chips, " or "), labels))
 	}
 	p := &RaspberryPi{Model: model, Chip: chip.Label(), index: map[string]int{}}
-	cfg := &gpioioctl.LineSetConfig{DefaultDirection: gpioioctl.LineOutput, DefaultEdge: gpio.NoEdge, DefaultPull: gpio.PullNoChange}
-	var bits gpio.GPIOValue
+	if len(outs) > gpioV2LinesMax {
+		return nil, fmt.Errorf("boards: %d outputs on one board; the kernel requests at most %d lines at once", len(outs), gpioV2LinesMax)
+	}
+	var names []string
+	var offsets []uint32
+	var high uint64
 	for i, o := range outs {
 		name, err := pinmap.Canonical(o.Pin)
 		if err != nil {
@@ -64,27 +73,25 @@ func OpenRaspberryPi(model pinmap.Model, outs []Line) (*RaspberryPi, error) {
 		if _, dup := p.index[name]; dup {
 			return nil, fmt.Errorf("boards: %s is opened twice", pinmap.Describe(name))
 		}
-		if chip.ByName(name) == nil {
+		line := chip.ByName(name)
+		if line == nil {
 			return nil, notHere(fmt.Errorf("boards: %s: chip %s has no line named %s", model.Name, chip.Label(), name))
 		}
 		p.index[name] = i
-		cfg.Lines = append(cfg.Lines, name)
+		names = append(names, name)
+		offsets = append(offsets, uint32(line.Number()))
 		if o.InitialHigh {
-			bits |= 1 << i
+			high |= 1 << i
 		}
 	}
-	if len(cfg.Lines) == 0 {
+	if len(offsets) == 0 {
 		return p, nil
 	}
-	set, err := chip.LineSetFromConfig(cfg)
+	req, err := requestOutputs(chip.Path(), offsets, high)
 	if err != nil {
-		return nil, fmt.Errorf("boards: request %s on %s: %w (is another program using these lines?)", strings.Join(cfg.Lines, ", "), chip.Label(), err)
+		return nil, fmt.Errorf("boards: request %s on %s: %w (is another program using these lines?)", strings.Join(names, ", "), chip.Label(), err)
 	}
-	if err := set.Out(bits, 0); err != nil {
-		set.Close()
-		return nil, fmt.Errorf("boards: set initial levels: %w", err)
-	}
-	p.set = set
+	p.req = req
 	return p, nil
 }
 
@@ -142,48 +149,67 @@ func (p *RaspberryPi) Pin(name string) (actuator.Pin, error) {
 	if !ok {
 		return nil, fmt.Errorf("boards: %s was not opened", pinmap.Describe(g))
 	}
-	return &rpiPin{board: p, name: g, bit: gpio.GPIOValue(1) << i}, nil
+	return &rpiPin{board: p, name: g, bit: 1 << i}, nil
 }
 
 // Close implements Board: it releases the lines, which the kernel leaves
-// at their last level.
+// at their last level. Closing again does nothing.
 func (p *RaspberryPi) Close() error {
-	if p.set == nil {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.req == nil {
 		return nil
 	}
-	return p.set.Close()
+	err := p.req.close()
+	p.req = nil
+	if err != nil {
+		return fmt.Errorf("boards: release the lines on %s: %w", p.Chip, err)
+	}
+	return nil
 }
+
+// errClosed is what a pin of a closed board says.
+var errClosed = errors.New("the board is closed")
 
 type rpiPin struct {
 	board *RaspberryPi
 	name  string
-	bit   gpio.GPIOValue
+	bit   uint64 // the line's bit in the request
 }
 
 func (r *rpiPin) String() string { return r.board.Model.Name + " " + pinmap.Describe(r.name) }
 
-// Out implements actuator.Pin.
+// Out implements actuator.Pin: SET_VALUES on the output request, for this
+// line only.
 func (r *rpiPin) Out(high bool) error {
 	r.board.mu.Lock()
 	defer r.board.mu.Unlock()
-	var v gpio.GPIOValue
+	var v uint64
 	if high {
 		v = r.bit
 	}
-	if err := r.board.set.Out(v, r.bit); err != nil {
+	err := errClosed
+	if r.board.req != nil {
+		err = r.board.req.set(v, r.bit)
+	}
+	if err != nil {
 		return fmt.Errorf("boards: drive %s: %w", pinmap.Describe(r.name), err)
 	}
 	return nil
 }
 
-// Level implements actuator.Pin: GET_VALUES on the output request, which leaves the
-// line an output.
+// Level implements actuator.Pin: GET_VALUES on the output request, which
+// leaves the line an output.
 func (r *rpiPin) Level() (bool, error) {
 	r.board.mu.Lock()
 	defer r.board.mu.Unlock()
-	v, err := r.board.set.Read(r.bit)
+	var v uint64
+	err := errClosed
+	if r.board.req != nil {
+		v, err = r.board.req.get(r.bit)
+	}
 	if err != nil {
 		return false, fmt.Errorf("boards: read %s: %w", pinmap.Describe(r.name), err)
 	}
-	return v&r.bit != 0, nil
+	return v != 0, nil
 }

@@ -88,6 +88,14 @@ func TestInitialLevel(t *testing.T) {
 			t.Errorf("%s Level() = %v, %v; want %v", name, got, err, want)
 		}
 	}
+	// Lines held by another request (here: our own) are refused with the
+	// hint, and the refused request moves nothing.
+	if _, err := boards.OpenRaspberryPi(m, []boards.Line{{Pin: "GPIO22", InitialHigh: false}}); err == nil || !strings.Contains(err.Error(), "is another program using these lines?") {
+		t.Errorf("OpenRaspberryPi on a held line: %v; want refused with the hint", err)
+	} else {
+		t.Logf("a held line: %v", err)
+	}
+	expectOutput(t, c, "GPIO22", true)
 	if err := pi.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,4 +170,86 @@ func TestLevelNeverReconfigures(t *testing.T) {
 		t.Fatalf("control: after GPIOLine.Read GPIO26 has flags %s; expected periph to make it INPUT|PULL_UP", flagWords(li.Flags))
 	}
 	t.Logf("control: periph GPIOLine.Read turned GPIO26 into %s, debugfs %q (boards never calls it)", flagWords(li.Flags), debugfsLine(t, "GPIO26"))
+}
+
+// TestRequestAtInitialLevel (issue 8, point 4): the output request carries
+// the initial levels, so the kernel makes each line an output at its level
+// in one step. Two active-low members of an interlock (a motor's two
+// directions, high is off) are requested high, on lines fresh from boot and
+// again on lines a previous request left high (a restart). The kernel's
+// gpio trace, which records every level gpiolib writes, must show each line
+// only ever set high: never both directions on, not even for microseconds.
+//
+// Control: periph's LineSetFromConfig followed by Out, how boards requested
+// its lines before, shows each line set low by the request and high only
+// after, so the check would catch that glitch.
+func TestRequestAtInitialLevel(t *testing.T) {
+	guestOnly(t)
+	c := bcmChip(t)
+	m, err := pinmap.ResolveModel(pinmap.RaspberryPi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"GPIO12", "GPIO13"}
+	nums := map[string]int{}
+	for _, n := range names {
+		nums[n] = gpioNumber(t, n)
+	}
+	for _, when := range []string{"lines fresh from boot", "lines left high (a restart)"} {
+		tr := startGPIOTrace(t)
+		pi, err := boards.OpenRaspberryPi(m, []boards.Line{{Pin: "GPIO12", InitialHigh: true}, {Pin: "PIN33", InitialHigh: true}})
+		events := tr.stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			expectOutput(t, c, n, true)
+			sets := setsOf(events, nums[n])
+			if len(sets) == 0 {
+				t.Fatalf("%s: the trace recorded no level written to %s (gpio %d); all events: %v", when, n, nums[n], events)
+			}
+			for i, s := range sets {
+				if s != "1" {
+					t.Errorf("%s: the kernel drove %s (gpio %d) low (write %d of %v) before its initial level high; all events: %v", when, n, nums[n], i+1, sets, events)
+				}
+			}
+			t.Logf("%s: %s (gpio %d): levels written %v", when, n, nums[n], sets)
+		}
+		if err := pi.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Control: request first, set the levels after.
+	if _, err := driverreg.Init(); err != nil {
+		t.Fatal(err)
+	}
+	var chip *gpioioctl.GPIOChip
+	for _, ch := range gpioioctl.Chips {
+		if ch.Label() == "pinctrl-bcm2835" {
+			chip = ch
+		}
+	}
+	if chip == nil {
+		t.Fatal("periph: no chip pinctrl-bcm2835")
+	}
+	tr := startGPIOTrace(t)
+	set, err := chip.LineSetFromConfig(&gpioioctl.LineSetConfig{Lines: names, DefaultDirection: gpioioctl.LineOutput, DefaultEdge: gpio.NoEdge, DefaultPull: gpio.PullNoChange})
+	if err != nil {
+		tr.stop()
+		t.Fatal(err)
+	}
+	err = set.Out(0b11, 0)
+	events := tr.stop()
+	defer set.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		sets := setsOf(events, nums[n])
+		if len(sets) < 2 || sets[0] != "0" || sets[len(sets)-1] != "1" {
+			t.Fatalf("control: %s (gpio %d): levels written %v; expected the request to drive it low first, then Out high", n, nums[n], sets)
+		}
+		t.Logf("control: periph LineSetFromConfig + Out: %s (gpio %d): levels written %v, low for %v (boards no longer requests this way)", n, nums[n], sets, lowFor(events, nums[n]))
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,8 +93,9 @@ func debugfsLevels(a, b string) (string, string) {
 }
 
 // runVent runs a gateway with the vent motor's two relays, interlocked,
-// on the emulated board until the returned stop is called.
-func runVent(t *testing.T, broker, store string, bbm bool, dead time.Duration) func() {
+// on the emulated board until the returned stop is called. With activeLow
+// both relays are on at a low line.
+func runVent(t *testing.T, broker, store string, bbm bool, dead time.Duration, activeLow bool) func() {
 	t.Helper()
 	cfg, err := config.Parse(fmt.Appendf(nil, `id: pi-vent
 mqtt: {broker: %s}
@@ -101,11 +103,11 @@ store: %s
 board: raspberry-pi
 http: ""
 actuators:
-  - {name: vent-open, pin: GPIO5, scope: vent}
-  - {name: vent-close, pin: GPIO6, scope: vent}
+  - {name: vent-open, pin: GPIO5, scope: vent, active_low: %[5]v}
+  - {name: vent-close, pin: GPIO6, scope: vent, active_low: %[5]v}
 interlocks:
-  - {name: vent, actuators: [vent-open, vent-close], break_before_make: %v, dead_time: %s}
-`, broker, store, bbm, dead))
+  - {name: vent, actuators: [vent-open, vent-close], break_before_make: %[3]v, dead_time: %[4]s}
+`, broker, store, bbm, dead, activeLow))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +136,32 @@ interlocks:
 	}
 }
 
+// ventBroker starts an embedded broker and a client for gateway pi-vent,
+// both stopped when the test ends. send sends one command and returns its
+// result.
+func ventBroker(t *testing.T) (url string, send func(id, act string, tok, seq uint64, s fence.State) fence.Result) {
+	t.Helper()
+	broker, err := mqttbroker.Start("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { broker.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	cl, err := client.Dial(ctx, client.Options{Broker: broker.URL(), GatewayID: "pi-vent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return broker.URL(), func(id, act string, tok, seq uint64, s fence.State) fence.Result {
+		t.Helper()
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		defer scancel()
+		r, _ := cl.Send(sctx, fence.Command{ID: id, Holder: "piemu", Actuator: act, Fence: fence.Fence{Token: tok, Seq: seq}, State: s})
+		return r
+	}
+}
+
 // TestInterlockOnThePi (issue 8, point 4): the vent motor's two direction
 // relays on real kernel GPIO lines. Rejected: a second on moves neither
 // line. Break-before-make: the kernel never shows both lines high, and the
@@ -142,30 +170,12 @@ interlocks:
 func TestInterlockOnThePi(t *testing.T) {
 	guestOnly(t)
 	c := bcmChip(t)
-	broker, err := mqttbroker.Start("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer broker.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cl, err := client.Dial(ctx, client.Options{Broker: broker.URL(), GatewayID: "pi-vent"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	send := func(id, act string, tok, seq uint64, s fence.State) fence.Result {
-		t.Helper()
-		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
-		defer scancel()
-		r, _ := cl.Send(sctx, fence.Command{ID: id, Holder: "piemu", Actuator: act, Fence: fence.Fence{Token: tok, Seq: seq}, State: s})
-		return r
-	}
+	broker, send := ventBroker(t)
 	const dead = 300 * time.Millisecond
 
 	// Reject mode.
 	store := filepath.Join(t.TempDir(), "fence.db")
-	stop := runVent(t, broker.URL(), store, false, dead)
+	stop := runVent(t, broker, store, false, dead, false)
 	if r := send("a-1", "vent-close", 41, 0, fence.StateOn); r.Outcome != fence.Applied {
 		t.Fatalf("vent-close on: %s %s", r.Outcome, r.Error)
 	}
@@ -180,7 +190,7 @@ func TestInterlockOnThePi(t *testing.T) {
 
 	// Break-before-make.
 	store = filepath.Join(t.TempDir(), "fence.db")
-	stop = runVent(t, broker.URL(), store, true, dead)
+	stop = runVent(t, broker, store, true, dead, false)
 	if r := send("a-2", "vent-close", 41, 0, fence.StateOn); r.Outcome != fence.Applied {
 		t.Fatalf("vent-close on: %s %s", r.Outcome, r.Error)
 	}
@@ -199,7 +209,7 @@ func TestInterlockOnThePi(t *testing.T) {
 	// A restart with vent-open recorded on: taken over low, high after the
 	// dead time, and never high together with vent-close.
 	smp = startSampler(t)
-	stop = runVent(t, broker.URL(), store, true, dead)
+	stop = runVent(t, broker, store, true, dead, false)
 	samples = smp.end()
 	expectOutput(t, c, "GPIO5", true)
 	expectOutput(t, c, "GPIO6", false)
@@ -251,4 +261,74 @@ func checkSwitchOver(t *testing.T, samples []sample, from string, dead time.Dura
 		t.Errorf("the other relay came on %v after the first went off; the dead time is %v (sampling every %v at worst)", gap, dead, worst)
 	}
 	t.Logf("switch-over: off, then on %v later (dead time %v); %d samples, %v apart at worst", onAt.Sub(offAt).Round(time.Millisecond), dead, len(samples), worst.Round(time.Microsecond))
+}
+
+// TestInterlockActiveLowStart (issue 8, point 4): a vent motor's two
+// direction relays, both active low (a low line is on), interlocked. From
+// the gateway's start the kernel's gpio trace, every level gpiolib wrote in
+// order, must never have both lines low: not at a first start (both off,
+// so both only ever high), and not at a restart with vent-open recorded on
+// (taken over off, on after the dead time, vent-close never low). Before
+// the line request carried the initial levels, the request itself drove
+// both lines low, both directions on, at every start.
+func TestInterlockActiveLowStart(t *testing.T) {
+	guestOnly(t)
+	c := bcmChip(t)
+	open, close := gpioNumber(t, "GPIO5"), gpioNumber(t, "GPIO6")
+	broker, send := ventBroker(t)
+	const dead = 300 * time.Millisecond
+	store := filepath.Join(t.TempDir(), "fence.db")
+
+	// neverBothLow replays the trace's writes to the two lines in order.
+	neverBothLow := func(when string, events []gpioEvent) {
+		t.Helper()
+		level := map[int]string{}
+		for i, e := range events {
+			if e.gpio != open && e.gpio != close || !strings.HasPrefix(e.what, "set ") {
+				continue
+			}
+			level[e.gpio] = strings.TrimPrefix(e.what, "set ")
+			if level[open] == "0" && level[close] == "0" {
+				t.Fatalf("%s: after event %d both vent lines are low, both directions on; the kernel wrote %v to vent-open (gpio %d) and %v to vent-close (gpio %d); all events: %v",
+					when, i+1, setsOf(events, open), open, setsOf(events, close), close, events)
+			}
+		}
+		t.Logf("%s: the kernel wrote %v to vent-open, %v to vent-close", when, setsOf(events, open), setsOf(events, close))
+	}
+
+	// First start: both off, so both lines high from the request on.
+	tr := startGPIOTrace(t)
+	stop := runVent(t, broker, store, true, dead, true)
+	events := tr.stop()
+	neverBothLow("first start", events)
+	for _, n := range []int{open, close} {
+		if sets := setsOf(events, n); len(sets) == 0 || slices.Contains(sets, "0") {
+			t.Errorf("first start: gpio %d written %v; want high (off) only, and at least once", n, sets)
+		}
+	}
+	expectOutput(t, c, "GPIO5", true)
+	expectOutput(t, c, "GPIO6", true)
+	if r := send("o-1", "vent-open", 7, 0, fence.StateOn); r.Outcome != fence.Applied {
+		t.Fatalf("vent-open on: %s %s", r.Outcome, r.Error)
+	}
+	expectOutput(t, c, "GPIO5", false)
+	expectOutput(t, c, "GPIO6", true)
+	stop()
+
+	// Restart with vent-open recorded on.
+	tr = startGPIOTrace(t)
+	stop = runVent(t, broker, store, true, dead, true)
+	// vent-open comes on after the dead time, by ready at the latest (as
+	// in TestInterlockOnThePi's restart).
+	expectOutput(t, c, "GPIO5", false)
+	events = tr.stop()
+	defer stop()
+	neverBothLow("restart with vent-open on", events)
+	if sets := setsOf(events, close); len(sets) == 0 || slices.Contains(sets, "0") {
+		t.Errorf("restart: vent-close (gpio %d) written %v; want high (off) only, and at least once", close, sets)
+	}
+	if sets := setsOf(events, open); len(sets) < 2 || sets[0] != "1" || sets[len(sets)-1] != "0" {
+		t.Errorf("restart: vent-open (gpio %d) written %v; want taken over high (off), then low (on)", open, sets)
+	}
+	expectOutput(t, c, "GPIO6", true)
 }

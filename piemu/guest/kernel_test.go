@@ -147,7 +147,7 @@ func flagWords(f uint64) string {
 	return fmt.Sprintf("%#x[%s]", f, strings.Join(w, "|"))
 }
 
-// consumer is the label periph's gpioioctl gives this process's requests.
+// consumer is the label boards (like periph's gpioioctl) gives this process's requests.
 func consumer() string { return fmt.Sprintf("%s@%d", filepath.Base(os.Args[0]), os.Getpid()) }
 
 // debugfsLine returns what /sys/kernel/debug/gpio says about a requested

@@ -66,6 +66,7 @@ func initGuest() error {
 		{"sysfs", "/sys", "sysfs"},
 		{"devtmpfs", "/dev", "devtmpfs"}, // CONFIG_DEVTMPFS_MOUNT is not set
 		{"debugfs", "/sys/kernel/debug", "debugfs"},
+		{"tracefs", "/sys/kernel/tracing", "tracefs"}, // the gpio tracepoints (trace_test.go)
 		{"tmpfs", "/tmp", "tmpfs"},
 	} {
 		if err := os.MkdirAll(mnt.dst, 0o755); err != nil {
