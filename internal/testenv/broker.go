@@ -68,14 +68,14 @@ type brokerd struct {
 	err    error         // cmd.Wait's answer, set before exited closes
 }
 
-// startBrokerd builds brokerd if this process has not yet, starts it and
+// startBrokerd starts brokerd, built first if this process has not yet, and
 // waits until it says its URL.
 func startBrokerd() (*brokerd, error) {
-	brokerdOnce.Do(func() { brokerdBin, brokerdErr = buildBrokerd() })
-	if brokerdErr != nil {
-		return nil, brokerdErr
+	bin, err := brokerdBuilt()
+	if err != nil {
+		return nil, err
 	}
-	b := &brokerd{cmd: exec.Command(brokerdBin), stderr: &tailBuffer{max: brokerdLogMax}, exited: make(chan struct{})}
+	b := &brokerd{cmd: exec.Command(bin), stderr: &tailBuffer{max: brokerdLogMax}, exited: make(chan struct{})}
 	stdout := &firstLine{line: make(chan string, 1)}
 	b.cmd.Stdout, b.cmd.Stderr = stdout, b.stderr
 	// Its stdin is a pipe that only this process holds: when this process
@@ -84,7 +84,7 @@ func startBrokerd() (*brokerd, error) {
 		return nil, err
 	}
 	if err := startChild(b.cmd); err != nil {
-		return nil, fmt.Errorf("start %s: %w", brokerdBin, err)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	go func() { b.err = b.cmd.Wait(); close(b.exited) }()
 	select {
@@ -119,6 +119,13 @@ func (b *brokerd) stop(t testing.TB) {
 	if t.Failed() {
 		t.Logf("testenv: stderr of the embedded broker %s (brokerd, pid %d):\n%s", b.url, b.cmd.Process.Pid, b.stderr)
 	}
+}
+
+// brokerdBuilt returns the path of brokerd, built by the first call in this
+// process.
+func brokerdBuilt() (string, error) {
+	brokerdOnce.Do(func() { brokerdBin, brokerdErr = buildBrokerd() })
+	return brokerdBin, brokerdErr
 }
 
 // buildBrokerd builds brokerd without the race detector into a new

@@ -194,11 +194,11 @@ func startPiped(t *testing.T, cmd *exec.Cmd) (stdout io.Reader, stderr *tailBuff
 // The broker program stops when its stdin closes, with its URL as the
 // first line of its stdout.
 func TestBrokerdStopsWhenStdinCloses(t *testing.T) {
-	brokerdOnce.Do(func() { brokerdBin, brokerdErr = buildBrokerd() })
-	if brokerdErr != nil {
-		t.Fatal(brokerdErr)
+	bin, err := brokerdBuilt()
+	if err != nil {
+		t.Fatal(err)
 	}
-	cmd := exec.Command(brokerdBin)
+	cmd := exec.Command(bin)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -281,5 +281,21 @@ func TestEmbeddedBrokerOutlivesTheThreadThatStartedIt(t *testing.T) {
 	// before, and a killed broker answers nothing.
 	if err := roundTrip(s.b.url); err != nil {
 		t.Fatalf("after the thread that asked for it ended: %v", err)
+	}
+}
+
+// BenchmarkEmbeddedBroker measures what a test pays for its embedded
+// broker: start brokerd, wait for its address, kill it. The build, once a
+// process, is done before the timer starts.
+func BenchmarkEmbeddedBroker(b *testing.B) {
+	if _, err := brokerdBuilt(); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		br, err := startBrokerd()
+		if err != nil {
+			b.Fatal(err)
+		}
+		br.stop(b)
 	}
 }
