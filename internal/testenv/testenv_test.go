@@ -17,7 +17,7 @@ import (
 // the error if it cannot) until killed; with TESTENV_HELPER=lock:PORT it
 // exits 0 if it could reserve PORT's lock and 3 if another process holds it;
 // with TESTENV_HELPER=broker:0 it starts an embedded broker, prints
-// brokerd's pid and URL, and waits until killed.
+// brokerd's pid and URL, and waits a minute to be killed.
 func TestMain(m *testing.M) {
 	if what, arg, ok := strings.Cut(os.Getenv("TESTENV_HELPER"), ":"); ok {
 		os.Exit(helper(what, arg))
@@ -54,7 +54,8 @@ func helper(what, arg string) int {
 			return 1
 		}
 		fmt.Println(b.cmd.Process.Pid, b.url)
-		select {}
+		time.Sleep(time.Minute)
+		return 0
 	}
 	return 2
 }
