@@ -79,7 +79,7 @@ func startBrokerd() (*brokerd, error) {
 	stdout := &firstLine{line: make(chan string, 1)}
 	b.cmd.Stdout, b.cmd.Stderr = stdout, b.stderr
 	// Its stdin is a pipe that only this process holds: when this process
-	// ends, however, brokerd reads EOF and stops.
+	// ends, however it ends, brokerd reads EOF and stops.
 	if _, err := b.cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
