@@ -9,6 +9,10 @@ var (
 	held   = map[string]bool{}
 )
 
+// locksAcrossProcesses: a lock that lockPort takes holds within this
+// process only.
+const locksAcrossProcesses = false
+
 // lockPort reserves path within this process only: there is no flock here.
 func lockPort(path string) (unlock func(), ok bool, err error) {
 	heldMu.Lock()

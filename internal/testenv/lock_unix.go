@@ -8,6 +8,10 @@ import (
 	"syscall"
 )
 
+// locksAcrossProcesses: a lock that lockPort takes holds against every
+// process.
+const locksAcrossProcesses = true
+
 // lockPort takes an exclusive flock on path without waiting. ok is false
 // if another open file (in any process) holds it. The file is kept: removing
 // it would let two processes lock two different files of the same name.

@@ -16,8 +16,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fencegate/fencegate/mqttbroker"
 )
 
 // InCI reports whether the tests run under CI, where nothing may skip.
@@ -43,18 +41,6 @@ func Program(t testing.TB, name string) string {
 	p, err := exec.LookPath(name)
 	Need(t, err == nil, "%s is not installed (.ci/run installs it)", name)
 	return p
-}
-
-// EmbeddedBroker starts the simulator's embedded broker on a free loopback
-// port and returns its URL. It stops when t ends.
-func EmbeddedBroker(t testing.TB) string {
-	t.Helper()
-	b, err := mqttbroker.Start("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatalf("embedded broker: %v", err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b.URL()
 }
 
 // Mosquitto starts a real Mosquitto on a reserved loopback port (see

@@ -15,7 +15,9 @@ import (
 // TestMain lets the test binary stand in for a child process: with
 // TESTENV_HELPER=listen:PORT it listens on 127.0.0.1:PORT (exiting 1 with
 // the error if it cannot) until killed; with TESTENV_HELPER=lock:PORT it
-// exits 0 if it could reserve PORT's lock and 3 if another process holds it.
+// exits 0 if it could reserve PORT's lock and 3 if another process holds it;
+// with TESTENV_HELPER=broker:0 it starts an embedded broker, prints
+// brokerd's pid and URL, and waits a minute to be killed.
 func TestMain(m *testing.M) {
 	if what, arg, ok := strings.Cut(os.Getenv("TESTENV_HELPER"), ":"); ok {
 		os.Exit(helper(what, arg))
@@ -44,6 +46,15 @@ func helper(what, arg string) int {
 		case !ok:
 			return 3
 		}
+		return 0
+	case "broker":
+		b, err := startBrokerd()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(b.cmd.Process.Pid, b.url)
+		time.Sleep(time.Minute)
 		return 0
 	}
 	return 2
