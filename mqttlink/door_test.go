@@ -19,11 +19,24 @@ import (
 
 // TestNoCommandAfterConflict (issue 8, point 9): once the link has found
 // another process serving its gateway id, not one more command reaches the
-// core, however many were already waiting in its queue. A hook holds the
-// first command just after its commit, while 59 more wait behind it; the
-// other process's claim arrives; then the hold is released. Only the first
-// may have been applied.
+// core, however many were already waiting in its queue. Hooks force the
+// interleaving: the first command is held just after its commit while 59
+// more wait behind it; the other process's claim arrives, and the link's
+// stop is held back once the conflict is announced; then the first command
+// is released. The next one must wait at the closed door rather than reach
+// the core; only then may the link stop. Only the first may have been
+// applied.
 func TestNoCommandAfterConflict(t *testing.T) {
+	announced, stop := make(chan struct{}), make(chan struct{})
+	parked := make(chan struct{}, 1)
+	testHookConflict = func() { close(announced); <-stop }
+	testHookParked = func() {
+		select {
+		case parked <- struct{}{}:
+		default:
+		}
+	}
+	defer func() { testHookConflict, testHookParked = nil, nil }()
 	broker := testenv.EmbeddedBroker(t)
 	flog, sim := openStore(t)
 	held, hold := make(chan struct{}), make(chan struct{})
@@ -65,13 +78,25 @@ func TestNoCommandAfterConflict(t *testing.T) {
 	if tok := other.Publish(topics.Instance(), 1, true, wire.EncodeClaim(claim)); tok.Wait() && tok.Error() != nil {
 		t.Fatal(tok.Error())
 	}
-	for deadline := time.Now().Add(20 * time.Second); link.Status().Conflict == ""; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			close(hold)
-			t.Fatal("the link did not see the other process's claim")
-		}
+	select {
+	case <-announced:
+	case <-time.After(20 * time.Second):
+		close(hold)
+		t.Fatal("the link did not see the other process's claim")
 	}
 	close(hold)
+	// The pump's next command now either waits at the door or is decided.
+	moved := func() bool {
+		out, err := flog.Output("pump", "pump")
+		return err == nil && out.Fence.Seq > 1
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(parked) == 0 && !moved(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(stop)
+			t.Fatal("the pump's next command neither waited at the door nor was decided")
+		}
+	}
+	close(stop)
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrConflict) {

@@ -322,8 +322,15 @@ func (g *instanceGuard) found(c mqtt.Client, other wire.Claim) error {
 		mine.Conflict = other.Instance
 		c.Publish(g.l.t.Instance(), 1, true, wire.EncodeClaim(mine)).WaitTimeout(time.Second)
 	}
+	if testHookConflict != nil {
+		testHookConflict()
+	}
 	if g.onConflict != nil {
 		g.onConflict(err)
 	}
 	return err
 }
+
+// testHookConflict, if set (by tests), is called once a conflict is
+// announced, before the link is told to stop.
+var testHookConflict func()

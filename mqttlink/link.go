@@ -467,6 +467,9 @@ func (l *Link) waitReady(ctx context.Context) bool {
 		ready, refusing := l.ready, l.refusing
 		l.mu.Unlock()
 		if refusing {
+			if testHookParked != nil {
+				testHookParked()
+			}
 			<-ctx.Done()
 			return false
 		}
@@ -480,6 +483,10 @@ func (l *Link) waitReady(ctx context.Context) bool {
 		}
 	}
 }
+
+// testHookParked, if set (by tests), is called when a command waits at a
+// door closed for good.
+var testHookParked func()
 
 // open reports whether commands are taken right now.
 func (l *Link) open() bool {

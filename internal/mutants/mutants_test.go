@@ -135,6 +135,22 @@ var mutants = []mutant{
 		new:  "\tdefer b.log.Bind(scopes)\n\tvar moved []string",
 		pkgs: []string{"./actuator"}, run: "TestBootLevelsAfterScopeBinding",
 	},
+	{
+		name: "conflict-door-open",
+		why:  "commands waiting in the link's queues are still decided after another process was found serving the gateway id",
+		file: "mqttlink/instance.go",
+		old:  "\tg.conflict = true\n\tg.l.closeDoor()\n",
+		new:  "\tg.conflict = true\n",
+		pkgs: []string{"./mqttlink"}, run: "TestNoCommandAfterConflict",
+	},
+	{
+		name: "running-neighbour-is-past",
+		why:  "a claim of a gateway process that runs on this host is taken for a previous run",
+		file: "mqttlink/instance.go",
+		old:  "\tcase !g.echoed && g.aliveness(c) == alive:",
+		new:  "\tcase false:",
+		pkgs: []string{"./cmd/gateway"}, run: "TestSecondInstanceRefused",
+	},
 }
 
 // The lock mutant needs handle to let the scope's lock go between the
