@@ -56,10 +56,15 @@ func startSampler(t *testing.T) *sampler {
 	return s
 }
 
+// end stops sampling and takes one last sample, so that the levels after
+// the event (an answer received, a gateway ready) are in, however the
+// sampler was scheduled: on a busy emulated core it can miss the last
+// milliseconds.
 func (s *sampler) end() []sample {
 	close(s.stop)
 	<-s.done
-	return s.samples
+	open, close := debugfsLevels("GPIO5", "GPIO6")
+	return append(s.samples, sample{time.Now(), open, close})
 }
 
 // debugfsLevels returns "hi", "lo" or "" for two lines, from one read of
@@ -126,14 +131,19 @@ interlocks:
 		cancel()
 		t.Fatal("gateway not ready within 60 s")
 	}
-	return func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("service.Run did not return within 30 s of cancel")
-		}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Error("service.Run did not return within 30 s of cancel")
+			}
+		})
 	}
+	t.Cleanup(stop) // a failed test must not leave the lines held for the next
+	return stop
 }
 
 // ventBroker starts an embedded broker and a client for gateway pi-vent,
