@@ -136,6 +136,11 @@ type Link struct {
 	probeGot   chan struct{}      // closed when it came back
 	sawCommand bool               // a command arrived on connection gen
 	refusing   bool               // another process serves the gateway id: no commands, ever
+
+	// serving is held for reading while a command is decided, answered
+	// and acknowledged; Run holds it to stop, so that a command answered
+	// is acknowledged before the connection closes.
+	serving sync.RWMutex
 }
 
 // New returns a link for h; nothing connects until Run.
@@ -295,6 +300,7 @@ func (l *Link) Run(ctx context.Context) error {
 	l.connect(ctx, client)
 	<-ctx.Done()
 
+	l.serving.Lock() // the commands being decided are answered and acknowledged first
 	conflict := context.Cause(ctx)
 	if client.IsConnected() {
 		if !errors.Is(conflict, ErrConflict) {
@@ -306,6 +312,7 @@ func (l *Link) Run(ctx context.Context) error {
 		client.Publish(l.t.Status(), 1, true, wire.StatusOffline).WaitTimeout(time.Second)
 	}
 	client.Disconnect(250)
+	l.serving.Unlock()
 	for _, ch := range work {
 		close(ch)
 	}
@@ -525,6 +532,11 @@ func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
 	if !l.waitReady(ctx) {
 		return
 	}
+	l.serving.RLock()
+	defer l.serving.RUnlock()
+	if ctx.Err() != nil {
+		return // stopping: not decided
+	}
 	var res fence.Result
 	cmd, err := wire.DecodeCommand(name, m.Payload())
 	switch {
@@ -552,11 +564,14 @@ func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
 	// that has the acknowledgement must have had the answer before it.
 	tok := c.Publish(l.t.Result(name), 0, false, wire.EncodeResult(res))
 	l.states.poke() // the states the decision changed, after its answer
-	if await(ctx, tok, "answer") != nil || !c.IsConnectionOpen() {
+	if !tok.WaitTimeout(answerWait) || tok.Error() != nil || !c.IsConnectionOpen() {
 		return // not acknowledged: the broker delivers it again, and it is answered again
 	}
 	m.Ack()
 }
+
+// answerWait bounds the wait for an answer to be written.
+const answerWait = 5 * time.Second
 
 func (l *Link) clientOrNil() mqtt.Client {
 	l.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,9 @@ func start(t testing.TB, broker, dir string) *gateway {
 		case err := <-done:
 			return err
 		case <-time.After(10 * time.Second):
-			t.Fatal("gateway did not stop within 10s")
+			var stacks strings.Builder
+			pprof.Lookup("goroutine").WriteTo(&stacks, 2)
+			t.Fatalf("gateway did not stop within 10s; goroutines:\n%s", stacks.String())
 			return nil
 		}
 	}
