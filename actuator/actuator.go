@@ -97,6 +97,10 @@ type Options struct {
 	// Interlocks are groups of actuators of one scope of which at most one
 	// may be on.
 	Interlocks []fence.Interlock
+	// Rules are, per scope name, what the scope admits beyond its fence
+	// (fence.Rules.MaxJump); the store adds its floor. A scope without an
+	// entry has no limit.
+	Rules map[string]fence.Rules
 	// Changed, if set, is called with the recorded state of every actuator
 	// of a scope whenever they may have changed: after an applied or failed
 	// command, at Start, and on Republish. It is called under the scope's
@@ -128,6 +132,7 @@ type Bank struct {
 // scope is one fence scope's actuators and its lock.
 type scope struct {
 	name    string
+	rules   fence.Rules
 	sem     chan struct{} // the scope's lock; a Handle waiting for it gives up when its ctx ends
 	members []*output     // in configuration order
 }
@@ -255,6 +260,13 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 	}
 	if err := b.addInterlocks(b.opts.Interlocks); err != nil {
 		return nil, err
+	}
+	for name, r := range b.opts.Rules {
+		sc := byScope[name]
+		if sc == nil {
+			return nil, fmt.Errorf("actuator: rules for scope %q, which no actuator is in", name)
+		}
+		sc.rules = r
 	}
 	if err := b.boot(); err != nil {
 		return nil, err
@@ -566,7 +578,7 @@ func (b *Bank) Handle(ctx context.Context, c fence.Command) (fence.Result, error
 
 func (b *Bank) handle(o *output, c fence.Command) fence.Result {
 	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}
-	adm, err := b.log.Admit(o.Scope, c, b.planner(o, c))
+	adm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))
 	if err != nil {
 		res.Outcome = fence.Failed
 		res.Error = "fence not recorded, nothing driven: " + err.Error()
@@ -591,7 +603,10 @@ func (b *Bank) handle(o *output, c fence.Command) fence.Result {
 			res.State = adm.Output.State
 		}
 	case fence.Stale:
-		res.Error = adm.Reason
+		res.Error = adm.Error
+	case fence.Rejected:
+		// A token jump: nothing recorded, nothing driven.
+		res.Reason, res.Error = adm.Reason, adm.Error
 	case fence.Applied:
 		if b.opts.AfterCommit != nil {
 			b.opts.AfterCommit(c)

@@ -64,7 +64,7 @@ func newRigWrapped(t *testing.T, dir string, acts []act, opts *actuator.Options,
 		dir = t.TempDir()
 	}
 	store := filepath.Join(dir, "fence.db")
-	l, err := fencelog.Open(store, &fencelog.Options{Create: true, AuditFlush: -1})
+	l, err := fencelog.Open(store, &fencelog.Options{Create: fencelog.Fresh(), AuditFlush: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestReconcile(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "fence.db")
 	// A crash between the fsync and the drive: the record says on, the latch low.
-	l, err := fencelog.Open(store, &fencelog.Options{Create: true, AuditFlush: -1})
+	l, err := fencelog.Open(store, &fencelog.Options{Create: fencelog.Fresh(), AuditFlush: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestReconcile(t *testing.T) {
 		if scope != "pump" {
 			scope = "climate"
 		}
-		if adm, err := l.Admit(scope, c, nil); err != nil || adm.Outcome != fence.Applied {
+		if adm, err := l.Admit(scope, c, fence.Rules{}, nil); err != nil || adm.Outcome != fence.Applied {
 			t.Fatalf("Admit = %v, %v", adm.Outcome, err)
 		}
 	}
@@ -470,7 +470,7 @@ func TestRecordFailureNeverDrives(t *testing.T) {
 }
 
 func TestNewRejectsBadSpecs(t *testing.T) {
-	l, err := fencelog.Open(filepath.Join(t.TempDir(), "f.db"), &fencelog.Options{Create: true})
+	l, err := fencelog.Open(filepath.Join(t.TempDir(), "f.db"), &fencelog.Options{Create: fencelog.Fresh()})
 	if err != nil {
 		t.Fatal(err)
 	}

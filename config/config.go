@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,8 @@ type Config struct {
 	// Interlocks are groups of actuators of one scope of which at most one
 	// may be on.
 	Interlocks []Interlock `yaml:"interlocks,omitempty"`
+	// Scopes set what a fence scope admits beyond its fence.
+	Scopes []Scope `yaml:"scopes,omitempty"`
 }
 
 // MQTT configures the broker connection.
@@ -87,6 +90,26 @@ type Interlock struct {
 	DeadTime time.Duration `yaml:"dead_time,omitempty"`
 
 	line int
+}
+
+// Scope configures one fence scope (a scope is named by its actuators'
+// scope keys, or by an actuator's name).
+type Scope struct {
+	Name string `yaml:"name"`
+	// MaxTokenJump, if not zero, rejects a token more than this above the
+	// scope's fence (reason token-jump), fence-only commands included.
+	MaxTokenJump uint64 `yaml:"max_token_jump,omitempty"`
+
+	line int
+}
+
+// Rules returns the scopes' rules as package actuator takes them.
+func (c *Config) Rules() map[string]fence.Rules {
+	m := make(map[string]fence.Rules, len(c.Scopes))
+	for _, s := range c.Scopes {
+		m[s.Name] = fence.Rules{MaxJump: s.MaxTokenJump}
+	}
+	return m
 }
 
 // Specs returns the actuators as package actuator takes them.
@@ -197,6 +220,12 @@ func Parse(b []byte) (*Config, error) {
 	for i := range c.Interlocks {
 		if i < len(lines) {
 			c.Interlocks[i].line = lines[i]
+		}
+	}
+	lines = itemLines(&doc, "scopes")
+	for i := range c.Scopes {
+		if i < len(lines) {
+			c.Scopes[i].line = lines[i]
 		}
 	}
 	w.checked(&c, c.check())
@@ -340,6 +369,7 @@ func (c *Config) check() error {
 		}
 		locks = append(locks, g)
 	}
+	errs = append(errs, c.checkScopes()...)
 	return errors.Join(errs...)
 }
 
@@ -360,4 +390,39 @@ func checkBroker(s string) error {
 		return errors.New("no port; want e.g. tcp://127.0.0.1:1883")
 	}
 	return nil
+}
+
+func (c *Config) checkScopes() []error {
+	var errs []error
+	used := map[string]bool{}
+	for _, a := range c.Actuators {
+		used[a.Scope] = true
+	}
+	seen := map[string]int{}
+	for i, s := range c.Scopes {
+		where := fmt.Sprintf("scopes[%d]", i)
+		if s.line > 0 {
+			where = fmt.Sprintf("line %d: scope %q", s.line, s.Name)
+		}
+		switch {
+		case s.Name == "":
+			errs = append(errs, fmt.Errorf("%s: name is required (an actuator's scope, or its name if it sets none)", where))
+		case seen[s.Name] > 0:
+			errs = append(errs, fmt.Errorf("%s: already configured at line %d; put its settings in one entry", where, seen[s.Name]))
+		case !used[s.Name]:
+			errs = append(errs, fmt.Errorf("%s: no actuator is in this scope (scopes in use: %s); check the spelling", where, strings.Join(sortedKeys(used), ", ")))
+		default:
+			seen[s.Name] = max(s.line, 1)
+		}
+	}
+	return errs
+}
+
+func sortedKeys(m map[string]bool) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -469,3 +469,32 @@ func TestInterlocks(t *testing.T) {
 		t.Errorf("two members with boot: on = %v, want an error", err)
 	}
 }
+
+func TestScopes(t *testing.T) {
+	base := `id: gw
+mqtt: {broker: "tcp://127.0.0.1:1883"}
+store: fence.db
+board: sim
+actuators:
+  - {name: pump, pin: GPIO17}
+  - {name: fan, pin: GPIO22, scope: climate}
+`
+	c, err := Parse([]byte(base + "scopes:\n  - {name: climate, max_token_jump: 100}\n  - {name: pump}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Rules(); r["climate"].MaxJump != 100 || r["pump"].MaxJump != 0 || len(r) != 2 {
+		t.Errorf("Rules() = %+v", r)
+	}
+	for _, tt := range []struct{ scopes, want string }{
+		{"scopes:\n  - {name: fan, max_token_jump: 5}\n", `line 9: scope "fan": no actuator is in this scope (scopes in use: climate, pump)`},
+		{"scopes:\n  - {name: pump}\n  - {name: pump, max_token_jump: 5}\n", `line 10: scope "pump": already configured at line 9`},
+		{"scopes:\n  - {max_token_jump: 5}\n", "line 9: scope \"\": name is required"},
+		{"scopes:\n  - {name: pump, max_token_jump: -5}\n", "line 9"},
+	} {
+		_, err := Parse([]byte(base + tt.scopes))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want %q", tt.scopes, err, tt.want)
+		}
+	}
+}

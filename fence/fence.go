@@ -146,24 +146,56 @@ const Window = 32
 // Decision is the result of [Decide].
 type Decision struct {
 	Outcome Outcome
-	// Reason says why a command is stale; empty otherwise.
+	// Reason is, for a Rejected decision, why (a Reason* code); empty
+	// otherwise.
 	Reason string
+	// Error says, for people, why a command is stale or rejected; empty
+	// otherwise.
+	Error string
 	// Original is the earlier applied command a duplicate repeats.
 	Original *AppliedCommand
 }
 
+// Rules are what a scope admits beyond its fence.
+type Rules struct {
+	// Floor: every token at or below it is stale, whatever the scope's
+	// fence. A store is created with one (see package fencelog): the
+	// tokens that may have been spent before it existed.
+	Floor uint64
+	// MaxJump, if not zero, rejects a token more than MaxJump above the
+	// scope's fence (or the floor, if that is higher), so that one buggy
+	// or hostile command cannot move the fence to the end of the range
+	// and lock every controller out for good.
+	MaxJump uint64
+}
+
 // Decide applies the admission rule to command c against a scope whose fence
-// is current and whose recently applied commands are recent (oldest first).
+// is current and whose recently applied commands are recent (oldest first),
+// under rules:
 //
-//   - a pair strictly greater than the fence is Applied;
+//   - a token at or below rules.Floor is Stale;
+//   - a pair strictly greater than the fence is Applied, unless its token
+//     jumps more than rules.MaxJump above the fence (or the floor): that is
+//     Rejected with ReasonTokenJump, and the fence does not move;
 //   - the same id, pair, actuator and state as a recent applied command is a
 //     Duplicate of it;
 //   - anything else is Stale.
 //
-// Decide never returns Rejected or Failed: validating a command and recording
-// it are done elsewhere.
-func Decide(current Fence, recent []AppliedCommand, c Command) Decision {
+// Decide never returns Failed, and Rejected only for a token jump:
+// validating a command and recording it are done elsewhere.
+func Decide(current Fence, recent []AppliedCommand, c Command, rules Rules) Decision {
+	if c.Fence.Token <= rules.Floor && current.Token <= rules.Floor {
+		return Decision{Outcome: Stale, Error: fmt.Sprintf(
+			"token %d is not above the store's floor %d: every token up to %d may have been spent before this gateway's store was created; get a new token from the lease service",
+			c.Fence.Token, rules.Floor, rules.Floor)}
+	}
 	if current.Less(c.Fence) {
+		base := max(current.Token, rules.Floor)
+		if rules.MaxJump > 0 && c.Fence.Token-base > rules.MaxJump {
+			return Decision{Outcome: Rejected, Reason: ReasonTokenJump, Error: fmt.Sprintf(
+				"token %d is %d above the fence %d, and this scope's max_token_jump is %d; a token that far ahead would lock out every controller. If the lease service really issued it, raise max_token_jump or send a fence-only command within the limit first",
+				c.Fence.Token, c.Fence.Token-base, base, rules.MaxJump)}
+		}
 		return Decision{Outcome: Applied}
 	}
 	for i := len(recent) - 1; i >= 0; i-- {
@@ -172,7 +204,7 @@ func Decide(current Fence, recent []AppliedCommand, c Command) Decision {
 			continue
 		}
 		if a.Actuator != c.Actuator || a.State != c.State {
-			return Decision{Outcome: Stale, Reason: fmt.Sprintf(
+			return Decision{Outcome: Stale, Error: fmt.Sprintf(
 				"token %d seq %d with id %q was already applied to %s %s; this command differs",
 				c.Fence.Token, c.Fence.Seq, c.ID, a.Actuator, stateWord(a.State))}
 		}
@@ -180,10 +212,10 @@ func Decide(current Fence, recent []AppliedCommand, c Command) Decision {
 		return Decision{Outcome: Duplicate, Original: &orig}
 	}
 	if c.Fence == current {
-		return Decision{Outcome: Stale, Reason: fmt.Sprintf(
+		return Decision{Outcome: Stale, Error: fmt.Sprintf(
 			"token %d seq %d equals the fence; use a higher seq or a new token", c.Fence.Token, c.Fence.Seq)}
 	}
-	return Decision{Outcome: Stale, Reason: fmt.Sprintf(
+	return Decision{Outcome: Stale, Error: fmt.Sprintf(
 		"token %d seq %d is below the fence %d/%d; reread state", c.Fence.Token, c.Fence.Seq, current.Token, current.Seq)}
 }
 
@@ -228,6 +260,7 @@ const (
 	ReasonUnknownActuator = "unknown-actuator" // no such actuator on this gateway
 	ReasonRetained        = "retained"         // delivered with the retain flag
 	ReasonInterlock       = "interlock"        // another member of its interlock is on
+	ReasonTokenJump       = "token-jump"       // the token is more than the scope's max_token_jump above its fence
 )
 
 // Result is the answer to one command.

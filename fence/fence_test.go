@@ -59,12 +59,12 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Decide(current, recent, tt.c)
+			d := Decide(current, recent, tt.c, Rules{})
 			if d.Outcome != tt.want {
-				t.Fatalf("Decide(%v, %+v) = %v (%s), want %v", current, tt.c, d.Outcome, d.Reason, tt.want)
+				t.Fatalf("Decide(%v, %+v) = %v (%s), want %v", current, tt.c, d.Outcome, d.Error, tt.want)
 			}
-			if !strings.Contains(d.Reason, tt.reason) {
-				t.Errorf("Decide reason = %q, want it to contain %q", d.Reason, tt.reason)
+			if !strings.Contains(d.Error, tt.reason) {
+				t.Errorf("Decide reason = %q, want it to contain %q", d.Error, tt.reason)
 			}
 			if d.Outcome == Duplicate && (d.Original == nil || d.Original.ID != tt.c.ID || d.Original.Fence != tt.c.Fence) {
 				t.Errorf("Decide duplicate Original = %+v, want the command %+v", d.Original, tt.c)
@@ -74,11 +74,11 @@ func TestDecide(t *testing.T) {
 }
 
 func TestDecideEmptyScope(t *testing.T) {
-	if d := Decide(Fence{}, nil, Command{Fence: Fence{1, 0}}); d.Outcome != Applied {
+	if d := Decide(Fence{}, nil, Command{Fence: Fence{1, 0}}, Rules{}); d.Outcome != Applied {
 		t.Errorf("first command (1,0) on an empty scope = %v, want applied", d.Outcome)
 	}
 	// (0,0) can never be sent (tokens start at 1) but must not pass an empty fence either.
-	if d := Decide(Fence{}, nil, Command{Fence: Fence{0, 0}}); d.Outcome != Stale {
+	if d := Decide(Fence{}, nil, Command{Fence: Fence{0, 0}}, Rules{}); d.Outcome != Stale {
 		t.Errorf("(0,0) on an empty scope = %v, want stale", d.Outcome)
 	}
 }
@@ -105,12 +105,12 @@ func TestRememberWindow(t *testing.T) {
 	cur := recent[Window-1].Fence
 	for _, a := range recent {
 		c := Command{ID: a.ID, Fence: a.Fence}
-		if d := Decide(cur, recent, c); d.Outcome != Duplicate {
+		if d := Decide(cur, recent, c, Rules{}); d.Outcome != Duplicate {
 			t.Errorf("redelivery of %q = %v, want duplicate", a.ID, d.Outcome)
 		}
 	}
 	// One that fell out of the window is stale, never applied.
-	if d := Decide(cur, recent, Command{ID: "0", Fence: Fence{1, 0}}); d.Outcome != Stale {
+	if d := Decide(cur, recent, Command{ID: "0", Fence: Fence{1, 0}}, Rules{}); d.Outcome != Stale {
 		t.Errorf("redelivery outside the window = %v, want stale", d.Outcome)
 	}
 }
@@ -128,12 +128,52 @@ func TestStateText(t *testing.T) {
 	}
 }
 
+func TestDecideRules(t *testing.T) {
+	on := func(token, seq uint64) Command {
+		return Command{ID: "x", Actuator: "pump", Fence: Fence{token, seq}, State: StateOn}
+	}
+	tests := []struct {
+		name    string
+		current Fence
+		rules   Rules
+		c       Command
+		want    Outcome
+		reason  string // the Reason code
+		text    string // in Error
+	}{
+		{"at the floor", Fence{}, Rules{Floor: 100}, on(100, 7), Stale, "", "not above the store's floor 100"},
+		{"below the floor", Fence{}, Rules{Floor: 100}, on(41, 0), Stale, "", "floor 100"},
+		{"above the floor", Fence{}, Rules{Floor: 100}, on(101, 0), Applied, "", ""},
+		{"floor below the fence", Fence{200, 0}, Rules{Floor: 100}, on(150, 0), Stale, "", "below the fence"},
+		{"fence-only at the floor", Fence{}, Rules{Floor: 100}, Command{Actuator: "pump", Fence: Fence{100, 1}}, Stale, "", "floor"},
+		{"jump within", Fence{42, 0}, Rules{MaxJump: 10}, on(52, 0), Applied, "", ""},
+		{"jump beyond", Fence{42, 0}, Rules{MaxJump: 10}, on(53, 0), Rejected, ReasonTokenJump, "11 above the fence 42"},
+		{"jump to the end of the range", Fence{42, 0}, Rules{MaxJump: 10}, on(MaxToken, 0), Rejected, ReasonTokenJump, "max_token_jump is 10"},
+		{"fence-only jump", Fence{42, 0}, Rules{MaxJump: 10}, Command{Actuator: "pump", Fence: Fence{MaxToken, 0}}, Rejected, ReasonTokenJump, ""},
+		{"jump counts from the floor", Fence{}, Rules{Floor: 1000, MaxJump: 10}, on(1010, 0), Applied, "", ""},
+		{"jump beyond the floor", Fence{}, Rules{Floor: 1000, MaxJump: 10}, on(1011, 0), Rejected, ReasonTokenJump, ""},
+		{"seq within one token", Fence{42, 0}, Rules{MaxJump: 1}, on(42, MaxSeq), Applied, "", ""},
+		{"no limit", Fence{42, 0}, Rules{}, on(MaxToken, 0), Applied, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decide(tt.current, nil, tt.c, tt.rules)
+			if d.Outcome != tt.want || d.Reason != tt.reason {
+				t.Fatalf("Decide(%v, %v, %+v) = %v %q (%s), want %v %q", tt.current, tt.c.Fence, tt.rules, d.Outcome, d.Reason, d.Error, tt.want, tt.reason)
+			}
+			if !strings.Contains(d.Error, tt.text) || (tt.want != Applied && d.Error == "") {
+				t.Errorf("Decide error = %q, want it to contain %q", d.Error, tt.text)
+			}
+		})
+	}
+}
+
 func ExampleDecide() {
 	// Controller B holds token 42 and switched the pump off; A, paused with
 	// token 41, wakes and sends "on".
 	recent := []AppliedCommand{{ID: "b-7", Actuator: "pump", Fence: Fence{42, 0}, State: StateOff}}
 	a := Command{ID: "a-1", Actuator: "pump", Fence: Fence{41, 0}, State: StateOn}
-	fmt.Println(Decide(Fence{42, 0}, recent, a).Outcome)
+	fmt.Println(Decide(Fence{42, 0}, recent, a, Rules{}).Outcome)
 	// Output: stale
 }
 

@@ -31,14 +31,14 @@ func BenchmarkCommitFloor(b *testing.B) {
 // BenchmarkAdmitApplied admits a fresh pair each time: one fsynced commit
 // with the fence, the intended state, the window and the audit entry.
 func BenchmarkAdmitApplied(b *testing.B) {
-	l, err := Open(filepath.Join(b.TempDir(), "fence.db"), &Options{Create: true, AuditFlush: -1})
+	l, err := Open(filepath.Join(b.TempDir(), "fence.db"), &Options{Create: Fresh(), AuditFlush: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
 	for i := 0; b.Loop(); i++ {
 		c := fence.Command{ID: fmt.Sprint(i), Actuator: "pump", Holder: "bench", Fence: fence.Fence{Token: uint64(i + 1)}, State: fence.State(i%2 + 1)}
-		if adm, err := l.Admit("pump", c, nil); err != nil || adm.Outcome != fence.Applied {
+		if adm, err := l.Admit("pump", c, fence.Rules{}, nil); err != nil || adm.Outcome != fence.Applied {
 			b.Fatalf("Admit = %v, %v", adm.Outcome, err)
 		}
 	}
@@ -47,15 +47,15 @@ func BenchmarkAdmitApplied(b *testing.B) {
 // BenchmarkAdmitStale answers a stale command: a read-only decision and a
 // buffered audit entry, no write.
 func BenchmarkAdmitStale(b *testing.B) {
-	l, err := Open(filepath.Join(b.TempDir(), "fence.db"), &Options{Create: true, AuditFlush: -1})
+	l, err := Open(filepath.Join(b.TempDir(), "fence.db"), &Options{Create: Fresh(), AuditFlush: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	l.Admit("pump", fence.Command{ID: "b", Actuator: "pump", Fence: fence.Fence{Token: 42}, State: fence.StateOn}, nil)
+	l.Admit("pump", fence.Command{ID: "b", Actuator: "pump", Fence: fence.Fence{Token: 42}, State: fence.StateOn}, fence.Rules{}, nil)
 	c := fence.Command{ID: "a", Actuator: "pump", Fence: fence.Fence{Token: 41}, State: fence.StateOff}
 	for b.Loop() {
-		if adm, err := l.Admit("pump", c, nil); err != nil || adm.Outcome != fence.Stale {
+		if adm, err := l.Admit("pump", c, fence.Rules{}, nil); err != nil || adm.Outcome != fence.Stale {
 			b.Fatalf("Admit = %v, %v", adm.Outcome, err)
 		}
 	}

@@ -104,13 +104,40 @@ var (
 	bucketBind   = []byte("actuators")
 	keyFormat    = []byte("format")
 	keyID        = []byte("id")
+	keyFloor     = []byte("floor")
+	keyFloorWhy  = []byte("floor_why")
+	keyCreated   = []byte("created")
 )
+
+// Birth is the decision a store is created with: which tokens are
+// already spent. A store that forgot this (a replaced SD card, a deleted
+// file) would accept a paused controller's old token again, so Open never
+// creates a store without one.
+type Birth struct {
+	// Floor: every token at or below it is stale in every scope, for good.
+	Floor uint64
+	// Why says, for people, how the floor was decided (gateway inspect
+	// shows it): "--new: ...", "--floor 1200", "--floor-from-etcd URL:
+	// revision 1234". It is required: it is the record of the decision.
+	Why string
+	// At is when the store was created, as Log.Birth reports it; Open
+	// ignores it when creating.
+	At time.Time
+}
+
+// Fresh is the birth of a store for a gateway for which no controller
+// ever held a token: floor 0 (gateway init --new, run --init).
+func Fresh() *Birth {
+	return &Birth{Why: "--new: no controller ever held a token for this gateway"}
+}
 
 // Options configure Open. The zero value (or nil) is usable.
 type Options struct {
-	// Create makes Open create a missing store (and its directory). It
-	// never turns an existing file into a store, not even an empty one.
-	Create bool
+	// Create, if set, makes Open create a missing store (and its
+	// directory) with this floor decision. It never turns an existing
+	// file into a store, not even an empty one, and never changes the
+	// floor of an existing store.
+	Create *Birth
 	// ReadOnly opens the store for reading only (gateway inspect, check):
 	// it takes a shared lock, which waits while a gateway holds the store,
 	// and every write fails with ErrReadOnly.
@@ -206,10 +233,11 @@ type StateChange struct {
 
 // Log is an open store. Its methods are safe for concurrent use.
 type Log struct {
-	db   *bolt.DB
-	opts Options
-	path string
-	id   string
+	db    *bolt.DB
+	opts  Options
+	path  string
+	id    string
+	birth Birth
 
 	mu      sync.Mutex // guards the fields below
 	pending []Entry
@@ -262,7 +290,7 @@ func Open(path string, opts *Options) (*Log, error) {
 	}
 
 	if o.ReadOnly {
-		o.Create = false
+		o.Create = nil
 		o.AuditFlush = -1
 	}
 
@@ -278,7 +306,9 @@ func Open(path string, opts *Options) (*Log, error) {
 		if err := checkLength(path, fi.Size()); err != nil {
 			return nil, err
 		}
-	case errors.Is(statErr, fs.ErrNotExist) && o.Create:
+	case errors.Is(statErr, fs.ErrNotExist) && o.Create != nil && strings.TrimSpace(o.Create.Why) == "":
+		return nil, fmt.Errorf("fencelog: create %s: no floor decision: say which tokens are already spent (gateway init --floor N, --floor-from-etcd URL or --new)", path)
+	case errors.Is(statErr, fs.ErrNotExist) && o.Create != nil:
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return nil, fmt.Errorf("fencelog: create store directory: %w", err)
 		}
@@ -314,7 +344,7 @@ func Open(path string, opts *Options) (*Log, error) {
 	} else {
 		err = db.Update(func(tx *bolt.Tx) error {
 			var err error
-			id, err = initStore(tx, o.Create)
+			id, err = initStore(tx, o.Create, o.Now())
 			return err
 		})
 	}
@@ -333,7 +363,16 @@ func Open(path string, opts *Options) (*Log, error) {
 		}
 	}
 
-	l := &Log{db: db, opts: o, path: path, id: id, stop: make(chan struct{}), done: make(chan struct{}), brokenCh: make(chan struct{})}
+	var birth Birth
+	db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		birth.Floor = floor(tx)
+		birth.Why = string(meta.Get(keyFloorWhy))
+		birth.At, _ = time.Parse(time.RFC3339, string(meta.Get(keyCreated)))
+		return nil
+	})
+
+	l := &Log{db: db, opts: o, path: path, id: id, birth: birth, stop: make(chan struct{}), done: make(chan struct{}), brokenCh: make(chan struct{})}
 	if o.AuditFlush > 0 {
 		go l.flusher()
 	} else {
@@ -344,18 +383,25 @@ func Open(path string, opts *Options) (*Log, error) {
 
 // initStore checks (or, with create, makes) the store's buckets and
 // returns its id, giving a store of an older build one.
-func initStore(tx *bolt.Tx, create bool) (string, error) {
+func initStore(tx *bolt.Tx, create *Birth, now time.Time) (string, error) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
-		if !create || !isEmpty(tx) {
+		if create == nil || !isEmpty(tx) {
 			return "", ErrNotStore
 		}
 		var err error
 		if meta, err = tx.CreateBucket(bucketMeta); err != nil {
 			return "", err
 		}
-		if err := meta.Put(keyFormat, []byte(formatVersion)); err != nil {
-			return "", err
+		for k, v := range map[string][]byte{
+			string(keyFormat):   []byte(formatVersion),
+			string(keyFloor):    u64(create.Floor),
+			string(keyFloorWhy): []byte(create.Why),
+			string(keyCreated):  []byte(now.UTC().Format(time.RFC3339)),
+		} {
+			if err := meta.Put([]byte(k), v); err != nil {
+				return "", err
+			}
 		}
 	}
 	if v := string(meta.Get(keyFormat)); v != formatVersion {
@@ -407,8 +453,18 @@ func (l *Log) Path() string { return l.path }
 // told apart by it. Empty for a store opened read-only that has none yet.
 func (l *Log) ID() string { return l.id }
 
-// Admit decides command c for scope and, if its pair passes the fence,
-// records the new fence, the effect plan decides (nil means fence.Plain:
+// Birth returns the floor decision the store was created with. A store
+// created before floors existed has floor 0 and no Why.
+func (l *Log) Birth() Birth { return l.birth }
+
+// rules returns r with its floor raised to the store's.
+func (l *Log) rules(r fence.Rules) fence.Rules {
+	r.Floor = max(r.Floor, l.birth.Floor)
+	return r
+}
+
+// Admit decides command c for scope under rules (whose floor is raised to
+// the store's) and, if its pair passes the fence, records the new fence, the effect plan decides (nil means fence.Plain:
 // c sets its own actuator) and the audit entry in one fsynced transaction
 // before returning. A refused effect records only the fence and the
 // refusal, so that a redelivery is answered the same.
@@ -416,7 +472,7 @@ func (l *Log) ID() string { return l.id }
 // A non-nil error means nothing was recorded and nothing may be driven; the
 // caller answers failed. Stale and duplicate decisions write nothing
 // synchronously.
-func (l *Log) Admit(scope string, c fence.Command, plan Planner) (Admission, error) {
+func (l *Log) Admit(scope string, c fence.Command, rules fence.Rules, plan Planner) (Admission, error) {
 	if err := l.writable(); err != nil {
 		return Admission{}, err
 	}
@@ -433,7 +489,7 @@ func (l *Log) Admit(scope string, c fence.Command, plan Planner) (Admission, err
 	}); err != nil {
 		return Admission{}, fmt.Errorf("fencelog: read scope %q: %w", scope, err)
 	}
-	d := fence.Decide(rec.Fence, rec.Recent, c)
+	d := fence.Decide(rec.Fence, rec.Recent, c, l.rules(rules))
 	if d.Outcome != fence.Applied {
 		adm := Admission{Decision: d, Output: rec.output(scope, c.Actuator), Scope: Scope{scope, rec.Fence, rec}}
 		l.Record(l.entry(scope, c, adm))
@@ -448,7 +504,7 @@ func (l *Log) Admit(scope string, c fence.Command, plan Planner) (Admission, err
 			return err
 		}
 		// Decide again inside the transaction: this is the decision that counts.
-		d := fence.Decide(rec.Fence, rec.Recent, c)
+		d := fence.Decide(rec.Fence, rec.Recent, c, l.rules(rules))
 		var eff fence.Effect
 		if d.Outcome == fence.Applied {
 			eff = plan(Scope{scope, rec.Fence, rec}.States())
@@ -637,7 +693,7 @@ func (l *Log) Fences() (map[string]fence.Fence, error) {
 			if err := json.Unmarshal(v, &rec); err != nil {
 				return fmt.Errorf("scope %q: %w", k, err)
 			}
-			m[string(k)] = rec.Fence
+			m[string(k)] = atLeastFloor(tx, rec.Fence)
 			return nil
 		})
 	})
@@ -817,7 +873,7 @@ func (l *Log) takePending() []Entry {
 
 func (l *Log) entry(scope string, c fence.Command, adm Admission) Entry {
 	e := Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: c.Actuator, ID: c.ID, Holder: c.Holder,
-		Command: c.Fence, State: c.State, Outcome: adm.Outcome, Fence: adm.Output.Fence, Error: adm.Reason}
+		Command: c.Fence, State: c.State, Outcome: adm.Outcome, Reason: adm.Reason, Fence: adm.Output.Fence, Error: adm.Error}
 	r := adm.Effect.Refusal
 	if adm.Outcome == fence.Duplicate && adm.Original != nil {
 		r = adm.Original.Refused
@@ -872,16 +928,32 @@ func u64(v uint64) []byte {
 	return b[:]
 }
 
+// readScope reads a scope's record. A fence below the store's floor (a
+// scope never commanded since the store was created) reads as the floor.
 func readScope(tx *bolt.Tx, scope string) (scopeRecord, error) {
 	var rec scopeRecord
-	v := tx.Bucket(bucketScopes).Get([]byte(scope))
-	if v == nil {
-		return rec, nil
+	if v := tx.Bucket(bucketScopes).Get([]byte(scope)); v != nil {
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return rec, fmt.Errorf("corrupt record for scope %q: %w", scope, err)
+		}
 	}
-	if err := json.Unmarshal(v, &rec); err != nil {
-		return rec, fmt.Errorf("corrupt record for scope %q: %w", scope, err)
-	}
+	rec.Fence = atLeastFloor(tx, rec.Fence)
 	return rec, nil
+}
+
+// floor returns the store's floor (0 for a store from before floors).
+func floor(tx *bolt.Tx) uint64 {
+	if v := tx.Bucket(bucketMeta).Get(keyFloor); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+func atLeastFloor(tx *bolt.Tx, f fence.Fence) fence.Fence {
+	if fl := floor(tx); f.Token < fl {
+		return fence.Fence{Token: fl}
+	}
+	return f
 }
 
 func writeScope(tx *bolt.Tx, scope string, rec scopeRecord) error {

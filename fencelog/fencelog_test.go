@@ -23,10 +23,10 @@ import (
 func openLog(t *testing.T, opts *Options) (*Log, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "fence.db")
-	o := Options{Create: true, AuditFlush: -1}
+	o := Options{Create: Fresh(), AuditFlush: -1}
 	if opts != nil {
 		o = *opts
-		o.Create = true
+		o.Create = Fresh()
 	}
 	l, err := Open(path, &o)
 	if err != nil {
@@ -75,12 +75,12 @@ func cmd(id, act string, token, seq uint64, s fence.State) fence.Command {
 
 func admit(t *testing.T, l *Log, scope string, c fence.Command, want fence.Outcome) Admission {
 	t.Helper()
-	adm, err := l.Admit(scope, c, nil)
+	adm, err := l.Admit(scope, c, fence.Rules{}, nil)
 	if err != nil {
 		t.Fatalf("Admit(%s, %+v) error: %v", scope, c, err)
 	}
 	if adm.Outcome != want {
-		t.Fatalf("Admit(%s, %+v) = %v (%s), want %v", scope, c, adm.Outcome, adm.Reason, want)
+		t.Fatalf("Admit(%s, %+v) = %v (%s), want %v", scope, c, adm.Outcome, adm.Error, want)
 	}
 	return adm
 }
@@ -151,7 +151,7 @@ func TestOpenRefusesToGuess(t *testing.T) {
 	// point 17).
 	empty := filepath.Join(dir, "empty.db")
 	os.WriteFile(empty, nil, 0o600)
-	for _, create := range []bool{false, true} {
+	for _, create := range []*Birth{nil, Fresh()} {
 		if _, err := Open(empty, &Options{Create: create}); !errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), "0 bytes") {
 			t.Errorf("Open(empty file, Create=%v) = %v, want ErrEmpty", create, err)
 		}
@@ -173,13 +173,13 @@ func TestOpenRefusesToGuess(t *testing.T) {
 	}
 	db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("other")); return err })
 	db.Close()
-	for _, create := range []bool{false, true} {
+	for _, create := range []*Birth{nil, Fresh()} {
 		if _, err := Open(foreign, &Options{Create: create}); !errors.Is(err, ErrNotStore) {
 			t.Errorf("Open(foreign bbolt, Create=%v) = %v, want ErrNotStore", create, err)
 		}
 	}
 
-	l, err := Open(missing, &Options{Create: true})
+	l, err := Open(missing, &Options{Create: Fresh()})
 	if err != nil {
 		t.Fatalf("Open(missing, Create) = %v", err)
 	}
@@ -188,13 +188,13 @@ func TestOpenRefusesToGuess(t *testing.T) {
 	}
 	l.Close()
 	// --init on an existing store keeps it.
-	l, err = Open(missing, &Options{Create: true})
+	l, err = Open(missing, &Options{Create: Fresh()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	admit(t, l, "s", cmd("1", "a", 7, 0, fence.StateOn), fence.Applied)
 	l.Close()
-	l, err = Open(missing, &Options{Create: true})
+	l, err = Open(missing, &Options{Create: Fresh()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestConcurrentAdmitsNeverRegress(t *testing.T) {
 			defer wg.Done()
 			for i := range 40 {
 				tok := uint64((i*7+g*13)%50 + 1)
-				adm, err := l.Admit("s", cmd(fmt.Sprint(g, "-", i), "x", tok, uint64(g), fence.StateOn), nil)
+				adm, err := l.Admit("s", cmd(fmt.Sprint(g, "-", i), "x", tok, uint64(g), fence.StateOn), fence.Rules{}, nil)
 				if err != nil {
 					t.Error(err)
 					return
@@ -348,7 +348,7 @@ func TestConcurrentAdmitsNeverRegress(t *testing.T) {
 func TestDiskFull(t *testing.T) {
 	dir := testenv.SmallFS(t, "256k")
 	path := filepath.Join(dir, "fence.db")
-	l, err := Open(path, &Options{Create: true, AuditFlush: -1})
+	l, err := Open(path, &Options{Create: Fresh(), AuditFlush: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestDiskFull(t *testing.T) {
 	for i := range 2000 {
 		c := cmd(fmt.Sprint("c", i), fmt.Sprint("act", i), 43+uint64(i), 0, fence.StateOn)
 		c.Holder = holder
-		if _, err := l.Admit(fmt.Sprint("scope", i), c, nil); err != nil {
+		if _, err := l.Admit(fmt.Sprint("scope", i), c, fence.Rules{}, nil); err != nil {
 			failed = err
 			break
 		}
@@ -376,7 +376,7 @@ func TestDiskFull(t *testing.T) {
 	default:
 		t.Error("Broken() not closed after a failed commit")
 	}
-	if _, err := l.Admit("s", cmd("b2", "x", 99, 0, fence.StateOff), nil); !errors.Is(err, ErrBroken) {
+	if _, err := l.Admit("s", cmd("b2", "x", 99, 0, fence.StateOff), fence.Rules{}, nil); !errors.Is(err, ErrBroken) {
 		t.Errorf("Admit after a failed commit = %v, want ErrBroken", err)
 	}
 	l.Close()
@@ -396,13 +396,13 @@ func TestDiskFull(t *testing.T) {
 func ExampleLog_Admit() {
 	dir, _ := os.MkdirTemp("", "fencelog")
 	defer os.RemoveAll(dir)
-	l, _ := Open(filepath.Join(dir, "fence.db"), &Options{Create: true})
+	l, _ := Open(filepath.Join(dir, "fence.db"), &Options{Create: Fresh()})
 	defer l.Close()
 
 	b := fence.Command{ID: "b-7", Actuator: "pump", Fence: fence.Fence{Token: 42}, State: fence.StateOff}
 	a := fence.Command{ID: "a-1", Actuator: "pump", Fence: fence.Fence{Token: 41}, State: fence.StateOn}
 	for _, c := range []fence.Command{b, a, b} {
-		adm, _ := l.Admit("pump", c, nil)
+		adm, _ := l.Admit("pump", c, fence.Rules{}, nil)
 		fmt.Println(c.ID, adm.Outcome, adm.Output.Fence)
 	}
 	// Output:
@@ -469,11 +469,11 @@ func TestAdmitEffects(t *testing.T) {
 			return g.Effect(c, func(a string) bool { return states[a] == fence.StateOn })
 		}
 	}
-	if adm, err := l.Admit("vent", cmd("b-1", "close", 41, 0, fence.StateOn), plan(cmd("b-1", "close", 41, 0, fence.StateOn))); err != nil || adm.Effect.Refusal != nil {
+	if adm, err := l.Admit("vent", cmd("b-1", "close", 41, 0, fence.StateOn), fence.Rules{}, plan(cmd("b-1", "close", 41, 0, fence.StateOn))); err != nil || adm.Effect.Refusal != nil {
 		t.Fatalf("close on = %+v, %v", adm, err)
 	}
 	open := cmd("b-2", "open", 42, 0, fence.StateOn)
-	adm, err := l.Admit("vent", open, plan(open))
+	adm, err := l.Admit("vent", open, fence.Rules{}, plan(open))
 	if err != nil || adm.Outcome != fence.Applied || adm.Effect.Refusal == nil || adm.Effect.Refusal.Blocker != "close" {
 		t.Fatalf("open on while close is on = %+v, %v; want applied with a refusal naming close", adm, err)
 	}
@@ -490,7 +490,7 @@ func TestAdmitEffects(t *testing.T) {
 
 	g.BreakBeforeMake = true
 	open2 := cmd("b-3", "open", 42, 1, fence.StateOn)
-	adm, err = l.Admit("vent", open2, plan(open2))
+	adm, err = l.Admit("vent", open2, fence.Rules{}, plan(open2))
 	if err != nil || adm.Effect.Refusal != nil || fmt.Sprint(adm.Effect.Sets) != "[{close off} {open on}]" {
 		t.Fatalf("break-before-make = %+v, %v; want close off, then open on", adm.Effect, err)
 	}
@@ -529,7 +529,7 @@ func TestCloseTwiceAndRecordAfterClose(t *testing.T) {
 	if err := l.Record(Entry{Actuator: "pump", Outcome: fence.Stale}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Record after Close = %v, want ErrClosed", err)
 	}
-	if _, err := l.Admit("s", cmd("x", "pump", 1, 0, fence.StateOn), nil); !errors.Is(err, ErrClosed) {
+	if _, err := l.Admit("s", cmd("x", "pump", 1, 0, fence.StateOn), fence.Rules{}, nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("Admit after Close = %v, want ErrClosed", err)
 	}
 }
@@ -542,7 +542,7 @@ func TestReadOnly(t *testing.T) {
 	id := l.ID()
 	l.Close()
 	before, _ := os.ReadFile(path)
-	ro, err := Open(path, &Options{ReadOnly: true, Create: true})
+	ro, err := Open(path, &Options{ReadOnly: true, Create: Fresh()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +552,7 @@ func TestReadOnly(t *testing.T) {
 	if f, _ := ro.Fences(); f["s"] != (fence.Fence{Token: 42}) {
 		t.Errorf("read-only Fences = %v", f)
 	}
-	if _, err := ro.Admit("s", cmd("c", "pump", 43, 0, fence.StateOff), nil); !errors.Is(err, ErrReadOnly) {
+	if _, err := ro.Admit("s", cmd("c", "pump", 43, 0, fence.StateOff), fence.Rules{}, nil); !errors.Is(err, ErrReadOnly) {
 		t.Errorf("read-only Admit = %v, want ErrReadOnly", err)
 	}
 	if err := ro.Record(Entry{Actuator: "pump"}); !errors.Is(err, ErrReadOnly) {
@@ -564,7 +564,7 @@ func TestReadOnly(t *testing.T) {
 	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 		t.Error("a read-only open changed the store file")
 	}
-	if _, err := Open(filepath.Join(t.TempDir(), "missing.db"), &Options{ReadOnly: true, Create: true}); !errors.Is(err, ErrNotExist) {
+	if _, err := Open(filepath.Join(t.TempDir(), "missing.db"), &Options{ReadOnly: true, Create: Fresh()}); !errors.Is(err, ErrNotExist) {
 		t.Errorf("read-only Open of a missing store = %v, want ErrNotExist (read-only never creates)", err)
 	}
 }
@@ -623,5 +623,96 @@ func TestOpenOtherFormat(t *testing.T) {
 		if _, err := Open(path, &Options{ReadOnly: ro}); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `"9"`) {
 			t.Errorf("Open(format 9, ReadOnly=%v) = %v, want ErrFormat", ro, err)
 		}
+	}
+}
+
+// TestStoreFloor (issue 9, point 1): a store is created with a floor
+// decision, never without; every token at or below the floor is stale in
+// every scope, from the first command and after a reopen.
+func TestStoreFloor(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fence.db")
+	for _, b := range []*Birth{{}, {Floor: 100}, {Floor: 100, Why: "  "}} {
+		if l, err := Open(path, &Options{Create: b}); err == nil || !strings.Contains(err.Error(), "no floor decision") {
+			if l != nil {
+				l.Close()
+			}
+			t.Fatalf("Open(missing, Create: %+v) = %v, want the floor decision asked for", b, err)
+		}
+		if _, err := os.Lstat(path); err == nil {
+			t.Fatalf("Open(missing, Create: %+v) created the file", b)
+		}
+	}
+
+	l, err := Open(path, &Options{Create: &Birth{Floor: 100, Why: "--floor 100"}, AuditFlush: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := l.Output("never", "pump"); err != nil || out.Fence != (fence.Fence{Token: 100}) {
+		t.Errorf("Output of a scope never commanded = %+v, %v; want the floor 100/0 as its fence", out, err)
+	}
+	admit(t, l, "pump", cmd("a", "pump", 41, 0, fence.StateOn), fence.Stale)
+	admit(t, l, "pump", cmd("b", "pump", 100, 9, fence.StateOn), fence.Stale)
+	admit(t, l, "fan", cmd("c", "fan", 100, 0, fence.StateNone), fence.Stale)
+	admit(t, l, "pump", cmd("d", "pump", 101, 0, fence.StateOn), fence.Applied)
+	// Creating again never changes the floor of an existing store.
+	l.Close()
+	l, err = Open(path, &Options{Create: Fresh(), AuditFlush: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if b := l.Birth(); b.Floor != 100 || b.Why != "--floor 100" || b.At.IsZero() {
+		t.Errorf("Birth after reopen = %+v, want floor 100, --floor 100 and a time", b)
+	}
+	admit(t, l, "fan", cmd("e", "fan", 99, 0, fence.StateOn), fence.Stale)
+	admit(t, l, "fan", cmd("f", "fan", 101, 0, fence.StateOn), fence.Applied)
+	fences, err := l.Fences()
+	if err != nil || fences["pump"] != (fence.Fence{Token: 101}) || fences["fan"] != (fence.Fence{Token: 101}) {
+		t.Errorf("Fences = %v, %v", fences, err)
+	}
+}
+
+// TestTokenJump (issue 9, point 4): a scope's max_token_jump rejects a
+// token too far above its fence, fence-only commands too, and records
+// nothing: the fence stays where it was.
+func TestTokenJump(t *testing.T) {
+	l, err := Open(filepath.Join(t.TempDir(), "fence.db"), &Options{Create: &Birth{Floor: 1000, Why: "test"}, AuditFlush: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rules := fence.Rules{MaxJump: 50}
+	for _, c := range []struct {
+		c    fence.Command
+		want fence.Outcome
+	}{
+		{cmd("a", "pump", 1051, 0, fence.StateOn), fence.Rejected},
+		{cmd("b", "pump", fence.MaxToken, 0, fence.StateNone), fence.Rejected},
+		{cmd("c", "pump", 1050, 0, fence.StateOn), fence.Applied},
+		{cmd("d", "pump", 1101, 0, fence.StateOff), fence.Rejected},
+		{cmd("e", "pump", 1100, 0, fence.StateOff), fence.Applied},
+	} {
+		adm, err := l.Admit("pump", c.c, rules, nil)
+		if err != nil || adm.Outcome != c.want {
+			t.Fatalf("Admit(%v) = %v (%s), %v; want %v", c.c.Fence, adm.Outcome, adm.Error, err, c.want)
+		}
+		if c.want == fence.Rejected && adm.Reason != fence.ReasonTokenJump {
+			t.Errorf("Admit(%v) reason %q, want %q", c.c.Fence, adm.Reason, fence.ReasonTokenJump)
+		}
+	}
+	if out, _ := l.Output("pump", "pump"); out.Fence != (fence.Fence{Token: 1100}) || out.State != fence.StateOff {
+		t.Errorf("after the jumps: %+v, want fence 1100/0 and off", out)
+	}
+	l.Flush()
+	audit, _ := l.Audit(10)
+	var rejected int
+	for _, e := range audit {
+		if e.Outcome == fence.Rejected && e.Reason == fence.ReasonTokenJump {
+			rejected++
+		}
+	}
+	if rejected != 3 {
+		t.Errorf("audit has %d token-jump rejections, want 3:\n%+v", rejected, audit)
 	}
 }

@@ -44,6 +44,10 @@ type Status struct {
 	Board     string    `json:"board"`
 	Store     string    `json:"store"`
 	StoreID   string    `json:"store_id"`
+	// StoreFloor is the floor the store was created with: every token at
+	// or below it is stale; StoreFloorWhy says how it was decided.
+	StoreFloor    uint64 `json:"store_floor"`
+	StoreFloorWhy string `json:"store_floor_why,omitempty"`
 	// Topics is the command topic filter the gateway subscribes to.
 	Topics string `json:"topics"`
 	Broker Broker `json:"broker"`

@@ -22,7 +22,7 @@ import (
 func newServer(t *testing.T) (*httptest.Server, *actuator.Bank) {
 	t.Helper()
 	dir := t.TempDir()
-	l, err := fencelog.Open(filepath.Join(dir, "fence.db"), &fencelog.Options{Create: true})
+	l, err := fencelog.Open(filepath.Join(dir, "fence.db"), &fencelog.Options{Create: fencelog.Fresh()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -177,12 +177,24 @@ func (e *AheadError) Error() string {
 // and acquiring the lease again cannot produce a token that passes it.
 // It returns nil when fence is within the revisions etcd has issued.
 func CheckFence(ctx context.Context, cli *clientv3.Client, fence uint64) error {
-	resp, err := cli.Get(ctx, Prefix, clientv3.WithCountOnly())
+	rev, err := Revision(ctx, cli)
 	if err != nil {
-		return fmt.Errorf("lease: read etcd's revision: %w", err)
+		return err
 	}
-	if rev := resp.Header.Revision; fence > uint64(rev) {
+	if fence > uint64(rev) {
 		return &AheadError{Fence: fence, Revision: rev}
 	}
 	return nil
+}
+
+// Revision returns the cluster's current revision: every token this etcd
+// ever issued (a lock key's CreateRevision) is at or below it. It is the
+// floor of a gateway's new store when the old one was lost (gateway init
+// --floor-from-etcd).
+func Revision(ctx context.Context, cli *clientv3.Client) (int64, error) {
+	resp, err := cli.Get(ctx, Prefix, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("lease: read etcd's revision: %w", err)
+	}
+	return resp.Header.Revision, nil
 }

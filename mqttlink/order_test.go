@@ -21,7 +21,7 @@ import (
 func openStore(t *testing.T) (*fencelog.Log, *boards.Sim) {
 	t.Helper()
 	store := filepath.Join(t.TempDir(), "fence.db")
-	flog, err := fencelog.Open(store, &fencelog.Options{Create: true})
+	flog, err := fencelog.Open(store, &fencelog.Options{Create: fencelog.Fresh()})
 	if err != nil {
 		t.Fatal(err)
 	}

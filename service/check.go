@@ -80,7 +80,7 @@ func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
 			add("store", cfg.Store, ferr)
 			break
 		}
-		add("store", fmt.Sprintf("%s: a fencegate store (id %s), %s", cfg.Store, l.ID(), describeFences(fences)), nil)
+		add("store", fmt.Sprintf("%s: a fencegate store (id %s), %s, %s", cfg.Store, l.ID(), describeFloor(l.Birth()), describeFences(fences)), nil)
 	}
 
 	var pins []string
@@ -178,4 +178,15 @@ func storeDirWarning(dir string) string {
 		return fmt.Sprintf("%s is on %s, which is emptied at every reboot: the fence store would be lost, and a fresh store accepts tokens the old one refused", dir, why)
 	}
 	return ""
+}
+
+// describeFloor says which tokens a store refuses from birth.
+func describeFloor(b fencelog.Birth) string {
+	switch {
+	case b.Why == "":
+		return "no floor recorded (made before floors existed)"
+	case b.Floor == 0:
+		return "floor 0 (" + b.Why + ")"
+	}
+	return fmt.Sprintf("floor %d: every token up to it is stale (%s)", b.Floor, b.Why)
 }

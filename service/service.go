@@ -17,9 +17,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -35,7 +37,8 @@ import (
 
 // Options configure Run.
 type Options struct {
-	// Init creates the store if it is missing.
+	// Init creates the store if it is missing, as for a gateway for which
+	// no controller ever held a token (floor 0; gateway init --new).
 	Init bool
 	// Version is the gateway's version, for the API and the instance claim.
 	Version string
@@ -74,9 +77,19 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err := checkStoreDir(cfg.Store); err != nil {
 		return err
 	}
-	flog, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: opts.Init, Logger: log.With("component", "fencelog")})
+	var create *fencelog.Birth
+	if opts.Init {
+		create = fencelog.Fresh()
+	}
+	_, statErr := os.Lstat(cfg.Store)
+	flog, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: create, Logger: log.With("component", "fencelog")})
 	if err != nil {
 		return err
+	}
+	if create != nil && errors.Is(statErr, fs.ErrNotExist) {
+		log.Warn("created a new fence store as gateway init --new does: floor 0, every token passes until a command raises a fence; "+
+			"if a controller may hold a token for this gateway, stop and create the store with gateway init --floor-from-etcd or --floor instead",
+			"store", cfg.Store)
 	}
 	defer flog.Close()
 	info := Info{Store: cfg.Store}
@@ -85,6 +98,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	bank, err := actuator.New(flog, cfg.Specs(), &actuator.Options{
 		Logger:      log.With("component", "actuator"),
 		Interlocks:  cfg.Locks(),
+		Rules:       cfg.Rules(),
 		AfterCommit: opts.AfterCommit,
 		Changed:     func(o []fence.Output) { link.Changed(o) },
 	})
@@ -196,14 +210,16 @@ type status struct {
 // Status implements httpapi.Source.
 func (s *status) Status() httpapi.Status {
 	return httpapi.Status{
-		GatewayID: s.cfg.ID,
-		Version:   s.opts.Version,
-		Started:   s.started,
-		Board:     s.cfg.Board,
-		Store:     s.cfg.Store,
-		StoreID:   s.store.ID(),
-		Broker:    broker(s.link.Status()),
-		Topics:    wire.Topics{Prefix: s.cfg.MQTT.TopicPrefix, GatewayID: s.cfg.ID}.SetFilter(),
+		GatewayID:     s.cfg.ID,
+		Version:       s.opts.Version,
+		Started:       s.started,
+		Board:         s.cfg.Board,
+		Store:         s.cfg.Store,
+		StoreID:       s.store.ID(),
+		StoreFloor:    s.store.Birth().Floor,
+		StoreFloorWhy: s.store.Birth().Why,
+		Broker:        broker(s.link.Status()),
+		Topics:        wire.Topics{Prefix: s.cfg.MQTT.TopicPrefix, GatewayID: s.cfg.ID}.SetFilter(),
 	}
 }
 

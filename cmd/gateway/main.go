@@ -53,7 +53,8 @@ const usage = `gateway: fencegate, fenced MQTT commands for physical actuators
 Usage:
   gateway run --config FILE [--init]   run the gateway (--init creates a missing store)
 ` + simUsage + `  gateway send [flags] on|off|fence    send one tokenized command
-  gateway init --config FILE           create the fence store once (fails if it exists)
+  gateway init --config FILE --floor N|--floor-from-etcd URL|--new
+                                       create the fence store once, with a floor (fails if it exists)
   gateway check --config FILE          check a configuration, its store and board, as run would
   gateway inspect --store FILE         print fences and recent audit entries (read-only)
   gateway version                      print the version
@@ -144,7 +145,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "check":
 		return cmdCheck(ctx, rest, stdout, stderr)
 	case "init":
-		return cmdInit(rest, stdout, stderr)
+		return cmdInit(ctx, rest, stdout, stderr)
 	case "inspect":
 		return cmdInspect(rest, stdout, stderr)
 	case "version":

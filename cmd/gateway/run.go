@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
+	"time"
 
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
@@ -34,7 +36,7 @@ Runs the gateway: opens the fence store (never creating it unless --init is
 given), takes over the outputs at their recorded or boot states, and takes
 fenced commands from the broker until SIGINT or SIGTERM.`)
 	cfgPath := fs.String("config", "", "configuration file (YAML)")
-	initStore := fs.Bool("init", false, "create the fence store if it is missing (once, when a gateway is installed; never in a supervisor's command line)")
+	initStore := fs.Bool("init", false, "create the fence store if it is missing, as gateway init --new does: every token passes (for the simulator and tests; never in a supervisor's command line)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	crashFile := fs.String("sim-crash-file", "", "sim board only: after a durable commit, if this file exists, remove it and die before driving")
 	fs.hide("sim-crash-file") // the simulator's crash scenario
@@ -56,7 +58,11 @@ fenced commands from the broker until SIGINT or SIGTERM.`)
 		}
 		afterCommit = simCrash(*crashFile)
 	}
-	return service.Run(ctx, cfg, service.Options{Init: *initStore, Version: versionNumber(), Logger: log, AfterCommit: afterCommit})
+	err = service.Run(ctx, cfg, service.Options{Init: *initStore, Version: versionNumber(), Logger: log, AfterCommit: afterCommit})
+	if errors.Is(err, fencelog.ErrNotExist) {
+		return fmt.Errorf("%w\n%s", err, initHint(*cfgPath))
+	}
+	return err
 }
 
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -93,6 +99,9 @@ run would (78 for a bad configuration or store, 1 for the rest).`)
 		default:
 			fmt.Fprintf(stdout, "%s: ok: %s\n", f.Step, f.Text)
 		}
+	}
+	if errors.Is(failed, fencelog.ErrNotExist) {
+		fmt.Fprintln(stdout, initHint(*cfgPath))
 	}
 	if failed != nil {
 		code := exitFailure
@@ -144,12 +153,19 @@ runs, the store is locked: stop the gateway first, or read its API.`)
 		Token uint64 `json:"token"`
 		Seq   uint64 `json:"seq"`
 	}
+	birth := l.Birth()
 	out := struct {
-		Store  string           `json:"store"`
-		ID     string           `json:"id"`
-		Fences []scope          `json:"fences"`
-		Audit  []fencelog.Entry `json:"audit"`
-	}{Store: *store, ID: l.ID(), Fences: []scope{}, Audit: audit}
+		Store    string           `json:"store"`
+		ID       string           `json:"id"`
+		Floor    uint64           `json:"floor"`
+		FloorWhy string           `json:"floor_why,omitempty"`
+		Created  *time.Time       `json:"created,omitempty"`
+		Fences   []scope          `json:"fences"`
+		Audit    []fencelog.Entry `json:"audit"`
+	}{Store: *store, ID: l.ID(), Floor: birth.Floor, FloorWhy: birth.Why, Fences: []scope{}, Audit: audit}
+	if !birth.At.IsZero() {
+		out.Created = &birth.At
+	}
 	if out.Audit == nil {
 		out.Audit = []fencelog.Entry{}
 	}
@@ -171,17 +187,46 @@ func simCrash(file string) func(fence.Command) {
 	}
 }
 
-// cmdInit creates the fence store of a configuration, once. It fails on an
-// existing store in any form, so that it can never serve as an idempotent
-// step that recreates a lost store. It touches no GPIO, MQTT or HTTP.
-func cmdInit(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("init", "--config FILE", `
-Creates the fence store named in the configuration, once. It fails if the
-store exists in any form (even an empty file), and touches no GPIO, MQTT or
-network.`)
+// cmdInit creates the fence store of a configuration, once, with the floor
+// its administrator decided. It fails on an existing store in any form, so
+// that it can never serve as an idempotent step that recreates a lost
+// store. It touches no GPIO, MQTT or HTTP (only etcd, with
+// --floor-from-etcd).
+func cmdInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("init", "--config FILE (--floor N | --floor-from-etcd URL | --new)", `
+Creates the fence store named in the configuration, once. Creating a store
+is a decision about which tokens are already spent; give exactly one of:
+
+  --floor N               every token up to N is stale
+  --floor-from-etcd URL   the floor is etcd's current revision: every token
+                          it ever issued is stale. Right after a store was
+                          lost (SD card replaced) when tokens come from etcd
+  --new                   no controller ever held a token for this gateway
+                          (run --init means the same)
+
+It fails if the store exists in any form (even an empty file), and touches
+no GPIO, MQTT or network (except etcd with --floor-from-etcd).`)
 	cfgPath := fs.String("config", "", "configuration file (YAML)")
+	floor := fs.String("floor", "", "every token at or below `N` is stale (0 to 2^63-1)")
+	fromEtcd := fs.String("floor-from-etcd", "", "the floor is the current revision of the etcd at `URL` (comma-separated endpoints)")
+	fresh := fs.Bool("new", false, "no controller ever held a token for this gateway: floor 0")
 	if err := fs.parseNoArgs(args, stdout, stderr); err != nil {
 		return err
+	}
+	if n := countSet(*floor != "", *fromEtcd != "", *fresh); n != 1 {
+		return usageErr("give exactly one of --floor N, --floor-from-etcd URL or --new (see gateway init -h): " +
+			"a store is born knowing which tokens are already spent")
+	}
+	var birth *fencelog.Birth
+	switch {
+	case *fresh:
+		birth = fencelog.Fresh()
+	case *floor != "":
+		n, err := strconv.ParseUint(*floor, 10, 64)
+		if err != nil || n > fence.MaxToken {
+			return usageErr("--floor %q: want a whole number from 0 to 2^63-1", *floor)
+		}
+		birth = &fencelog.Birth{Floor: n, Why: fmt.Sprintf("--floor %d", n)}
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -192,13 +237,30 @@ network.`)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("store %s: %w", cfg.Store, err)
 	}
-	l, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: true, AuditFlush: -1})
+	if *fromEtcd != "" {
+		rev, err := etcdRevision(ctx, *fromEtcd)
+		if err != nil {
+			return err
+		}
+		birth = &fencelog.Birth{Floor: uint64(rev), Why: fmt.Sprintf("--floor-from-etcd %s: revision %d", *fromEtcd, rev)}
+	}
+	l, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: birth, AuditFlush: -1})
 	if err != nil {
 		return err
 	}
 	if err := l.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "created store %s\n", cfg.Store)
+	fmt.Fprintf(stdout, "created store %s: every token up to %d is stale (%s)\n", cfg.Store, birth.Floor, birth.Why)
 	return nil
+}
+
+func countSet(flags ...bool) int {
+	n := 0
+	for _, f := range flags {
+		if f {
+			n++
+		}
+	}
+	return n
 }

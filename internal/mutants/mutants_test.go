@@ -59,8 +59,8 @@ var mutants = []mutant{
 		name: "drive-before-record",
 		why:  "the output is driven before the fence is recorded (M3)",
 		file: "actuator/actuator.go",
-		old:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, b.planner(o, c))",
-		new:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tif c.State != fence.StateNone {\n\t\to.pin.Out(o.level(c.State))\n\t}\n\tadm, err := b.log.Admit(o.Scope, c, b.planner(o, c))",
+		old:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))",
+		new:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tif c.State != fence.StateNone {\n\t\to.pin.Out(o.level(c.State))\n\t}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))",
 		pkgs: []string{"./actuator"}, run: "TestHandle|TestRecordFailureNeverDrives|TestPausedControllerInterleavings",
 	},
 	{
@@ -91,8 +91,8 @@ var mutants = []mutant{
 		name: "stale-answer-without-fence",
 		why:  "a stale answer does not tell the controller the current fence",
 		file: "actuator/actuator.go",
-		old:  "\tcase fence.Stale:\n\t\tres.Error = adm.Reason",
-		new:  "\tcase fence.Stale:\n\t\tres.Error = adm.Reason\n\t\tres.Fence = fence.Fence{}",
+		old:  "\tcase fence.Stale:\n\t\tres.Error = adm.Error",
+		new:  "\tcase fence.Stale:\n\t\tres.Error = adm.Error\n\t\tres.Fence = fence.Fence{}",
 		pkgs: []string{"./actuator"}, run: "TestHandle",
 	},
 	{
@@ -151,14 +151,54 @@ var mutants = []mutant{
 		new:  "\tcase false:",
 		pkgs: []string{"./cmd/gateway"}, run: "TestSecondInstanceRefused",
 	},
+	{
+		name: "store-born-without-floor",
+		why:  "a new store forgets its floor: a store recreated after a loss accepts the tokens the old one had accepted (issue 9)",
+		file: "fencelog/fencelog.go",
+		old:  "\t\t\tstring(keyFloor):    u64(create.Floor),\n",
+		new:  "\t\t\tstring(keyFloor):    u64(0),\n",
+		pkgs: []string{"./fencelog", "./cmd/gateway"}, run: "TestStoreFloor|TestStoreRecreatedFromEtcd",
+	},
+	{
+		name: "store-created-without-decision",
+		why:  "fencelog creates a store for which nobody said which tokens are spent",
+		file: "fencelog/fencelog.go",
+		old:  "o.Create != nil && strings.TrimSpace(o.Create.Why) == \"\":",
+		new:  "o.Create != nil && false:",
+		pkgs: []string{"./fencelog"}, run: "TestStoreFloor",
+	},
+	{
+		name: "floor-token-passes",
+		why:  "a token equal to the floor passes (with a higher seq)",
+		file: "fence/fence.go",
+		old:  "\tif c.Fence.Token <= rules.Floor && current.Token <= rules.Floor {",
+		new:  "\tif c.Fence.Token < rules.Floor && current.Token <= rules.Floor {",
+		pkgs: []string{"./fence", "./fencelog"}, run: "TestDecideRules|TestStoreFloor",
+	},
+	{
+		name: "no-token-jump-guard",
+		why:  "max_token_jump is ignored: one forged token moves the fence to the end of the range",
+		file: "fence/fence.go",
+		old:  "\t\tif rules.MaxJump > 0 && c.Fence.Token-base > rules.MaxJump {",
+		new:  "\t\tif false && c.Fence.Token-base > rules.MaxJump {",
+		pkgs: []string{"./fencelog", "./cmd/gateway"}, run: "TestTokenJump|TestMaxTokenJump",
+	},
+	{
+		name: "jump-guard-not-per-scope",
+		why:  "a scope's max_token_jump never reaches its fence decision",
+		file: "actuator/actuator.go",
+		old:  "\t\tsc.rules = r\n",
+		new:  "\t\t_ = r\n",
+		pkgs: []string{"./cmd/gateway"}, run: "TestMaxTokenJump",
+	},
 }
 
 // The lock mutant needs handle to let the scope's lock go between the
 // record and the drive (and take it back before it returns); this second
 // edit does that.
 var lockHelper = [2]string{
-	"func (b *Bank) handle(o *output, c fence.Command) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, b.planner(o, c))",
-	"func (b *Bank) handle(o *output, c fence.Command, early bool) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, b.planner(o, c))\n\tif early {\n\t\to.scope.unlock()\n\t\truntime.Gosched()\n\t\tdefer o.scope.lock(context.Background())\n\t}",
+	"func (b *Bank) handle(o *output, c fence.Command) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))",
+	"func (b *Bank) handle(o *output, c fence.Command, early bool) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))\n\tif early {\n\t\to.scope.unlock()\n\t\truntime.Gosched()\n\t\tdefer o.scope.lock(context.Background())\n\t}",
 }
 
 func TestMutantsAreCaught(t *testing.T) {
