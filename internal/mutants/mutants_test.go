@@ -151,6 +151,22 @@ var mutants = []mutant{
 		new:  "\tcase false:",
 		pkgs: []string{"./cmd/gateway"}, run: "TestSecondInstanceRefused",
 	},
+	{
+		name: "acl-controller-writes-all",
+		why:  "the broker ACL of docs/security.md lets a controller publish on every topic",
+		file: "docs/security.md",
+		old:  "user ctl-a\n",
+		new:  "user ctl-a\ntopic write #\n",
+		pkgs: []string{"./service"}, run: "TestBrokerACL",
+	},
+	{
+		name: "acl-anyone-writes-states",
+		why:  "the broker ACL of docs/security.md lets every user publish every gateway's retained states",
+		file: "docs/security.md",
+		old:  "pattern write fencegate/%u/+/state\n",
+		new:  "pattern write fencegate/+/+/state\n",
+		pkgs: []string{"./service"}, run: "TestBrokerACL",
+	},
 }
 
 // The lock mutant needs handle to let the scope's lock go between the
