@@ -67,16 +67,22 @@ func runListening(t *testing.T, cfg *config.Config, log *logBuffer) string {
 
 func apiStatus(t *testing.T, addr string) httpapi.Status {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/api/status")
+	var st httpapi.Status
+	getJSON(t, addr, "/api/status", &st)
+	return st
+}
+
+// getJSON decodes the answer to GET path from the API at addr into v.
+func getJSON(t *testing.T, addr, path string, v any) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st httpapi.Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatal(err)
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("decode %s: %v", path, err)
 	}
-	return st
 }
 
 // waitFor polls cond until it holds or d passes.
@@ -97,8 +103,15 @@ var visID = fmt.Sprintf("vis-%d", os.Getpid())
 
 func brokerConfig(t *testing.T, broker, user, password string) *config.Config {
 	t.Helper()
+	return gatewayConfig(t, visID, broker, user, password)
+}
+
+// gatewayConfig is a gateway with one actuator, pump, that logs in to
+// broker as user, with its store in a temporary directory.
+func gatewayConfig(t *testing.T, id, broker, user, password string) *config.Config {
+	t.Helper()
 	text := fmt.Sprintf("id: %s\nmqtt: {broker: %q, username: %q, password: %q}\nstore: %s\nboard: sim\nhttp: \"127.0.0.1:0\"\nactuators:\n  - {name: pump, pin: GPIO17}\n",
-		visID, broker, user, password, filepath.Join(t.TempDir(), "fence.db"))
+		id, broker, user, password, filepath.Join(t.TempDir(), "fence.db"))
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
 		t.Fatal(err)

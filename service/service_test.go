@@ -2,10 +2,8 @@ package service_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -50,6 +48,13 @@ func start(t testing.TB, broker, dir string) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startConfig(t, cfg)
+}
+
+// startConfig runs a gateway with cfg in this process, creating its store,
+// and waits until it is subscribed; it stops when t ends.
+func startConfig(t testing.TB, cfg *config.Config) *gateway {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan service.Info, 1)
 	done := make(chan error, 1)
@@ -101,15 +106,8 @@ func (g *gateway) latch(t *testing.T) map[string]bool {
 
 func (g *gateway) api(t *testing.T) map[string]httpapi.Actuator {
 	t.Helper()
-	resp, err := http.Get("http://" + g.info.HTTP + "/api/actuators")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var list []httpapi.Actuator
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		t.Fatalf("decode /api/actuators: %v", err)
-	}
+	getJSON(t, g.info.HTTP, "/api/actuators", &list)
 	m := map[string]httpapi.Actuator{}
 	for _, a := range list {
 		m[a.Name] = a

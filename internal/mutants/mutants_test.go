@@ -191,6 +191,38 @@ var mutants = []mutant{
 		new:  "\t\t_ = r\n",
 		pkgs: []string{"./cmd/gateway"}, run: "TestMaxTokenJump",
 	},
+	{
+		name: "acl-controller-writes-all",
+		why:  "the broker ACL of docs/security.md lets a controller publish on every topic",
+		file: "docs/security.md",
+		old:  "user ctl-a\n",
+		new:  "user ctl-a\ntopic write #\n",
+		pkgs: []string{"./service"}, run: "TestBrokerACL",
+	},
+	{
+		name: "acl-anyone-writes-states",
+		why:  "the broker ACL of docs/security.md lets every user publish every gateway's retained states",
+		file: "docs/security.md",
+		old:  "pattern write fencegate/%u/+/state\n",
+		new:  "pattern write fencegate/+/+/state\n",
+		pkgs: []string{"./service"}, run: "TestBrokerACL",
+	},
+	{
+		name: "http-default-all-interfaces",
+		why:  "without an http key the API listens on every address, not on loopback only",
+		file: "config/config.go",
+		old:  "const DefaultHTTP = \"127.0.0.1:8080\"",
+		new:  "const DefaultHTTP = \":8080\"",
+		pkgs: []string{"./service"}, run: "TestDefaultHTTPIsLoopbackOnly",
+	},
+	{
+		name: "http-state-changing-route",
+		why:  "the gateway's HTTP API gets a route that takes POST",
+		file: "httpapi/httpapi.go",
+		old:  "\tmux.Handle(\"GET /\", dashboard.Handler())\n",
+		new:  "\tmux.Handle(\"GET /\", dashboard.Handler())\n\tmux.HandleFunc(\"POST /api/actuators/{name}\", func(http.ResponseWriter, *http.Request) {})\n",
+		pkgs: []string{"./httpapi"}, run: "TestNoStateChangingEndpoint",
+	},
 }
 
 // The lock mutant needs handle to let the scope's lock go between the
