@@ -107,6 +107,12 @@ type Options struct {
 	// durably and before its output is driven. It exists for crash tests
 	// and the simulator's crash scenario.
 	AfterCommit func(fence.Command)
+	// Authorize, if set, decides whether command c to an actuator of scope
+	// may be decided at all (its signature: see package sign). A non-nil
+	// error rejects c with reason (a fence.Reason* code) before its scope
+	// is locked or its fence read: audited, nothing recorded or driven.
+	// It must not block.
+	Authorize func(c fence.Command, scope string) (reason string, err error)
 }
 
 // Bank is the set of configured actuators. Its methods are safe for
@@ -554,6 +560,11 @@ func (b *Bank) Handle(ctx context.Context, c fence.Command) (fence.Result, error
 	b.startMu.Unlock()
 	if !started {
 		return fence.Result{}, errors.New("actuator: Handle before Start")
+	}
+	if b.opts.Authorize != nil {
+		if reason, err := b.opts.Authorize(c, o.Scope); err != nil {
+			return b.Reject(c, reason, err), nil
+		}
 	}
 	if err := o.scope.lock(ctx); err != nil {
 		return fence.Result{}, err

@@ -87,10 +87,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		Interlocks:  cfg.Locks(),
 		AfterCommit: opts.AfterCommit,
 		Changed:     func(o []fence.Output) { link.Changed(o) },
+		Authorize:   cfg.SignPolicy().Authorize,
 	})
 	if err != nil {
 		return err
 	}
+	log.Info("signed commands", "policy", cfg.Signing())
 	topics := wire.Topics{Prefix: cfg.MQTT.TopicPrefix, GatewayID: cfg.ID}
 	var readyOnce sync.Once
 	link = mqttlink.New(mqttlink.Options{
