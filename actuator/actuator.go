@@ -621,7 +621,7 @@ func (b *Bank) handle(o *output, c fence.Command) fence.Result {
 					res.Error += fmt.Sprintf("; %s was not driven %s (the interlock's other member may still be on)", rest[len(rest)-1].Actuator, rest[len(rest)-1].State)
 				}
 				b.opts.Logger.Error("drive failed", "actuator", target.Name, "pin", target.PinName, "state", set.State.String(), "err", err)
-				b.log.Record(fencelog.Entry{Scope: o.Scope, Actuator: o.Name, ID: c.ID, Holder: c.Holder,
+				b.log.Record(fencelog.Entry{Scope: o.Scope, Actuator: o.Name, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
 					Command: c.Fence, State: c.State, Outcome: fence.Failed, Fence: res.Fence, Error: res.Error})
 				break
 			}
@@ -671,7 +671,7 @@ func (b *Bank) refuse(res *fence.Result, r *fence.Refusal, rec fencelog.Scope) {
 // actuator's current fence and state when the actuator exists.
 func (b *Bank) Reject(c fence.Command, reason string, err error) fence.Result {
 	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence, Outcome: fence.Rejected, Reason: reason, Error: err.Error()}
-	e := fencelog.Entry{Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Command: c.Fence, State: c.State,
+	e := fencelog.Entry{Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Signer: c.Signer, Command: c.Fence, State: c.State,
 		Outcome: fence.Rejected, Reason: reason, Error: res.Error}
 	if o, ok := b.outs[c.Actuator]; ok {
 		e.Scope = o.Scope

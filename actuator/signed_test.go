@@ -37,6 +37,9 @@ func TestSignedCommands(t *testing.T) {
 		t.Fatalf("signed command: %+v, pump level %v; want applied at 42/0 and the pump on", res, r.level(t, "GPIO17"))
 	}
 	r.send(t, signed, fence.Duplicate) // the same signed command again is a redelivery
+	if es, _ := r.log.Audit(2); len(es) != 2 || es[0].Outcome != fence.Applied || es[0].Signer != "ctl-a" || es[1].Signer != "ctl-a" {
+		t.Errorf("audit of the signed command and its redelivery: %+v, want applied and duplicate, signer ctl-a", es)
+	}
 
 	redirect := func(actuator string) fence.Command { c := signed; c.Actuator = actuator; return c }
 	changed := func(f func(*fence.Command)) fence.Command { c := signed; f(&c); return c }
@@ -77,7 +80,7 @@ func TestSignedCommands(t *testing.T) {
 			t.Errorf("%s: answer fence %v state %v, want the current %v %v", tt.name, res.Fence, res.State, cur.Fence, cur.State)
 		}
 		es, _ := r.log.Audit(1)
-		if len(es) != 1 || es[0].Outcome != fence.Rejected || es[0].Reason != tt.reason || es[0].ID != tt.c.ID {
+		if len(es) != 1 || es[0].Outcome != fence.Rejected || es[0].Reason != tt.reason || es[0].ID != tt.c.ID || es[0].Signer != tt.c.Signer {
 			t.Errorf("%s: last audit entry %+v, want rejected %s for %q", tt.name, es, tt.reason, tt.c.ID)
 		}
 	}
