@@ -111,6 +111,12 @@ type Options struct {
 	// durably and before its output is driven. It exists for crash tests
 	// and the simulator's crash scenario.
 	AfterCommit func(fence.Command)
+	// Authorize, if set, decides whether command c to an actuator of scope
+	// may be decided at all (its signature: see package sign). A non-nil
+	// error rejects c with reason (a fence.Reason* code) before its scope
+	// is locked or its fence read: audited, nothing recorded or driven.
+	// It must not block.
+	Authorize func(c fence.Command, scope string) (reason string, err error)
 }
 
 // Bank is the set of configured actuators. Its methods are safe for
@@ -567,6 +573,11 @@ func (b *Bank) Handle(ctx context.Context, c fence.Command) (fence.Result, error
 	if !started {
 		return fence.Result{}, errors.New("actuator: Handle before Start")
 	}
+	if b.opts.Authorize != nil {
+		if reason, err := b.opts.Authorize(c, o.Scope); err != nil {
+			return b.Reject(c, reason, err), nil
+		}
+	}
 	if err := o.scope.lock(ctx); err != nil {
 		return fence.Result{}, err
 	}
@@ -625,7 +636,7 @@ func (b *Bank) handle(o *output, c fence.Command) fence.Result {
 					res.Error += fmt.Sprintf("; %s was not driven %s (the interlock's other member may still be on)", rest[len(rest)-1].Actuator, rest[len(rest)-1].State)
 				}
 				b.opts.Logger.Error("drive failed", "actuator", target.Name, "pin", target.PinName, "state", set.State.String(), "err", err)
-				b.log.Record(fencelog.Entry{Scope: o.Scope, Actuator: o.Name, ID: c.ID, Holder: c.Holder,
+				b.log.Record(fencelog.Entry{Scope: o.Scope, Actuator: o.Name, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
 					Command: c.Fence, State: c.State, Outcome: fence.Failed, Fence: res.Fence, Error: res.Error})
 				break
 			}
@@ -675,7 +686,7 @@ func (b *Bank) refuse(res *fence.Result, r *fence.Refusal, rec fencelog.Scope) {
 // actuator's current fence and state when the actuator exists.
 func (b *Bank) Reject(c fence.Command, reason string, err error) fence.Result {
 	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence, Outcome: fence.Rejected, Reason: reason, Error: err.Error()}
-	e := fencelog.Entry{Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Command: c.Fence, State: c.State,
+	e := fencelog.Entry{Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Signer: c.Signer, Command: c.Fence, State: c.State,
 		Outcome: fence.Rejected, Reason: reason, Error: res.Error}
 	if o, ok := b.outs[c.Actuator]; ok {
 		e.Scope = o.Scope

@@ -7,6 +7,7 @@ package client
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"slices"
@@ -86,6 +87,12 @@ type Options struct {
 	ClientID  string // default: a unique id
 	Username  string
 	Password  string
+	// Signer and Key, if set (both or neither), sign every command Send
+	// sends for GatewayID (see package sign): the controller's name in the
+	// gateway's configuration, and its private key (sign.ReadPrivateKey
+	// reads the PATH.key of gateway keygen).
+	Signer string
+	Key    ed25519.PrivateKey
 }
 
 // Client is a connected controller. Its methods are safe for concurrent use.
@@ -94,6 +101,8 @@ type Client struct {
 	c      mqtt.Client
 	ids    atomic.Uint64
 	prefix string
+	signer string
+	key    ed25519.PrivateKey
 
 	mu      sync.Mutex
 	waiting map[string]chan fence.Result // Send and Await calls, by command id
@@ -118,10 +127,13 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	if o.ClientID == "" {
 		o.ClientID = fmt.Sprintf("fencegate-ctl-%d-%d", time.Now().UnixNano(), clientSeq.Add(1))
 	}
+	if err := o.signing(); err != nil {
+		return nil, err
+	}
 	cl := &Client{topics: wire.Topics{Prefix: o.Prefix, GatewayID: o.GatewayID},
 		waiting: map[string]chan fence.Result{}, unread: map[string]fence.Result{},
 		states: map[string]fence.Output{}, changed: make(chan struct{}),
-		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000)}
+		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000), signer: o.Signer, key: o.Key}
 	opts := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID).
 		SetUsername(o.Username).SetPassword(o.Password).SetCleanSession(true).
 		SetAutoReconnect(true).SetConnectTimeout(5 * time.Second).SetOrderMatters(true)
@@ -188,7 +200,8 @@ func (cl *Client) notify() {
 }
 
 // Send publishes c (QoS 1) and waits for its answer. An empty c.ID is
-// replaced by a unique one. The answer is always returned when there is
+// replaced by a unique one. With Options.Key, c is signed (after its id
+// is set); otherwise it is sent as it is. The answer is always returned when there is
 // one; the error is nil for applied and duplicate, a *StaleError,
 // *RejectedError or *FailedError for those answers, ErrTimeout when the
 // context's deadline passed without an answer, or a transport or context
@@ -197,6 +210,7 @@ func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, erro
 	if c.ID == "" {
 		c.ID = cl.prefix + fmt.Sprint(cl.ids.Add(1))
 	}
+	c = cl.sign(c)
 	ch := cl.expect(c.ID)
 	defer cl.forget(c.ID, ch)
 	if err := wait(ctx, cl.c.Publish(cl.topics.Set(c.Actuator), 1, false, wire.EncodeCommand(c))); err != nil {

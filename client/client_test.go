@@ -17,8 +17,14 @@ import (
 
 func gateway(t *testing.T, broker string) {
 	t.Helper()
-	cfg, err := config.Parse([]byte(fmt.Sprintf("id: gw\nmqtt: {broker: %s}\nstore: %s\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\n",
-		broker, filepath.Join(t.TempDir(), "fence.db"))))
+	run(t, fmt.Sprintf("id: gw\nmqtt: {broker: %s}\nstore: %s\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\n",
+		broker, filepath.Join(t.TempDir(), "fence.db")))
+}
+
+// run runs a gateway with the configuration doc until the test ends.
+func run(t *testing.T, doc string) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}

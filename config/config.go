@@ -55,6 +55,12 @@ type Config struct {
 	Interlocks []Interlock `yaml:"interlocks,omitempty"`
 	// Scopes set what a fence scope admits beyond its fence.
 	Scopes []Scope `yaml:"scopes,omitempty"`
+	// RequireSignature makes every actuator take signed commands only
+	// (see signing.go).
+	RequireSignature bool `yaml:"require_signature,omitempty"`
+	// Controllers are the controllers whose signed commands the gateway
+	// takes.
+	Controllers []Controller `yaml:"controllers,omitempty"`
 }
 
 // MQTT configures the broker connection.
@@ -73,6 +79,8 @@ type Actuator struct {
 	ActiveLow bool   `yaml:"active_low,omitempty"`
 	Boot      string `yaml:"boot,omitempty"`
 	Scope     string `yaml:"scope,omitempty"`
+	// RequireSignature makes this actuator take signed commands only.
+	RequireSignature bool `yaml:"require_signature,omitempty"`
 
 	line int
 }
@@ -190,6 +198,9 @@ var (
 // (duplicate, unknown and misspelt keys, values of the wrong shape or
 // type), and only what passes is decoded and checked.
 func Parse(b []byte) (*Config, error) {
+	if err := pemBlock(b); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
@@ -226,6 +237,12 @@ func Parse(b []byte) (*Config, error) {
 	for i := range c.Scopes {
 		if i < len(lines) {
 			c.Scopes[i].line = lines[i]
+		}
+	}
+	lines = itemLines(&doc, "controllers")
+	for i := range c.Controllers {
+		if i < len(lines) {
+			c.Controllers[i].line = lines[i]
 		}
 	}
 	w.checked(&c, c.check())
@@ -313,23 +330,13 @@ func (c *Config) check() error {
 	if len(c.Actuators) == 0 {
 		bad("actuators: at least one is required")
 	}
-	names := map[string]int{}
+	names := nameSet{}
 	pins := map[string]string{}
 	for i := range c.Actuators {
 		a := &c.Actuators[i]
-		where := fmt.Sprintf("actuators[%d]", i)
-		if a.line > 0 {
-			where = fmt.Sprintf("line %d: actuator %q", a.line, a.Name)
-		}
-		switch {
-		case a.Name == "":
-			bad("%s: name is required", where)
-		case !nameRE.MatchString(a.Name):
-			bad("%s: name: use letters, digits, - and _ only (it is a topic level)", where)
-		case names[a.Name] > 0:
-			bad("%s: name is already used at line %d", where, names[a.Name])
-		default:
-			names[a.Name] = max(a.line, 1)
+		where := itemWhere("actuator", i, a.line, a.Name)
+		if msg := names.check(a.Name, a.line, "name is required", " (it is a topic level)"); msg != "" {
+			bad("%s: %s", where, msg)
 		}
 		if a.Pin == "" {
 			bad("%s: pin is required (e.g. GPIO17, BCM17 or PIN11)", where)
@@ -370,7 +377,36 @@ func (c *Config) check() error {
 		locks = append(locks, g)
 	}
 	errs = append(errs, c.checkScopes()...)
+	errs = append(errs, c.checkSigning()...)
 	return errors.Join(errs...)
+}
+
+// itemWhere says where the i-th item of the list of kinds is: at its line
+// and name, or, without a line, by its index.
+func itemWhere(kind string, i, line int, name string) string {
+	if line > 0 {
+		return fmt.Sprintf("line %d: %s %q", line, kind, name)
+	}
+	return fmt.Sprintf("%ss[%d]", kind, i)
+}
+
+// nameSet holds the names of a list's items, with the line of each.
+type nameSet map[string]int
+
+// check checks the name of an item at line: given (else missing), a
+// name (hint explains why), and not taken by an earlier item. It returns
+// what is wrong, or "" after adding the name.
+func (n nameSet) check(name string, line int, missing, hint string) string {
+	switch {
+	case name == "":
+		return missing
+	case !nameRE.MatchString(name):
+		return "name: use letters, digits, - and _ only" + hint
+	case n[name] > 0:
+		return fmt.Sprintf("name is already used at line %d", n[name])
+	}
+	n[name] = max(line, 1)
+	return ""
 }
 
 func checkBroker(s string) error {

@@ -304,6 +304,7 @@ func (w *walker) notList(v *yaml.Node, elem reflect.Type, subject string) {
 var (
 	lineSubject  = regexp.MustCompile(`^line (\d+): (.*)$`)
 	actuatorSubj = regexp.MustCompile(`^actuator "(?:[^"\\]|\\.)*": ([a-z_]+)`)
+	controlSubj  = regexp.MustCompile(`^controller "(?:[^"\\]|\\.)*": ([a-z_]+)`)
 	indexSubj    = regexp.MustCompile(`^(actuators\[\d+\]): ([a-z_]+)`)
 )
 
@@ -341,6 +342,13 @@ func (w *walker) subject(c *Config, p problem) string {
 		for i := range c.Actuators {
 			if c.Actuators[i].line == p.line {
 				return fmt.Sprintf("actuators[%d].%s", i, m[1])
+			}
+		}
+	}
+	if m := controlSubj.FindStringSubmatch(p.msg); m != nil && p.line > 0 {
+		for i := range c.Controllers {
+			if c.Controllers[i].line == p.line {
+				return fmt.Sprintf("controllers[%d].%s", i, m[1])
 			}
 		}
 	}

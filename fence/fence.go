@@ -26,6 +26,7 @@
 package fence
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"time"
@@ -112,6 +113,17 @@ type Command struct {
 	Actuator string // target actuator name
 	Fence    Fence  // the controller's (token, seq)
 	State    State  // StateNone for a fence-only command
+	// Signer names the controller whose key made Sig; empty if unsigned.
+	Signer string
+	// Sig is the Ed25519 signature of the command (package sign); nil if
+	// unsigned.
+	Sig []byte
+}
+
+// Equal reports whether c and d are the same command, signature included.
+func (c Command) Equal(d Command) bool {
+	return c.ID == d.ID && c.Holder == d.Holder && c.Actuator == d.Actuator && c.Fence == d.Fence &&
+		c.State == d.State && c.Signer == d.Signer && bytes.Equal(c.Sig, d.Sig) && (c.Sig == nil) == (d.Sig == nil)
 }
 
 // Outcome is the answer class of a command.
@@ -261,6 +273,11 @@ const (
 	ReasonRetained        = "retained"         // delivered with the retain flag
 	ReasonInterlock       = "interlock"        // another member of its interlock is on
 	ReasonTokenJump       = "token-jump"       // the token is more than the scope's max_token_jump above its fence
+	// Signed commands (package sign).
+	ReasonUnsigned      = "unsigned"       // the actuator takes signed commands only
+	ReasonUnknownSigner = "unknown-signer" // the signer is not a configured controller
+	ReasonBadSignature  = "bad-signature"  // the signature does not verify for this command, actuator and gateway
+	ReasonOutOfScope    = "out-of-scope"   // the signer may not command the actuator's scope
 )
 
 // Result is the answer to one command.

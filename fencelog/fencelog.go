@@ -178,6 +178,10 @@ type Entry struct {
 	// Fence is the scope's fence after the decision.
 	Fence fence.Fence `json:"fence"`
 	Error string      `json:"error,omitempty"`
+
+	// Signer is the controller that signed the command, if it was signed
+	// (for a rejected command: the one it claimed).
+	Signer string `json:"signer,omitempty"`
 }
 
 // Admission is what Admit decided and the scope's record afterwards.
@@ -527,7 +531,7 @@ func (l *Log) Admit(scope string, c fence.Command, rules fence.Rules, plan Plann
 		entries := append(pending, l.entry(scope, c, adm))
 		for _, set := range eff.Sets {
 			if set.Actuator != c.Actuator {
-				entries = append(entries, Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: set.Actuator, ID: c.ID, Holder: c.Holder,
+				entries = append(entries, Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: set.Actuator, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
 					Command: c.Fence, State: set.State, Outcome: OutcomeInterlock, Fence: rec.Fence,
 					Error: fmt.Sprintf("switched %s by %s's command (break-before-make)", set.State, c.Actuator)})
 			}
@@ -872,7 +876,7 @@ func (l *Log) takePending() []Entry {
 }
 
 func (l *Log) entry(scope string, c fence.Command, adm Admission) Entry {
-	e := Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: c.Actuator, ID: c.ID, Holder: c.Holder,
+	e := Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
 		Command: c.Fence, State: c.State, Outcome: adm.Outcome, Reason: adm.Reason, Fence: adm.Output.Fence, Error: adm.Error}
 	r := adm.Effect.Refusal
 	if adm.Outcome == fence.Duplicate && adm.Original != nil {

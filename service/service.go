@@ -101,10 +101,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		Rules:       cfg.Rules(),
 		AfterCommit: opts.AfterCommit,
 		Changed:     func(o []fence.Output) { link.Changed(o) },
+		Authorize:   authorize(cfg, log),
 	})
 	if err != nil {
 		return err
 	}
+	log.Info("signed commands", "policy", cfg.Signing())
 	topics := wire.Topics{Prefix: cfg.MQTT.TopicPrefix, GatewayID: cfg.ID}
 	var readyOnce sync.Once
 	link = mqttlink.New(mqttlink.Options{
@@ -180,6 +182,20 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		return err
 	}
 	return nil
+}
+
+// authorize is the bank's check of signed commands: the configuration's
+// policy, and a warning in the log for each command it refuses (who
+// signed it, never the signature).
+func authorize(cfg *config.Config, log *slog.Logger) func(fence.Command, string) (string, error) {
+	p := cfg.SignPolicy()
+	return func(c fence.Command, scope string) (string, error) {
+		reason, err := p.Authorize(c, scope)
+		if err != nil {
+			log.Warn("command refused", "actuator", c.Actuator, "id", c.ID, "token", c.Fence.Token, "signer", c.Signer, "reason", reason, "err", err)
+		}
+		return reason, err
+	}
 }
 
 // openBoard opens the configured board with every line at the level the

@@ -10,6 +10,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,12 +131,15 @@ func (t Topics) Actuator(topic string) (string, bool) {
 // MaxPayload is the largest command payload accepted, in bytes.
 const MaxPayload = 1024
 
-// MaxText is the largest id or holder accepted, in bytes.
+// MaxText is the largest id, holder or signer accepted, in bytes.
 const MaxText = 128
 
 // DecodeCommand parses a command payload for actuator. It is strict: the
-// payload must be one JSON object with only the fields id, token, seq, state
-// and holder, each at most once and of the right type. On error the returned
+// payload must be one JSON object with only the fields id, token, seq, state,
+// holder, signer and sig, each at most once and of the right type; signer and
+// sig come together or not at all, and sig is the standard base64 (with
+// padding) of a 64-byte signature. DecodeCommand does not verify the
+// signature: package sign does, against the gateway's configuration. On error the returned
 // Command still carries whatever could be read (its ID, for the answer).
 //
 // A payload without "state" is a fence-only command.
@@ -205,8 +209,17 @@ func DecodeCommand(actuator string, payload []byte) (fence.Command, error) {
 					err = fmt.Errorf("state %q is not \"on\" or \"off\"", s)
 				}
 			}
+		case "signer":
+			if c.Signer, err = text(key, raw); err == nil && c.Signer == "" {
+				err = errors.New("signer is empty; name the controller that signed the command, or send neither signer nor sig")
+			}
+		case "sig":
+			var s string
+			if s, err = text("sig", raw); err == nil {
+				c.Sig, err = decodeSig(s)
+			}
 		default:
-			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, holder)", key)
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, holder, signer, sig)", key)
 		}
 		if err != nil {
 			return c, err
@@ -221,7 +234,30 @@ func DecodeCommand(actuator string, payload []byte) (fence.Command, error) {
 	if !hasToken {
 		return c, errors.New("token is required (an integer from 1 to 2^63-1)")
 	}
+	if seen["signer"] != seen["sig"] {
+		return c, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
+	}
 	return c, nil
+}
+
+// SigSize is the size of a command's signature (Ed25519).
+const SigSize = 64
+
+// EncodeSig returns a signature as a command carries it: standard base64
+// with padding.
+func EncodeSig(sig []byte) string { return base64.StdEncoding.EncodeToString(sig) }
+
+// decodeSig parses a signature written as EncodeSig writes it, strictly:
+// encoding/base64 alone would also take line breaks and padding bits.
+func decodeSig(s string) ([]byte, error) {
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil || EncodeSig(b) != s {
+		return nil, fmt.Errorf("sig must be standard base64 with padding, got %s", abbrev(json.RawMessage(strconv.Quote(s))))
+	}
+	if len(b) != SigSize {
+		return nil, fmt.Errorf("sig holds %d bytes; an Ed25519 signature has %d (88 characters of base64)", len(b), SigSize)
+	}
+	return b, nil
 }
 
 func text(key string, raw json.RawMessage) (string, error) {
@@ -283,6 +319,12 @@ func EncodeCommand(c fence.Command) []byte {
 	}
 	if c.Holder != "" {
 		b = appendString(append(b, `,"holder":`...), c.Holder)
+	}
+	if c.Signer != "" {
+		b = appendString(append(b, `,"signer":`...), c.Signer)
+	}
+	if c.Sig != nil {
+		b = append(append(append(b, `,"sig":"`...), EncodeSig(c.Sig)...), '"')
 	}
 	return append(b, '}')
 }

@@ -11,6 +11,19 @@ import (
 
 const maxTokenText = "9223372036854775807" // fence.MaxToken, 2^63-1
 
+// testSig is a signature-sized byte string whose base64 has both + and /
+// (so that the URL-safe alphabet differs); testSigText is its wire form.
+var (
+	testSig = func() []byte {
+		b := make([]byte, SigSize)
+		for i := range b {
+			b[i] = byte(0xf8 + 3*i)
+		}
+		return b
+	}()
+	testSigText = EncodeSig(testSig)
+)
+
 // validCommands are payloads DecodeCommand must accept, with the command
 // each decodes to for actuator "pump".
 var validCommands = []struct {
@@ -48,6 +61,10 @@ var validCommands = []struct {
 		fence.Command{ID: "a\"b\\c/dé\n", Holder: "\u2028<&>", Actuator: "pump", Fence: fence.Fence{Token: 3}}},
 	{"unicode", `{"id":"ключ-1","holder":"植物","token":3,"state":"on"}`,
 		fence.Command{ID: "ключ-1", Holder: "植物", Actuator: "pump", Fence: fence.Fence{Token: 3}, State: fence.StateOn}},
+	{"signed", `{"id":"s-1","token":42,"state":"on","holder":"ctl-a","signer":"ctl-a","sig":"` + testSigText + `"}`,
+		fence.Command{ID: "s-1", Holder: "ctl-a", Actuator: "pump", Fence: fence.Fence{Token: 42}, State: fence.StateOn, Signer: "ctl-a", Sig: testSig}},
+	{"signed, sig first", `{"sig":"` + testSigText + `","signer":"ctl-b","token":7}`,
+		fence.Command{Actuator: "pump", Fence: fence.Fence{Token: 7}, Signer: "ctl-b", Sig: testSig}},
 	{"payload of exactly MaxPayload bytes", `{"token":3}` + strings.Repeat(" ", MaxPayload-len(`{"token":3}`)),
 		fence.Command{Actuator: "pump", Fence: fence.Fence{Token: 3}}},
 	// Strings that encoding/json escapes more verbosely than a controller
@@ -132,6 +149,22 @@ var badCommands = []struct {
 	{"id kept when token negative", `{"id":"a-1","token":-1}`, "negative", "a-1"},
 	{"id kept when it comes last", `{"token":-1,"state":"on","id":"a-2"}`, "negative", "a-2"},
 	{"id kept when state bad", `{"id":"a-3","token":1,"state":"toggle"}`, `state "toggle"`, "a-3"},
+	{"sig without signer", `{"id":"g-1","token":1,"sig":"` + testSigText + `"}`, "signer and sig go together", "g-1"},
+	{"signer without sig", `{"id":"g-2","token":1,"signer":"ctl-a"}`, "signer and sig go together", "g-2"},
+	{"empty signer", `{"id":"g-3","token":1,"signer":"","sig":"` + testSigText + `"}`, "signer is empty", "g-3"},
+	{"signer of 129 bytes", `{"token":1,"signer":"` + strings.Repeat("s", MaxText+1) + `","sig":"` + testSigText + `"}`, "signer is 129 bytes; the limit is 128", ""},
+	{"signer as number", `{"token":1,"signer":7,"sig":"` + testSigText + `"}`, "signer must be a string, got 7", ""},
+	{"sig as number", `{"token":1,"signer":"a","sig":7}`, "sig must be a string, got 7", ""},
+	{"sig as null", `{"token":1,"signer":"a","sig":null}`, "sig must be a string, got null", ""},
+	{"sig empty", `{"token":1,"signer":"a","sig":""}`, "sig holds 0 bytes; an Ed25519 signature has 64", ""},
+	{"sig of 63 bytes", `{"token":1,"signer":"a","sig":"` + EncodeSig(testSig[:63]) + `"}`, "sig holds 63 bytes", ""},
+	{"sig of 65 bytes", `{"token":1,"signer":"a","sig":"` + EncodeSig(append(testSig[:64:64], 1)) + `"}`, "sig holds 65 bytes", ""},
+	{"sig not base64", `{"token":1,"signer":"a","sig":"not base64!"}`, "sig must be standard base64 with padding", ""},
+	{"sig without padding", `{"token":1,"signer":"a","sig":"` + strings.TrimRight(testSigText, "=") + `"}`, "sig must be standard base64", ""},
+	{"sig URL-safe", `{"token":1,"signer":"a","sig":"` + strings.NewReplacer("+", "-", "/", "_").Replace(testSigText) + `"}`, "sig must be standard base64", ""},
+	{"sig with a line break", `{"token":1,"signer":"a","sig":"` + testSigText[:44] + `\n` + testSigText[44:] + `"}`, "sig must be standard base64", ""},
+	{"sig with padding bits set", `{"token":1,"signer":"a","sig":"` + testSigText[:85] + "B==" + `"}`, "sig must be standard base64", ""},
+	{"duplicate sig", `{"token":1,"signer":"a","sig":"` + testSigText + `","sig":"` + testSigText + `"}`, `field "sig" appears twice`, ""},
 	{"id kept when field unknown", `{"colour":1,"id":"a-4","token":1}`, "unknown field", "a-4"},
 }
 
@@ -142,7 +175,7 @@ func TestDecodeCommand(t *testing.T) {
 			t.Errorf("%s: DecodeCommand(%q) error = %v, want nil", tt.name, tt.payload, err)
 			continue
 		}
-		if got != tt.want {
+		if !got.Equal(tt.want) {
 			t.Errorf("%s: DecodeCommand(%q) = %+v, want %+v", tt.name, tt.payload, got, tt.want)
 		}
 	}
@@ -175,6 +208,8 @@ func TestEncodeCommandRoundTrip(t *testing.T) {
 		{ID: `q"uote\back` + "\n\t\x00\x1f\u2028\u2029<>&é", Holder: "植物", Actuator: "pump", Fence: fence.Fence{Token: 9}},
 		{ID: strings.Repeat("<", MaxText), Holder: strings.Repeat("\u2028", MaxText/3), Actuator: "pump",
 			Fence: fence.Fence{Token: fence.MaxToken, Seq: fence.MaxSeq}, State: fence.StateOff},
+		{ID: "s-1", Holder: "ctl-a", Actuator: "pump", Fence: fence.Fence{Token: 42, Seq: 1}, State: fence.StateOn, Signer: "ctl-a", Sig: testSig},
+		{Actuator: "pump", Fence: fence.Fence{Token: 3}, Signer: "ctl \"b\"", Sig: testSig},
 	}
 	for _, c := range cmds {
 		b := EncodeCommand(c)
@@ -183,7 +218,7 @@ func TestEncodeCommandRoundTrip(t *testing.T) {
 			t.Errorf("DecodeCommand(EncodeCommand(%+v) = %q) error = %v, want nil", c, b, err)
 			continue
 		}
-		if got != c {
+		if !got.Equal(c) {
 			t.Errorf("DecodeCommand(EncodeCommand(%+v) = %q) = %+v, want %+v", c, b, got, c)
 		}
 	}
@@ -193,6 +228,25 @@ func TestEncodeCommandRoundTrip(t *testing.T) {
 	if want := "a\uFFFDb"; err != nil || got.ID != want {
 		t.Errorf("DecodeCommand(EncodeCommand(id %q)) = %q, %v, want %q, nil", c.ID, got.ID, err, want)
 	}
+}
+
+// A signed command fits MaxPayload with every field at its longest, each
+// string written with two-byte escapes (\" and \\): the limit leaves room
+// for the signature. (Only control characters escape longer, to six bytes;
+// an id and holder of those do not fit even unsigned.)
+func TestSignedCommandFits(t *testing.T) {
+	long := strings.Repeat(`"`, MaxText)
+	c := fence.Command{ID: long, Holder: long, Signer: long, Actuator: "pump",
+		Fence: fence.Fence{Token: fence.MaxToken, Seq: fence.MaxSeq}, State: fence.StateOff, Sig: testSig}
+	b := EncodeCommand(c)
+	if len(b) > MaxPayload {
+		t.Fatalf("the longest signed command is %d bytes, above MaxPayload %d", len(b), MaxPayload)
+	}
+	got, err := DecodeCommand("pump", b)
+	if err != nil || !got.Equal(c) {
+		t.Errorf("DecodeCommand(%q) = %+v, %v, want %+v", b, got, err, c)
+	}
+	t.Logf("longest signed command with two-byte escapes: %d of %d bytes", len(b), MaxPayload)
 }
 
 func TestEncodeCommandWire(t *testing.T) {
@@ -393,7 +447,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		if err != nil {
 			t.Fatalf("DecodeCommand(EncodeCommand(DecodeCommand(%q)) = %q) error = %v, want nil", payload, enc, err)
 		}
-		if again != c {
+		if !again.Equal(c) {
 			t.Fatalf("DecodeCommand(EncodeCommand(DecodeCommand(%q)) = %q) = %+v, want %+v", payload, enc, again, c)
 		}
 	})

@@ -28,6 +28,7 @@ func TestHelpNeverActs(t *testing.T) {
 		{"send", "--gateway", "gw", "--actuator", "pump", "--token", "5", "on"},
 		{"sim", "--dir", simDir, "--http", "127.0.0.1:0", "--mqtt", "127.0.0.1:0"},
 		{"sim", "scenario", "paused-controller", "--sim", "http://127.0.0.1:1"},
+		{"keygen", "--out", filepath.Join(dir, "ctl")},
 		{"version"},
 	}
 	for _, args := range commands {
@@ -57,7 +58,7 @@ func TestHelpNeverActs(t *testing.T) {
 				if strings.Contains(stdout.String()+stderr.String(), "sim-crash-file") {
 					t.Errorf("gateway %s lists the test-only flag --sim-crash-file", strings.Join(argv, " "))
 				}
-				for _, p := range []string{store, simDir} {
+				for _, p := range []string{store, simDir, filepath.Join(dir, "ctl.key"), filepath.Join(dir, "ctl.pub")} {
 					if _, err := os.Stat(p); err == nil {
 						t.Fatalf("gateway %s created %s", strings.Join(argv, " "), p)
 					}

@@ -10,6 +10,7 @@
 //	gateway init --config gateway.yaml           create the fence store once; fails if it exists
 //	gateway check --config gateway.yaml          check a configuration, the store, the board, as run would
 //	gateway inspect --store fence.db             print fences and the audit trail (read-only)
+//	gateway keygen --out ctl-a                   make a controller's key pair (ctl-a.key, ctl-a.pub) for signed commands
 //	gateway version
 //
 // Every command takes -h (or --help): it prints the command's usage and
@@ -57,6 +58,7 @@ Usage:
                                        create the fence store once, with a floor (fails if it exists)
   gateway check --config FILE          check a configuration, its store and board, as run would
   gateway inspect --store FILE         print fences and recent audit entries (read-only)
+  gateway keygen --out PATH            make a controller's key pair for signed commands
   gateway version                      print the version
 
 Every command takes -h for its own usage. Exit codes: 0 success, 1 failure
@@ -148,6 +150,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdInit(ctx, rest, stdout, stderr)
 	case "inspect":
 		return cmdInspect(rest, stdout, stderr)
+	case "keygen":
+		return cmdKeygen(rest, stdout, stderr)
 	case "version":
 		if err := newFlags("version", "", "Prints the version.").parse(rest, stdout, stderr); err != nil {
 			return err

@@ -83,6 +83,9 @@ run would (78 for a bad configuration or store, 1 for the rest).`)
 		return err
 	}
 	fmt.Fprintf(stdout, "config %s: ok: gateway %q, %d actuators, %d interlocks, store %s\n", *cfgPath, cfg.ID, len(cfg.Actuators), len(cfg.Interlocks), cfg.Store)
+	if len(cfg.Controllers) > 0 {
+		fmt.Fprintf(stdout, "signed commands: %s\n", cfg.Signing())
+	}
 	if *only {
 		return nil
 	}

@@ -30,13 +30,14 @@ Sends one tokenized command and prints the gateway's answer (JSON) on stdout.
 "fence" sends a fence-only command: it raises the scope's fence, drives
 nothing. With --etcd the token comes from an etcd lock on the actuator's
 fence scope, which the gateway publishes (the lock key's CreateRevision), and
-the lock is released afterwards.
+the lock is released afterwards. With --key and --signer the command is
+signed (see gateway keygen), as a gateway that requires signatures wants.
 
 Exit codes: 0 applied or duplicate, 3 stale, 4 rejected, 5 failed, 6 no
 answer (timeout), 64 bad usage, 1 other errors (broker or etcd unreachable).`
 
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [flags] on|off|fence", sendAbout)
+	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [--key PATH.key --signer NAME] [flags] on|off|fence", sendAbout)
 	broker := fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL")
 	prefix := fs.String("prefix", wire.DefaultPrefix, "topic prefix")
 	username := fs.String("username", "", "MQTT user name (the password is read from $FENCEGATE_MQTT_PASSWORD)")
@@ -49,6 +50,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer")
 	etcdURL := fs.String("etcd", "", "obtain the token from an etcd lock at this endpoint (comma-separated list)")
 	ttl := fs.Int("ttl", 10, "with --etcd: lease time to live in seconds")
+	signing := addSignFlags(fs)
 	stop := fs.Bool("stop-after-grant", false, "with --etcd: stop this process (SIGSTOP) after the grant and before the publish, to demonstrate a paused controller; continue it with SIGCONT")
 	pos, err := fs.parseInterspersed(args, stdout, stderr)
 	if err != nil {
@@ -81,8 +83,12 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		*holder = "gateway-send@" + host
 	}
 
-	ctl, err := client.Dial(ctx, client.Options{Broker: *broker, Prefix: *prefix, GatewayID: *gw,
-		Username: *username, Password: os.Getenv("FENCEGATE_MQTT_PASSWORD")})
+	opts := client.Options{Broker: *broker, Prefix: *prefix, GatewayID: *gw,
+		Username: *username, Password: os.Getenv("FENCEGATE_MQTT_PASSWORD")}
+	if err := signing.apply(&opts); err != nil {
+		return err
+	}
+	ctl, err := client.Dial(ctx, opts)
 	if err != nil {
 		return err
 	}

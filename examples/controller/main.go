@@ -9,6 +9,9 @@
 //
 //	go run ./examples/controller --etcd http://127.0.0.1:2379 --broker tcp://127.0.0.1:1883 --gateway sim --actuator pump
 //
+// With --key PATH.key --signer NAME it signs every command, for a gateway
+// that requires signed commands (see gateway keygen).
+//
 // Run two of them against the same actuator: one acts, the other waits for
 // the lock. Stop the active one with kill -STOP for longer than the lease's
 // TTL and watch the other take over; continue it with kill -CONT and watch
@@ -17,6 +20,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,6 +36,7 @@ import (
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/sign"
 )
 
 func main() {
@@ -42,6 +47,8 @@ func main() {
 	ttl := flag.Int("ttl", 5, "lease TTL in seconds")
 	period := flag.Duration("period", time.Second, "time between commands")
 	name := flag.String("name", "", "this controller's name, for the audit trail (default: controller-PID)")
+	keyPath := flag.String("key", "", "sign commands with this private key (the PATH.key of gateway keygen); with --signer")
+	signer := flag.String("signer", "", "the controller's name in the gateway's configuration (controllers: name); with --key")
 	flag.Parse()
 	if *name == "" {
 		*name = fmt.Sprintf("controller-%d", os.Getpid())
@@ -49,7 +56,20 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stdout, nil)).With("controller", *name)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, config{strings.Split(*etcdURL, ","), *broker, *gateway, *actuator, *name, *ttl, *period}); err != nil && ctx.Err() == nil {
+	c := config{etcd: strings.Split(*etcdURL, ","), broker: *broker, gateway: *gateway, actuator: *actuator, me: *name, ttl: *ttl, period: *period, signer: *signer}
+	if (*keyPath == "") != (*signer == "") {
+		log.Error("give both --key and --signer, or neither")
+		os.Exit(64)
+	}
+	if *keyPath != "" {
+		key, err := sign.ReadPrivateKey(*keyPath)
+		if err != nil {
+			log.Error("cannot read the signing key", "err", err)
+			os.Exit(64)
+		}
+		c.key = key
+	}
+	if err := run(ctx, log, c); err != nil && ctx.Err() == nil {
 		log.Error("stopped", "err", err)
 		os.Exit(1)
 	}
@@ -60,6 +80,8 @@ type config struct {
 	broker, gateway, actuator, me string
 	ttl                           int
 	period                        time.Duration
+	signer                        string             // with key: sign every command
+	key                           ed25519.PrivateKey // nil: commands go unsigned
 }
 
 func run(ctx context.Context, log *slog.Logger, c config) error {
@@ -68,7 +90,7 @@ func run(ctx context.Context, log *slog.Logger, c config) error {
 		return err
 	}
 	defer etcd.Close()
-	gw, err := client.Dial(ctx, client.Options{Broker: c.broker, GatewayID: c.gateway})
+	gw, err := client.Dial(ctx, client.Options{Broker: c.broker, GatewayID: c.gateway, Signer: c.signer, Key: c.key})
 	if err != nil {
 		return err
 	}

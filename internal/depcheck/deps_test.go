@@ -67,6 +67,9 @@ func TestDependencyDirection(t *testing.T) {
 		{"fence", []string{paho, bbolt, mochi, gpio, yaml, mod}},
 		{"wire", []string{paho, bbolt, mochi, gpio, yaml, mod + "fencelog", mod + "actuator", mod + "boards"}},
 		{"boards/pinmap", []string{paho, bbolt, mochi, gpio, yaml, mod}},
+		// Signatures: the standard library and package fence only, so that
+		// a controller can sign without the gateway's transport.
+		{"sign", []string{paho, bbolt, mochi, gpio, yaml, mod + "wire", mod + "fencelog", mod + "actuator", mod + "boards", mod + "config", mod + "mqttlink", mod + "client"}},
 		// The safety core: no transport, no hardware.
 		{"fencelog", []string{paho, mochi, gpio, yaml, mod + "mqttlink", mod + "wire", mod + "actuator", mod + "boards"}},
 		{"actuator", []string{paho, mochi, gpio, yaml, mod + "mqttlink", mod + "wire", mod + "boards", mod + "config"}},

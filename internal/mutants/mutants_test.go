@@ -223,6 +223,63 @@ var mutants = []mutant{
 		new:  "\tmux.Handle(\"GET /\", dashboard.Handler())\n\tmux.HandleFunc(\"POST /api/actuators/{name}\", func(http.ResponseWriter, *http.Request) {})\n",
 		pkgs: []string{"./httpapi"}, run: "TestNoStateChangingEndpoint",
 	},
+	// Signed commands (issue 9, item 3).
+	{
+		name: "signature-not-verified",
+		why:  "a signed command is taken without verifying its signature",
+		file: "sign/sign.go",
+		old:  "\tif !Verify(ctl.Key, p.GatewayID, c) {",
+		new:  "\tif false && !Verify(ctl.Key, p.GatewayID, c) {",
+		pkgs: []string{"./sign", "./actuator"}, run: "TestAuthorize|TestSignedCommands",
+	},
+	{
+		name: "gateway-not-signed",
+		why:  "the canonical encoding leaves the gateway id out: a signed command can be replayed on another gateway",
+		file: "sign/sign.go",
+		old:  "\tb = appendText(b, gatewayID)\n",
+		new:  "",
+		pkgs: []string{"./sign", "./actuator"}, run: "TestAuthorize|TestSignedCommands",
+	},
+	{
+		name: "actuator-not-signed",
+		why:  "the canonical encoding leaves the actuator out: a signed command can be replayed on another actuator",
+		file: "sign/sign.go",
+		old:  "\tb = appendText(b, c.Actuator)\n",
+		new:  "",
+		pkgs: []string{"./sign", "./actuator"}, run: "TestAuthorize|TestSignedCommands",
+	},
+	{
+		name: "scope-not-checked",
+		why:  "a controller commands scopes it was not given",
+		file: "sign/sign.go",
+		old:  "\tif !slices.Contains(ctl.Scopes, scope) {",
+		new:  "\tif !slices.Contains(ctl.Scopes, scope) && false {",
+		pkgs: []string{"./sign", "./actuator"}, run: "TestAuthorize|TestSignedCommands",
+	},
+	{
+		name: "unsigned-accepted",
+		why:  "an unsigned command passes where signed commands are required",
+		file: "sign/sign.go",
+		old:  "\t\tif p.Required[c.Actuator] {",
+		new:  "\t\tif p.Required[c.Actuator] && false {",
+		pkgs: []string{"./sign", "./actuator"}, run: "TestAuthorize|TestSignedCommands",
+	},
+	{
+		name: "policy-not-wired",
+		why:  "the gateway decides commands without its signature policy",
+		file: "service/service.go",
+		old:  "\t\tAuthorize:   authorize(cfg, log),\n",
+		new:  "",
+		pkgs: []string{"./cmd/gateway"}, run: "TestSignedCommandsEndToEnd",
+	},
+	{
+		name: "pasted-key-quoted",
+		why:  "a private key pasted into the configuration is quoted back by its syntax error",
+		file: "config/config.go",
+		old:  "\tif err := pemBlock(b); err != nil {",
+		new:  "\tif err := pemBlock(b); err != nil && false {",
+		pkgs: []string{"./config"}, run: "TestSigningConfigErrors",
+	},
 }
 
 // The lock mutant needs handle to let the scope's lock go between the
