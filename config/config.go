@@ -52,6 +52,8 @@ type Config struct {
 	// Interlocks are groups of actuators of one scope of which at most one
 	// may be on.
 	Interlocks []Interlock `yaml:"interlocks,omitempty"`
+
+	lines map[string]int // the line of each key, by path (mqtt.tls.ca_file)
 }
 
 // MQTT configures the broker connection.
@@ -60,7 +62,18 @@ type MQTT struct {
 	TopicPrefix string `yaml:"topic_prefix,omitempty"`
 	ClientID    string `yaml:"client_id,omitempty"`
 	Username    string `yaml:"username,omitempty"`
-	Password    string `yaml:"password,omitempty"`
+	// Password is the broker password inline, kept for older
+	// configurations; gateway check warns about it. Use PasswordFile.
+	Password string `yaml:"password,omitempty"`
+	// PasswordFile names the file that holds the broker password (see
+	// Security). A relative path is relative to the configuration file's
+	// directory.
+	PasswordFile string `yaml:"password_file,omitempty"`
+	// TLS, if set, secures the connection with these files; the broker
+	// URL must then be a TLS one (ssl://, mqtts://, tls://, wss://).
+	TLS *TLS `yaml:"tls,omitempty"`
+
+	sec security // what Load read
 }
 
 // Actuator configures one output.
@@ -150,6 +163,9 @@ func Load(path string) (*Config, error) {
 	if !filepath.IsAbs(c.Store) {
 		c.Store = filepath.Join(filepath.Dir(path), c.Store)
 	}
+	if err := c.readSecurity(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
 	return c, nil
 }
 
@@ -159,8 +175,8 @@ var (
 	duplicateKy = regexp.MustCompile(`^line (\d+): mapping key "([^"]*)" already defined at line (\d+)$`)
 )
 
-// Parse checks a configuration document. Relative store paths are left as
-// they are.
+// Parse checks a configuration document. Relative paths are left as they
+// are, and no file it names is read: Load reads them (see MQTT.Security).
 //
 // Every problem is reported once, at the line to edit: the document is
 // parsed into a node tree first, which a walker checks against Config
@@ -203,6 +219,7 @@ func Parse(b []byte) (*Config, error) {
 	if err := w.err(); err != nil {
 		return nil, err
 	}
+	c.lines = w.lines
 	return &c, nil
 }
 
@@ -254,8 +271,9 @@ func (c *Config) check() error {
 	if c.MQTT.Broker == "" {
 		bad("mqtt.broker is required (e.g. tcp://127.0.0.1:1883)")
 	} else if err := checkBroker(c.MQTT.Broker); err != nil {
-		bad("mqtt.broker %q: %v", c.MQTT.Broker, err)
+		bad("mqtt.broker %q: %v", redacted(c.MQTT.Broker), err)
 	}
+	errs = append(errs, c.checkSecurity()...)
 	if c.MQTT.TopicPrefix == "" {
 		c.MQTT.TopicPrefix = wire.DefaultPrefix
 	} else if strings.ContainsAny(c.MQTT.TopicPrefix, "+#") || strings.HasPrefix(c.MQTT.TopicPrefix, "/") ||
@@ -346,12 +364,16 @@ func (c *Config) check() error {
 func checkBroker(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return ue.Err // without the URL, which may hold a password
+		}
 		return err
 	}
 	switch u.Scheme {
 	case "tcp", "mqtt", "ssl", "tls", "mqtts", "ws", "wss":
 	default:
-		return fmt.Errorf("scheme %q: want tcp://host:port (or ssl, ws, wss)", u.Scheme)
+		return fmt.Errorf("scheme %q: want tcp://host:port, or ssl://host:port for TLS (or mqtt, mqtts, tls, ws, wss)", u.Scheme)
 	}
 	if u.Host == "" {
 		return errors.New("no host; want e.g. tcp://127.0.0.1:1883")
@@ -360,4 +382,15 @@ func checkBroker(s string) error {
 		return errors.New("no port; want e.g. tcp://127.0.0.1:1883")
 	}
 	return nil
+}
+
+// redacted is the broker URL s with any password in it replaced.
+func redacted(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		return "…" + s[i:]
+	}
+	return s
 }

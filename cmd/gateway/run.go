@@ -77,6 +77,9 @@ run would (78 for a bad configuration or store, 1 for the rest).`)
 		return err
 	}
 	fmt.Fprintf(stdout, "config %s: ok: gateway %q, %d actuators, %d interlocks, store %s\n", *cfgPath, cfg.ID, len(cfg.Actuators), len(cfg.Interlocks), cfg.Store)
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stdout, "config: warning: %s\n", w)
+	}
 	if *only {
 		return nil
 	}
