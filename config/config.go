@@ -150,8 +150,24 @@ func (c *Config) Marshal(header string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// Load reads and checks the configuration file at path.
+// Load reads and checks the configuration file at path, and reads the
+// files it names (mqtt.tls's, mqtt.password_file): a file it cannot use
+// is an error at its key's line.
 func Load(path string) (*Config, error) {
+	c, err := LoadWithoutFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.readSecurity(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// LoadWithoutFiles is Load without reading the files the configuration
+// names, for checking a configuration on another machine than the
+// gateway's. Relative paths are made relative to the file's directory.
+func LoadWithoutFiles(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -160,11 +176,11 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	if !filepath.IsAbs(c.Store) {
-		c.Store = filepath.Join(filepath.Dir(path), c.Store)
-	}
-	if err := c.readSecurity(filepath.Dir(path)); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+	dir := filepath.Dir(path)
+	for _, p := range append([]*string{&c.Store, &c.MQTT.PasswordFile}, c.MQTT.TLS.files()...) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
 	}
 	return c, nil
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -166,24 +165,20 @@ func (c *Config) checkSecurity() []error {
 	return errs
 }
 
-// readSecurity reads the files of mqtt.tls and mqtt.password_file, with
-// relative paths relative to dir, and $FENCEGATE_MQTT_PASSWORD when no
-// password is configured. Each unusable file is an error at its key's
-// line.
-func (c *Config) readSecurity(dir string) error {
+// files returns pointers to t's file names; none if t is nil.
+func (t *TLS) files() []*string {
+	if t == nil {
+		return nil
+	}
+	return []*string{&t.CAFile, &t.CertFile, &t.KeyFile}
+}
+
+// readSecurity reads the files of mqtt.tls and mqtt.password_file, and
+// $FENCEGATE_MQTT_PASSWORD when no password is configured. Each unusable
+// file is an error at its key's line.
+func (c *Config) readSecurity() error {
 	m := &c.MQTT
-	abs := func(p *string) {
-		if *p != "" && !filepath.IsAbs(*p) {
-			*p = filepath.Join(dir, *p)
-		}
-	}
 	var errs []error
-	if m.TLS != nil {
-		abs(&m.TLS.CAFile)
-		abs(&m.TLS.CertFile)
-		abs(&m.TLS.KeyFile)
-	}
-	abs(&m.PasswordFile)
 	sec := security{read: true}
 	if m.TLS != nil || secureURL(m.Broker) {
 		var t mqttsec.TLS

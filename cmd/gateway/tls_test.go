@@ -297,3 +297,24 @@ func TestUnreadableSecret(t *testing.T) {
 		t.Errorf("check with an unreadable password file: exit %d, want %d with %q and how to fix it:\n%s", code, exitConfig, want, out)
 	}
 }
+
+// TestCheckConfigOnlyReadsNoFiles: check --config-only, on another machine
+// than the gateway's, reads neither the password file nor the TLS files,
+// and says so; without it, a missing file is a configuration error.
+func TestCheckConfigOnlyReadsNoFiles(t *testing.T) {
+	dir := t.TempDir()
+	cfg := securedConfig(t, dir, "x", "ssl://broker.lan:8883", "",
+		"  username: gateway\n  password_file: mqtt.password\n  tls:\n    ca_file: /etc/fencegate/nope.crt\n")
+	out, code := runCLI(t, "check", "--config-only", "--config", cfg)
+	for _, w := range []string{"not read (--config-only): mqtt.password_file " + filepath.Join(dir, "mqtt.password"),
+		"not read (--config-only): mqtt.tls.ca_file /etc/fencegate/nope.crt"} {
+		if code != 0 || !strings.Contains(out, w) {
+			t.Errorf("check --config-only: exit %d, want 0 with %q:\n%s", code, w, out)
+		}
+	}
+	out, code = runCLI(t, "check", "--config", cfg)
+	if code != exitConfig || !strings.Contains(out, "line 5: mqtt.password_file "+filepath.Join(dir, "mqtt.password")+": no such file") ||
+		!strings.Contains(out, "line 7: mqtt.tls.ca_file /etc/fencegate/nope.crt: no such file") {
+		t.Errorf("check: exit %d, want %d with both missing files at their lines:\n%s", code, exitConfig, out)
+	}
+}
