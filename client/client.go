@@ -87,8 +87,9 @@ type Options struct {
 	GatewayID string
 	ClientID  string // default: a unique id
 	Username  string
-	// Password is sent with Username. Without Password and PasswordFile,
-	// Dial takes it from $FENCEGATE_MQTT_PASSWORD, as the gateway does.
+	// Password is sent with Username. With a Username but neither
+	// Password nor PasswordFile, Dial takes the password from
+	// $FENCEGATE_MQTT_PASSWORD, as the gateway and gateway send do.
 	Password string
 	// PasswordFile names a file that holds the password, alone on one line.
 	PasswordFile string

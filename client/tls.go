@@ -81,7 +81,7 @@ func (o Options) security() (*tls.Config, string, mqttsec.Settings, error) {
 	n := o.names()
 	s := mqttsec.Settings{Names: n, Broker: o.Broker, Username: o.Username}
 	var conf *tls.Config
-	if u, err := url.Parse(o.Broker); err == nil && mqttsec.IsTLSScheme(u.Scheme) {
+	if mqttsec.IsTLSURL(o.Broker) {
 		var t mqttsec.TLS
 		if o.TLS != nil {
 			t = *o.TLS

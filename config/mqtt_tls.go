@@ -69,7 +69,7 @@ func (m *MQTT) Security() (Security, error) {
 	if m.TLS != nil || m.PasswordFile != "" {
 		return s, errors.New("config: mqtt.tls and mqtt.password_file name files, which only config.Load reads")
 	}
-	if secureURL(m.Broker) {
+	if mqttsec.IsTLSURL(m.Broker) {
 		s.TLS, _ = mqttsec.TLS{}.Config(names)
 	}
 	if m.Password != "" {
@@ -115,11 +115,6 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func secureURL(broker string) bool {
-	u, err := url.Parse(broker)
-	return err == nil && mqttsec.IsTLSScheme(u.Scheme)
 }
 
 // checkSecurity checks mqtt's TLS and password keys, without reading
@@ -180,7 +175,7 @@ func (c *Config) readSecurity() error {
 	m := &c.MQTT
 	var errs []error
 	sec := security{read: true}
-	if m.TLS != nil || secureURL(m.Broker) {
+	if m.TLS != nil || mqttsec.IsTLSURL(m.Broker) {
 		var t mqttsec.TLS
 		if m.TLS != nil {
 			t = mqttsec.TLS{CAFile: m.TLS.CAFile, CertFile: m.TLS.CertFile, KeyFile: m.TLS.KeyFile, ServerName: m.TLS.ServerName}

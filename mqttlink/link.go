@@ -308,7 +308,7 @@ func (l *Link) Run(ctx context.Context) error {
 	l.client = client
 	l.mu.Unlock()
 
-	l.log.Info("connecting to broker", "broker", l.opts.Broker, "client_id", l.opts.ClientID, "tls", l.opts.TLS != nil,
+	l.log.Info("connecting to broker", "broker", l.opts.Broker, "client_id", l.opts.ClientID, "tls", mqttsec.IsTLSURL(l.opts.Broker),
 		"username", l.opts.Username, "password_from", l.opts.Settings.PasswordFrom)
 	l.connect(ctx, client)
 	<-ctx.Done()

@@ -45,23 +45,7 @@ func Explain(err error, s Settings) string {
 	case err == nil:
 		return ""
 	case errors.As(err, &unknown):
-		issuer := "by an unknown CA"
-		switch c := unknown.Cert; {
-		case c == nil:
-		case c.Issuer.String() != c.Subject.String():
-			issuer = "by " + certName(c.Issuer.CommonName, c.Issuer.String())
-		case len(c.DNSNames)+len(c.IPAddresses) == 0:
-			// The broker sent its CA along, and that is the one missing.
-			issuer = "by " + certName(c.Subject.CommonName, c.Subject.String())
-		default:
-			issuer = "by itself: it is self-signed, so give that certificate itself as the CA"
-		}
-		if s.TLS.CAFile == "" {
-			return fmt.Sprintf("the broker's certificate is not signed by a CA this system trusts (it is signed %s): "+
-				"set %s to the certificate of the CA that signed it", issuer, n.CAFile)
-		}
-		return fmt.Sprintf("the broker's certificate is not signed by a CA in %s %s (it is signed %s): "+
-			"put the certificate of the CA that signed the broker's certificate in that file", n.CAFile, s.TLS.CAFile, issuer)
+		return s.unknownCA(unknown.Cert)
 	case errors.As(err, &hostname):
 		return s.wrongName(hostname)
 	case errors.As(err, &invalid):
@@ -70,7 +54,7 @@ func Explain(err error, s Settings) string {
 		return s.alert(strings.TrimPrefix(op.Err.Error(), "tls: "))
 	case strings.Contains(err.Error(), "first record does not look like a TLS handshake"):
 		return fmt.Sprintf("the broker does not speak TLS on this port: use the port of its TLS listener (often 8883) in %s, or tcp:// for a plain one", n.Broker)
-	case isClosed(err) && s.secure():
+	case isClosed(err) && IsTLSURL(s.Broker):
 		return fmt.Sprintf("the broker closed the connection during the TLS handshake: is %s its TLS listener? (the broker's log says why it closed it)", hostOf(s.Broker))
 	}
 	return ""
@@ -88,11 +72,6 @@ func BadCredentials(s Settings) string {
 	return "bad user name or password: " + s.credentials()
 }
 
-func (s Settings) secure() bool {
-	u, err := url.Parse(s.Broker)
-	return err == nil && IsTLSScheme(u.Scheme)
-}
-
 // credentials says which credentials the broker refused.
 func (s Settings) credentials() string {
 	n := s.Names
@@ -103,6 +82,34 @@ func (s Settings) credentials() string {
 		return fmt.Sprintf("the broker refused user %q without a password: give the password in %s or $%s", s.Username, n.PasswordFile, EnvPassword)
 	}
 	return fmt.Sprintf("the broker refused user %q with the password from %s: check both against the broker's password file", s.Username, s.PasswordFrom)
+}
+
+// unknownCA explains a broker certificate chain that ends at c, which no
+// trusted CA signed.
+func (s Settings) unknownCA(c *x509.Certificate) string {
+	n := s.Names
+	where := "a CA this system trusts"
+	fix := fmt.Sprintf("set %s to the certificate of the CA that signed it", n.CAFile)
+	if s.TLS.CAFile != "" {
+		where = fmt.Sprintf("a CA in %s %s", n.CAFile, s.TLS.CAFile)
+		fix = "put the certificate of the CA that signed the broker's certificate in that file"
+	}
+	switch {
+	case c == nil:
+		return fmt.Sprintf("the broker's certificate is not signed by %s: %s", where, fix)
+	case c.Issuer.String() == c.Subject.String() && len(c.DNSNames)+len(c.IPAddresses) > 0 && s.TLS.CAFile == "":
+		return fmt.Sprintf("the broker's certificate is self-signed (%s): set %s to that certificate itself, "+
+			"or give the broker a certificate signed by a CA", certName(c.Subject.CommonName, c.Subject.String()), n.CAFile)
+	case c.Issuer.String() == c.Subject.String() && len(c.DNSNames)+len(c.IPAddresses) > 0:
+		return fmt.Sprintf("the broker's certificate is self-signed (%s), and not in %s %s: put that certificate itself there, "+
+			"or give the broker a certificate signed by a CA in it", certName(c.Subject.CommonName, c.Subject.String()), n.CAFile, s.TLS.CAFile)
+	case c.Issuer.String() == c.Subject.String():
+		// The broker sent its CA along, and that is the one missing.
+		return fmt.Sprintf("the broker's certificate is not signed by %s (it is signed by %s): %s",
+			where, certName(c.Subject.CommonName, c.Subject.String()), fix)
+	}
+	return fmt.Sprintf("the broker's certificate is not signed by %s (it is signed by %s): %s",
+		where, certName(c.Issuer.CommonName, c.Issuer.String()), fix)
 }
 
 func (s Settings) wrongName(e x509.HostnameError) string {

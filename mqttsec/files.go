@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"os/user"
 	"runtime"
@@ -67,6 +68,12 @@ func IsTLSScheme(scheme string) bool {
 		return true
 	}
 	return false
+}
+
+// IsTLSURL reports whether broker is a URL with a TLS scheme.
+func IsTLSURL(broker string) bool {
+	u, err := url.Parse(broker)
+	return err == nil && IsTLSScheme(u.Scheme)
 }
 
 // FileError is a file named by a setting that cannot be used. Its message

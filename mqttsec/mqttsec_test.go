@@ -204,6 +204,8 @@ func TestExplainHandshakes(t *testing.T) {
 	c := testenv.MakeCerts(t)
 	good := tlsServer(t, c.Server, c.ServerKey, "")
 	expired := tlsServer(t, c.Expired, c.ExpiredKey, "")
+	future := tlsServer(t, c.Future, c.FutureKey, "")
+	selfSigned := tlsServer(t, c.SelfSigned, c.SelfSignedKey, "")
 	mutual := tlsServer(t, c.Server, c.ServerKey, c.CA)
 	plain, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -236,6 +238,13 @@ func TestExplainHandshakes(t *testing.T) {
 			[]string{"the broker's certificate is for localhost, 127.0.0.1, not for \"broker.example\" (mqtt.tls.server_name)"}},
 		{"expired", expired, mqttsec.TLS{CAFile: c.CA},
 			[]string{"the broker's certificate expired at", "renew it on the broker"}},
+		{"not yet valid", future, mqttsec.TLS{CAFile: c.CA},
+			[]string{"the broker's certificate is valid only from", "is the clock right?"}},
+		{"self-signed", selfSigned, mqttsec.TLS{CAFile: c.CA},
+			[]string{`the broker's certificate is self-signed ("broker"), and not in mqtt.tls.ca_file ` + c.CA + ": put that certificate itself there"}},
+		{"self-signed, the system's CAs", selfSigned, mqttsec.TLS{},
+			[]string{`the broker's certificate is self-signed ("broker"): set mqtt.tls.ca_file to that certificate itself`}},
+		{"self-signed, given as the CA", selfSigned, mqttsec.TLS{CAFile: c.SelfSigned}, nil},
 		{"client certificate missing", mutual, mqttsec.TLS{CAFile: c.CA},
 			[]string{"the broker requires a client certificate", "set mqtt.tls.cert_file and mqtt.tls.key_file"}},
 		{"client certificate of another CA", mutual, mqttsec.TLS{CAFile: c.CA, CertFile: c.OtherClient, KeyFile: c.OtherClientKey},

@@ -97,7 +97,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		return err
 	}
 	for _, w := range cfg.Warnings() {
-		log.Warn("configuration: "+w, "component", "config")
+		log.Warn("configuration warning", "component", "config", "warning", w)
 	}
 	var readyOnce sync.Once
 	link = mqttlink.New(mqttlink.Options{

@@ -85,13 +85,18 @@ func TestBrokerTLS(t *testing.T) {
 		}
 	}
 
+	var refusedAt func(t *testing.T, url, tlsYAML, password string, want ...string) (string, *logBuffer)
 	// refused runs a gateway that the broker (or its own check of the
 	// broker) refuses, and checks that the reason is in the log and the
 	// status, and that it keeps trying.
 	refused := func(t *testing.T, b *testenv.TLSBroker, tlsYAML, password string, want ...string) (addr string, log *logBuffer) {
 		t.Helper()
+		return refusedAt(t, b.URL, tlsYAML, password, want...)
+	}
+	refusedAt = func(t *testing.T, url, tlsYAML, password string, want ...string) (addr string, log *logBuffer) {
+		t.Helper()
 		log = &logBuffer{}
-		addr = runListening(t, tlsGateway(t, testenv.ID(t, "tls"), b.URL, tlsYAML, password), log)
+		addr = runListening(t, tlsGateway(t, testenv.ID(t, "tls"), url, tlsYAML, password), log)
 		waitFor(t, 15*time.Second, "two failed attempts", func() bool { return apiStatus(t, addr).Broker.Failures >= 2 })
 		st := apiStatus(t, addr)
 		for _, w := range want {
@@ -147,6 +152,15 @@ func TestBrokerTLS(t *testing.T) {
 		b := testenv.MosquittoTLS(t, testenv.TLSBrokerOptions{Certs: certs, RequireCertificate: true, Users: users})
 		refused(t, b, fmt.Sprintf("%s    cert_file: %s\n    key_file: %s\n", ca, certs.OtherClient, certs.OtherClientKey), users["gateway"],
 			"the broker refused this client's certificate, mqtt.tls.cert_file "+certs.OtherClient)
+	})
+	t.Run("plain URL for the TLS port", func(t *testing.T) {
+		b := testenv.MosquittoTLS(t, testenv.TLSBrokerOptions{Certs: certs, Users: users})
+		refusedAt(t, strings.Replace(b.URL, "ssl://", "tcp://", 1), "", users["gateway"],
+			"if that port is the broker's TLS listener, use ssl:// in mqtt.broker")
+	})
+	t.Run("TLS URL for a plain port", func(t *testing.T) {
+		refusedAt(t, strings.Replace(testenv.Mosquitto(t), "tcp://", "ssl://", 1), ca, users["gateway"],
+			"the broker closed the connection during the TLS handshake: is 127.0.0.1:")
 	})
 	t.Run("client certificate", func(t *testing.T) {
 		connects(t, testenv.MosquittoTLS(t, testenv.TLSBrokerOptions{Certs: certs, RequireCertificate: true, Users: users}), ca+clientCert)

@@ -29,6 +29,10 @@ type Certs struct {
 	Server, ServerKey string
 	// Expired and its key: for the same names, valid until an hour ago.
 	Expired, ExpiredKey string
+	// Future and its key: for the same names, valid from tomorrow.
+	Future, FutureKey string
+	// SelfSigned and its key: for the same names, signed by itself.
+	SelfSigned, SelfSignedKey string
 	// Client and its key: a client certificate (CN "gateway") signed by CA.
 	Client, ClientKey string
 	// OtherClient and its key: a client certificate signed by OtherCA.
@@ -45,18 +49,27 @@ func MakeCerts(t testing.TB) *Certs {
 	other, otherKey := mk.ca("another CA", "other-ca.crt")
 	c.CA, c.OtherCA = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "other-ca.crt")
 	now := time.Now()
-	server := func(name string, notAfter time.Time) (string, string) {
+	server := func(name string, notBefore, notAfter time.Time) (string, string) {
 		return mk.leaf(name, ca, caKey, &x509.Certificate{
 			Subject:     pkix.Name{CommonName: "broker"},
-			NotBefore:   now.Add(-48 * time.Hour),
+			NotBefore:   notBefore,
 			NotAfter:    notAfter,
 			DNSNames:    []string{"localhost"},
 			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		})
 	}
-	c.Server, c.ServerKey = server("server", now.Add(24*time.Hour))
-	c.Expired, c.ExpiredKey = server("expired", now.Add(-time.Hour))
+	c.Server, c.ServerKey = server("server", now.Add(-48*time.Hour), now.Add(24*time.Hour))
+	c.Expired, c.ExpiredKey = server("expired", now.Add(-48*time.Hour), now.Add(-time.Hour))
+	c.Future, c.FutureKey = server("future", now.Add(24*time.Hour), now.Add(48*time.Hour))
+	c.SelfSigned, c.SelfSignedKey = mk.leaf("self-signed", nil, nil, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "broker"},
+		NotBefore:   now.Add(-time.Hour),
+		NotAfter:    now.Add(24 * time.Hour),
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
 	client := func(name string, ca *x509.Certificate, key *ecdsa.PrivateKey) (string, string) {
 		return mk.leaf(name, ca, key, &x509.Certificate{
 			Subject:     pkix.Name{CommonName: "gateway"},
@@ -109,13 +122,16 @@ func (m *certMaker) ca(cn, file string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	return cert, key
 }
 
-// leaf makes a certificate from tmpl signed by ca, and writes it to
-// NAME.crt and its key to NAME.key.
+// leaf makes a certificate from tmpl signed by ca (nil: by itself), and
+// writes it to NAME.crt and its key to NAME.key.
 func (m *certMaker) leaf(name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, tmpl *x509.Certificate) (certFile, keyFile string) {
 	key := m.key()
 	m.serial++
 	tmpl.SerialNumber = big.NewInt(m.serial)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	if ca == nil {
+		ca, caKey = tmpl, key
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
 		m.t.Fatal(err)
