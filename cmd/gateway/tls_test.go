@@ -280,7 +280,7 @@ func TestUnreadableSecret(t *testing.T) {
 	pw := writeSecret(t, filepath.Join(dir, "mqtt.password"), "Pw-unreadable\n")
 	cfg := securedConfig(t, dir, "x", "tcp://127.0.0.1:1", "", "  username: gateway\n  password_file: mqtt.password\n")
 	os.Chmod(cfg, 0o644)
-	cmd := exec.Command(bin, "check", "--config-only", "--config", cfg)
+	cmd := exec.Command(bin, "run", "--config", cfg)
 	if os.Geteuid() == 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	} else if err := os.Chmod(pw, 0); err != nil {
@@ -294,7 +294,7 @@ func TestUnreadableSecret(t *testing.T) {
 	want := "line 5: mqtt.password_file " + pw + ": permission denied: "
 	if code != exitConfig || !strings.Contains(string(out), want) || !strings.Contains(string(out), "chown root:fencegate "+pw) ||
 		strings.Contains(string(out), "Pw-unreadable") {
-		t.Errorf("check with an unreadable password file: exit %d, want %d with %q and how to fix it:\n%s", code, exitConfig, want, out)
+		t.Errorf("run with an unreadable password file: exit %d, want %d with %q and how to fix it:\n%s", code, exitConfig, want, out)
 	}
 }
 
@@ -316,5 +316,8 @@ func TestCheckConfigOnlyReadsNoFiles(t *testing.T) {
 	if code != exitConfig || !strings.Contains(out, "line 5: mqtt.password_file "+filepath.Join(dir, "mqtt.password")+": no such file") ||
 		!strings.Contains(out, "line 7: mqtt.tls.ca_file /etc/fencegate/nope.crt: no such file") {
 		t.Errorf("check: exit %d, want %d with both missing files at their lines:\n%s", code, exitConfig, out)
+	}
+	if out, code = runCLI(t, "run", "--init", "--config", cfg); code != exitConfig || !strings.Contains(out, "mqtt.tls.ca_file /etc/fencegate/nope.crt: no such file") {
+		t.Errorf("run: exit %d, want %d with the missing CA file:\n%s", code, exitConfig, out)
 	}
 }
