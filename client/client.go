@@ -18,6 +18,8 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/pahosec"
+	"github.com/fencegate/fencegate/mqttsec"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -86,7 +88,18 @@ type Options struct {
 	GatewayID string
 	ClientID  string // default: a unique id
 	Username  string
-	Password  string
+	// Password is sent with Username. With a Username but neither
+	// Password nor PasswordFile, Dial takes the password from
+	// $FENCEGATE_MQTT_PASSWORD, as the gateway and gateway send do.
+	Password string
+	// PasswordFile names a file that holds the password, alone on one line.
+	PasswordFile string
+	// TLS secures the connection with these files; a TLS broker URL
+	// (ssl://, mqtts://, tls://, wss://) without it trusts the system's CAs.
+	TLS *TLS
+	// Names are the names of these options in error messages (e.g. a
+	// program's flags); zero means the Options' field names.
+	Names mqttsec.Names
 	// Signer and Key, if set (both or neither), sign every command Send
 	// sends for GatewayID (see package sign): the controller's name in the
 	// gateway's configuration, and its private key (sign.ReadPrivateKey
@@ -119,7 +132,9 @@ const keepUnread = 1024
 var clientSeq atomic.Uint64
 
 // Dial connects to the broker and subscribes to the gateway's answers,
-// states and status.
+// states and status. Its error says why the broker or its certificate was
+// refused (see package mqttsec), naming the options to fix as o.Names
+// says.
 func Dial(ctx context.Context, o Options) (*Client, error) {
 	if o.Prefix == "" {
 		o.Prefix = wire.DefaultPrefix
@@ -134,12 +149,20 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		waiting: map[string]chan fence.Result{}, unread: map[string]fence.Result{},
 		states: map[string]fence.Output{}, changed: make(chan struct{}),
 		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000), signer: o.Signer, key: o.Key}
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	tlsConf, password, set, err := o.security()
+	if err != nil {
+		return nil, err
+	}
 	opts := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID).
-		SetUsername(o.Username).SetPassword(o.Password).SetCleanSession(true).
+		SetUsername(o.Username).SetPassword(password).SetCleanSession(true).
 		SetAutoReconnect(true).SetConnectTimeout(5 * time.Second).SetOrderMatters(true)
+	pahosec.SetTLS(opts, tlsConf)
 	cl.c = mqtt.NewClient(opts)
 	if err := wait(ctx, cl.c.Connect()); err != nil {
-		return nil, fmt.Errorf("client: connect %s: %w", o.Broker, err)
+		return nil, fmt.Errorf("client: connect %s: %w", o.Broker, pahosec.Explained(err, set))
 	}
 	subs := map[string]byte{cl.topics.ResultFilter(): 1, cl.topics.StateFilter(): 1, cl.topics.Status(): 1}
 	if err := wait(ctx, cl.c.SubscribeMultiple(subs, cl.receive)); err != nil {

@@ -61,6 +61,8 @@ type Config struct {
 	// Controllers are the controllers whose signed commands the gateway
 	// takes.
 	Controllers []Controller `yaml:"controllers,omitempty"`
+
+	lines map[string]int // the line of each key, by path (mqtt.tls.ca_file)
 }
 
 // MQTT configures the broker connection.
@@ -69,7 +71,18 @@ type MQTT struct {
 	TopicPrefix string `yaml:"topic_prefix,omitempty"`
 	ClientID    string `yaml:"client_id,omitempty"`
 	Username    string `yaml:"username,omitempty"`
-	Password    string `yaml:"password,omitempty"`
+	// Password is the broker password inline, kept for older
+	// configurations; gateway check warns about it. Use PasswordFile.
+	Password string `yaml:"password,omitempty"`
+	// PasswordFile names the file that holds the broker password (see
+	// Security). A relative path is relative to the configuration file's
+	// directory.
+	PasswordFile string `yaml:"password_file,omitempty"`
+	// TLS, if set, secures the connection with these files; the broker
+	// URL must then be a TLS one (ssl://, mqtts://, tls://, wss://).
+	TLS *TLS `yaml:"tls,omitempty"`
+
+	sec security // what Load read
 }
 
 // Actuator configures one output.
@@ -168,8 +181,24 @@ func (c *Config) Marshal(header string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// Load reads and checks the configuration file at path.
+// Load reads and checks the configuration file at path, and reads the
+// files it names (mqtt.tls's, mqtt.password_file): a file it cannot use
+// is an error at its key's line.
 func Load(path string) (*Config, error) {
+	c, err := LoadWithoutFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.readSecurity(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// LoadWithoutFiles is Load without reading the files the configuration
+// names, for checking a configuration on another machine than the
+// gateway's. Relative paths are made relative to the file's directory.
+func LoadWithoutFiles(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -178,8 +207,11 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	if !filepath.IsAbs(c.Store) {
-		c.Store = filepath.Join(filepath.Dir(path), c.Store)
+	dir := filepath.Dir(path)
+	for _, p := range append([]*string{&c.Store, &c.MQTT.PasswordFile}, c.MQTT.TLS.files()...) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
 	}
 	return c, nil
 }
@@ -190,8 +222,8 @@ var (
 	duplicateKy = regexp.MustCompile(`^line (\d+): mapping key "([^"]*)" already defined at line (\d+)$`)
 )
 
-// Parse checks a configuration document. Relative store paths are left as
-// they are.
+// Parse checks a configuration document. Relative paths are left as they
+// are, and no file it names is read: Load reads them (see MQTT.Security).
 //
 // Every problem is reported once, at the line to edit: the document is
 // parsed into a node tree first, which a walker checks against Config
@@ -249,6 +281,7 @@ func Parse(b []byte) (*Config, error) {
 	if err := w.err(); err != nil {
 		return nil, err
 	}
+	c.lines = w.lines
 	return &c, nil
 }
 
@@ -300,8 +333,9 @@ func (c *Config) check() error {
 	if c.MQTT.Broker == "" {
 		bad("mqtt.broker is required (e.g. tcp://127.0.0.1:1883)")
 	} else if err := checkBroker(c.MQTT.Broker); err != nil {
-		bad("mqtt.broker %q: %v", c.MQTT.Broker, err)
+		bad("mqtt.broker %q: %v", redacted(c.MQTT.Broker), err)
 	}
+	errs = append(errs, c.checkSecurity()...)
 	if c.MQTT.TopicPrefix == "" {
 		c.MQTT.TopicPrefix = wire.DefaultPrefix
 	} else if strings.ContainsAny(c.MQTT.TopicPrefix, "+#") || strings.HasPrefix(c.MQTT.TopicPrefix, "/") ||
@@ -412,12 +446,16 @@ func (n nameSet) check(name string, line int, missing, hint string) string {
 func checkBroker(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return ue.Err // without the URL, which may hold a password
+		}
 		return err
 	}
 	switch u.Scheme {
 	case "tcp", "mqtt", "ssl", "tls", "mqtts", "ws", "wss":
 	default:
-		return fmt.Errorf("scheme %q: want tcp://host:port (or ssl, ws, wss)", u.Scheme)
+		return fmt.Errorf("scheme %q: want tcp://host:port, or ssl://host:port for TLS (or mqtt, mqtts, tls, ws, wss)", u.Scheme)
 	}
 	if u.Host == "" {
 		return errors.New("no host; want e.g. tcp://127.0.0.1:1883")
@@ -461,4 +499,15 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// redacted is the broker URL s with any password in it replaced.
+func redacted(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		return "…" + s[i:]
+	}
+	return s
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +15,9 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/fencegate/fencegate/internal/pahosec"
+	"github.com/fencegate/fencegate/mqttsec"
 )
 
 // Status is the state of a gateway's broker connection, for people and
@@ -53,6 +57,7 @@ const takeoverWindow = 5 * time.Second
 type connState struct {
 	log     *slog.Logger
 	gateway string
+	set     mqttsec.Settings
 
 	mu         sync.Mutex // guards the fields below
 	st         Status
@@ -66,10 +71,10 @@ type connState struct {
 	dropLogged time.Time
 }
 
-func newConnState(broker, clientID, gateway string, log *slog.Logger) *connState {
+func newConnState(set mqttsec.Settings, clientID, gateway string, log *slog.Logger) *connState {
 	now := time.Now()
-	return &connState{log: log, gateway: gateway, downSince: now,
-		st: Status{Broker: broker, ClientID: clientID, Since: now}}
+	return &connState{log: log, gateway: gateway, set: set, downSince: now,
+		st: Status{Broker: set.Broker, ClientID: clientID, Since: now}}
 }
 
 func (s *connState) status() Status {
@@ -80,7 +85,10 @@ func (s *connState) status() Status {
 
 // failed records a failed connection attempt.
 func (s *connState) failed(err error) {
-	why := explain(err, s.st.Broker)
+	why := explain(err, s.set)
+	if isEOF(err) && !strings.Contains(why, "TLS") {
+		why += " before it answered (if that port is the broker's TLS listener, use ssl:// in " + s.set.Names.Broker + ")"
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.st.Failures++
@@ -129,7 +137,7 @@ func (s *connState) lost(err error) bool {
 	} else {
 		s.quickLoss = 0
 	}
-	why := "connection lost: " + explain(err, s.st.Broker)
+	why := "connection lost: " + explain(err, s.set)
 	if s.quickLoss >= 2 && isEOF(err) {
 		why = fmt.Sprintf("the broker closed the connection %s after accepting it, %d times in a row: another client with client id %q "+
 			"took over the session; is another gateway running with id %q (or mqtt.client_id)? Give each gateway its own id",
@@ -185,17 +193,35 @@ func (s *connState) conflict(why string) {
 	s.fail(why)
 }
 
+// settings returns o.Settings completed from o: the broker URL, the user
+// name, and the gateway configuration's names by default.
+func settings(o Options) mqttsec.Settings {
+	s := o.Settings
+	if s.Names == (mqttsec.Names{}) {
+		s.Names = mqttsec.GatewayNames()
+	}
+	if s.Broker == "" {
+		s.Broker = o.Broker
+	}
+	if s.Username == "" {
+		s.Username = o.Username
+	}
+	if s.PasswordFrom == "" && o.Password != "" {
+		s.PasswordFrom = "mqtt.password"
+	}
+	return s
+}
+
 // explain turns a connection error into a reason a person can act on.
-func explain(err error, broker string) string {
+func explain(err error, s mqttsec.Settings) string {
 	var op *net.OpError
 	var dns *net.DNSError
+	if why := pahosec.Explain(err, s); why != "" {
+		return why
+	}
 	switch {
 	case err == nil:
 		return "unknown"
-	case errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword):
-		return "bad user name or password (check mqtt.username and mqtt.password, and the broker's password file)"
-	case errors.Is(err, packets.ErrorRefusedNotAuthorised):
-		return "not authorised: the broker refused the user name and password, or this client (check mqtt.username and mqtt.password against the broker's password file; Mosquitto answers a wrong password this way)"
 	case errors.Is(err, packets.ErrorRefusedIDRejected):
 		return "identifier rejected: the broker does not accept the client id (set mqtt.client_id)"
 	case errors.Is(err, packets.ErrorRefusedServerUnavailable):
@@ -203,9 +229,9 @@ func explain(err error, broker string) string {
 	case errors.Is(err, packets.ErrorRefusedBadProtocolVersion):
 		return "the broker does not speak MQTT 3.1.1"
 	case errors.As(err, &dns):
-		return fmt.Sprintf("host %q not found (check mqtt.broker)", dns.Name)
+		return fmt.Sprintf("host %q not found (check %s)", dns.Name, s.Names.Broker)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Sprintf("connection refused: nothing listens at %s (is the broker running? is the port right?)", strings.TrimPrefix(broker, "tcp://"))
+		return fmt.Sprintf("connection refused: nothing listens at %s (is the broker running? is the port right?)", hostPort(s.Broker))
 	case errors.As(err, &op) && op.Timeout():
 		return "timed out: the broker did not answer (network down, firewall, or wrong address)"
 	case isEOF(err):
@@ -214,18 +240,27 @@ func explain(err error, broker string) string {
 	return err.Error()
 }
 
+// hostPort is the host:port of a broker URL.
+func hostPort(broker string) string {
+	if u, err := url.Parse(broker); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return broker
+}
+
 func isEOF(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // Probe connects to the broker once, as o describes (Broker, Username,
-// Password, ClientID; a clean session, so it disturbs no gateway's
-// session), and disconnects. Its error says why the broker did not accept
-// the connection, as the gateway's log would.
+// Password, TLS, Settings, ClientID; a clean session, so it disturbs no
+// gateway's session), and disconnects. Its error says why the broker did
+// not accept the connection, as the gateway's log would.
 func Probe(ctx context.Context, o Options) error {
 	co := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID).
 		SetUsername(o.Username).SetPassword(o.Password).SetProtocolVersion(4).
 		SetCleanSession(true).SetAutoReconnect(false).SetConnectTimeout(5 * time.Second)
+	pahosec.SetTLS(co, o.TLS)
 	c := mqtt.NewClient(co)
 	tok := c.Connect()
 	select {
@@ -234,7 +269,7 @@ func Probe(ctx context.Context, o Options) error {
 		return ctx.Err()
 	}
 	if err := tok.Error(); err != nil {
-		return errors.New(explain(err, o.Broker))
+		return errors.New(explain(err, settings(o)))
 	}
 	c.Disconnect(100)
 	return nil

@@ -39,6 +39,7 @@ package mqttlink
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -53,6 +54,8 @@ import (
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/pahosec"
+	"github.com/fencegate/fencegate/mqttsec"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -82,6 +85,13 @@ type Options struct {
 	ClientID string
 	Username string
 	Password string
+	// TLS secures a connection to a TLS broker URL (ssl://, mqtts://,
+	// tls://, wss://); nil uses paho's default (the system's CAs).
+	TLS *tls.Config
+	// Settings describe the connection's settings in the user's words, for
+	// the reasons of failed connections (see mqttsec.Explain); a zero
+	// Names means the gateway configuration's keys.
+	Settings mqttsec.Settings
 	// Actuators are the names commands may address; commands for other
 	// names are rejected without a worker of their own.
 	Actuators []string
@@ -151,6 +161,7 @@ func New(opts Options, h Handler) *Link {
 	if opts.ClientID == "" {
 		opts.ClientID = "fencegate-" + opts.Topics.GatewayID
 	}
+	opts.Settings = settings(opts)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -166,7 +177,7 @@ func New(opts Options, h Handler) *Link {
 		claim: wire.Claim{Instance: hex.EncodeToString(nonce[:]), Store: opts.Store, Host: host, PID: os.Getpid(),
 			Started: started.UTC().Truncate(time.Second), Version: opts.Version}}
 	l.states = newStatePublisher(l)
-	l.conn = newConnState(opts.Broker, opts.ClientID, opts.Topics.GatewayID, log)
+	l.conn = newConnState(opts.Settings, opts.ClientID, opts.Topics.GatewayID, log)
 	l.guard = newInstanceGuard(l)
 	return l
 }
@@ -263,6 +274,7 @@ func (l *Link) Run(ctx context.Context) error {
 			l.conn.dropped(name)
 		}
 	}
+	pahosec.SetTLS(co, l.opts.TLS)
 	co.SetDefaultPublishHandler(dispatch)
 	co.SetConnectionNotificationHandler(func(_ mqtt.Client, n mqtt.ConnectionNotification) {
 		switch n := n.(type) {
@@ -296,7 +308,8 @@ func (l *Link) Run(ctx context.Context) error {
 	l.client = client
 	l.mu.Unlock()
 
-	l.log.Info("connecting to broker", "broker", l.opts.Broker, "client_id", l.opts.ClientID)
+	l.log.Info("connecting to broker", "broker", l.opts.Broker, "client_id", l.opts.ClientID, "tls", mqttsec.IsTLSURL(l.opts.Broker),
+		"username", l.opts.Username, "password_from", l.opts.Settings.PasswordFrom)
 	l.connect(ctx, client)
 	<-ctx.Done()
 

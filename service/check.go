@@ -102,10 +102,16 @@ func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
 		add("http", addr+": free", nil)
 	}
 
+	sec, err := cfg.MQTT.Security()
+	if err != nil {
+		add("broker", cfg.MQTT.Broker, err)
+		return out
+	}
+	out = append(out, securityFindings(sec, time.Now())...)
 	if o.Broker {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := mqttlink.Probe(pctx, mqttlink.Options{Broker: cfg.MQTT.Broker, Username: cfg.MQTT.Username, Password: cfg.MQTT.Password,
-			ClientID: fmt.Sprintf("fencegate-%s-check-%d", cfg.ID, os.Getpid())})
+		err := mqttlink.Probe(pctx, mqttlink.Options{Broker: cfg.MQTT.Broker, Username: cfg.MQTT.Username, Password: sec.Password,
+			TLS: sec.TLS, Settings: sec.Settings, ClientID: fmt.Sprintf("fencegate-%s-check-%d", cfg.ID, os.Getpid())})
 		cancel()
 		if err != nil {
 			out = append(out, Finding{Step: "broker", Text: fmt.Sprintf("%s: %v (run would keep trying)", cfg.MQTT.Broker, err), Warning: true})

@@ -108,13 +108,22 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	log.Info("signed commands", "policy", cfg.Signing())
 	topics := wire.Topics{Prefix: cfg.MQTT.TopicPrefix, GatewayID: cfg.ID}
+	sec, err := cfg.MQTT.Security()
+	if err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration warning", "component", "config", "warning", w)
+	}
 	var readyOnce sync.Once
 	link = mqttlink.New(mqttlink.Options{
 		Broker:    cfg.MQTT.Broker,
 		Topics:    topics,
 		ClientID:  cfg.MQTT.ClientID,
 		Username:  cfg.MQTT.Username,
-		Password:  cfg.MQTT.Password,
+		Password:  sec.Password,
+		TLS:       sec.TLS,
+		Settings:  sec.Settings,
 		Actuators: bank.Names(),
 		Store:     flog.ID(),
 		Version:   opts.Version,

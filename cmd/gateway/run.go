@@ -72,13 +72,13 @@ store (opened read-only), its directory, the board and its lines, the HTTP
 address. It says "ok" exactly when run would start, and otherwise exits as
 run would (78 for a bad configuration or store, 1 for the rest).`)
 	cfgPath := fs.String("config", "", "configuration file (YAML)")
-	only := fs.Bool("config-only", false, "check the file alone, not the store, board or ports (e.g. on another machine than the gateway's)")
+	only := fs.Bool("config-only", false, "check the file alone: not the files it names (password, TLS), the store, board or ports (e.g. on another machine than the gateway's)")
 	initStore := fs.Bool("init", false, "check as run --init would (a missing store would be created)")
 	broker := fs.Bool("broker", false, "also connect to the broker with the gateway's credentials (a failure is a warning: run keeps trying)")
 	if err := fs.parseNoArgs(args, stdout, stderr); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := loadForCheck(*cfgPath, *only)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,13 @@ run would (78 for a bad configuration or store, 1 for the rest).`)
 	if len(cfg.Controllers) > 0 {
 		fmt.Fprintf(stdout, "signed commands: %s\n", cfg.Signing())
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stdout, "config: warning: %s\n", w)
+	}
 	if *only {
+		for _, f := range namedFiles(cfg) {
+			fmt.Fprintf(stdout, "config: not read (--config-only): %s\n", f)
+		}
 		return nil
 	}
 	var failed error

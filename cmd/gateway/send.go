@@ -38,9 +38,7 @@ answer (timeout), 64 bad usage, 1 other errors (broker or etcd unreachable).`
 
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [--key PATH.key --signer NAME] [flags] on|off|fence", sendAbout)
-	broker := fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL")
-	prefix := fs.String("prefix", wire.DefaultPrefix, "topic prefix")
-	username := fs.String("username", "", "MQTT user name (the password is read from $FENCEGATE_MQTT_PASSWORD)")
+	conn := addBrokerFlags(fs)
 	gw := fs.String("gateway", "", "gateway id (required)")
 	act := fs.String("actuator", "", "actuator name (required)")
 	token := fs.Uint64("token", 0, "fencing token, 1 to 2^63-1 (or use --etcd)")
@@ -83,14 +81,19 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		*holder = "gateway-send@" + host
 	}
 
-	opts := client.Options{Broker: *broker, Prefix: *prefix, GatewayID: *gw,
-		Username: *username, Password: os.Getenv("FENCEGATE_MQTT_PASSWORD")}
+	opts, err := conn.options(*gw)
+	if err != nil {
+		return err
+	}
 	if err := signing.apply(&opts); err != nil {
+		return err
+	}
+	if err != nil {
 		return err
 	}
 	ctl, err := client.Dial(ctx, opts)
 	if err != nil {
-		return err
+		return dialErr(err)
 	}
 	defer ctl.Close()
 

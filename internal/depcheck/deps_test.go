@@ -78,6 +78,8 @@ func TestDependencyDirection(t *testing.T) {
 		{"boards", []string{paho, mochi, yaml, mod + "mqttlink", mod + "wire", mod + "config", mod + "service"}},
 		// Checking a configuration never loads a GPIO driver or a broker client.
 		{"config", []string{paho, mochi, gpio}},
+		// The broker connection's security, read by config: no broker client.
+		{"mqttsec", []string{paho, bbolt, mochi, gpio, yaml, mod}},
 		{"httpapi", []string{paho, mochi, gpio}},
 		// The run path: everything `gateway run` uses. The embedded broker
 		// and the simulator belong to the simulator only.

@@ -280,6 +280,38 @@ var mutants = []mutant{
 		new:  "\tif err := pemBlock(b); err != nil && false {",
 		pkgs: []string{"./config"}, run: "TestSigningConfigErrors",
 	},
+	{
+		name: "tls-verification-off",
+		why:  "the broker's certificate is not verified: any certificate, signed by any CA, is accepted",
+		file: "mqttsec/files.go",
+		old:  "c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}",
+		new:  "c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: true}",
+		pkgs: []string{"./service"}, run: "TestBrokerTLS/wrong_CA",
+	},
+	{
+		name: "tls-server-name-ignored",
+		why:  "mqtt.tls.server_name is not checked: a certificate for another name is accepted",
+		file: "mqttsec/files.go",
+		old:  "c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}",
+		new:  "c := &tls.Config{MinVersion: tls.VersionTLS12}",
+		pkgs: []string{"./service"}, run: "TestBrokerTLS/wrong_server_name",
+	},
+	{
+		name: "password-not-sent",
+		why:  "the gateway connects without the password it read",
+		file: "mqttlink/link.go",
+		old:  "\t\tSetPassword(l.opts.Password).\n",
+		new:  "",
+		pkgs: []string{"./service"}, run: "TestBrokerTLS/^good$",
+	},
+	{
+		name: "password-logged",
+		why:  "the gateway logs its broker password",
+		file: "mqttlink/link.go",
+		old:  `"password_from", l.opts.Settings.PasswordFrom)`,
+		new:  `"password_from", l.opts.Settings.PasswordFrom, "password", l.opts.Password)`,
+		pkgs: []string{"./cmd/gateway"}, run: "TestSecretsNeverShown",
+	},
 }
 
 // The lock mutant needs handle to let the scope's lock go between the

@@ -24,18 +24,9 @@ type AuthBroker struct {
 // acl_file syntax). It is killed when t ends.
 func MosquittoAuth(t testing.TB, users map[string]string, acl string) *AuthBroker {
 	t.Helper()
-	passwd := Program(t, "mosquitto_passwd")
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "passwd")
-	for name, secret := range users {
-		args := []string{"-b", pw, name, secret}
-		if _, err := os.Stat(pw); err != nil {
-			args = append([]string{"-c"}, args...)
-		}
-		if out, err := exec.Command(passwd, args...).CombinedOutput(); err != nil {
-			t.Fatalf("mosquitto_passwd: %v: %s", err, out)
-		}
-	}
+	writePasswd(t, pw, users)
 	b := &AuthBroker{dir: dir}
 	b.WriteACL(t, acl)
 	text := fmt.Sprintf("allow_anonymous false\npassword_file %s\nacl_file %s\nset_tcp_nodelay true\npersistence false\n",
