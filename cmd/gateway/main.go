@@ -123,7 +123,7 @@ func exitCode(err error, stderr io.Writer) int {
 // must change the configuration or the installation.
 func isConfigError(err error) bool {
 	for _, target := range []error{fencelog.ErrNotExist, fencelog.ErrEmpty, fencelog.ErrNotStore,
-		fencelog.ErrDamaged, fencelog.ErrFormat, boards.ErrBoard, service.ErrStoreDir, service.ErrConflict} {
+		fencelog.ErrDamaged, fencelog.ErrFormat, fencelog.ErrOtherGateway, fencelog.ErrUnwritable, boards.ErrBoard, service.ErrStoreDir, service.ErrConflict} {
 		if errors.Is(err, target) {
 			return true
 		}
