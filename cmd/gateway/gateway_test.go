@@ -54,11 +54,18 @@ type proc struct {
 
 func startProc(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	return startProgram(t, env, binary, args...)
+}
+
+// startProgram starts prog (the gateway, or a program that runs it) as a
+// proc; it is killed when t ends.
+func startProgram(t *testing.T, env []string, prog string, args ...string) *proc {
+	t.Helper()
 	logf, err := os.CreateTemp(t.TempDir(), "gateway-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(prog, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
