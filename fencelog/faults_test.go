@@ -1,7 +1,9 @@
 package fencelog
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,5 +159,75 @@ func TestStoreGone(t *testing.T) {
 				t.Error("Broken() not closed")
 			}
 		})
+	}
+}
+
+// TestOpenDamagedPages (issue 10): a store whose data pages or scope
+// records are damaged is ErrDamaged at Open, read-only or not, and never
+// a panic (bbolt panics on some damaged pages when it reads them).
+func TestOpenDamagedPages(t *testing.T) {
+	l, path := openLog(t, nil)
+	for i := range 200 {
+		c := cmd(fmt.Sprint(i), "pump", 1, 0, fence.StateOn)
+		c.Holder = strings.Repeat("h", 100)
+		admit(t, l, fmt.Sprint("s", i), c, fence.Applied)
+	}
+	l.Close()
+	whole, _ := os.ReadFile(path)
+	pages := func(b []byte) []byte { // every page after the two meta pages overwritten
+		b = bytes.Clone(b)
+		copy(b[8192:], bytes.Repeat([]byte{0xff}, len(b)-8192))
+		return b
+	}
+	record := func(b []byte) []byte { // one scope record's JSON made invalid, bbolt's pages intact
+		b = bytes.Clone(b)
+		i := bytes.Index(b, []byte(`{"fence":{"token":1`))
+		if i < 0 {
+			t.Fatal("no scope record found in the file")
+		}
+		b[i] = '['
+		return b
+	}
+	for name, damage := range map[string]func([]byte) []byte{"pages": pages, "record": record} {
+		bad := filepath.Join(t.TempDir(), "bad.db")
+		os.WriteFile(bad, damage(whole), 0o600)
+		for _, ro := range []bool{false, true} {
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("Open(damaged %s, ReadOnly=%v) panicked: %v", name, ro, r)
+					}
+				}()
+				l, err := Open(bad, &Options{ReadOnly: ro, AuditFlush: -1})
+				if err == nil {
+					l.Close()
+				}
+				if !errors.Is(err, ErrDamaged) {
+					t.Errorf("Open(damaged %s, ReadOnly=%v) = %v, want ErrDamaged", name, ro, err)
+				}
+			}()
+		}
+	}
+}
+
+// BenchmarkOpenFullAudit opens a store with a full audit trail (10,000
+// entries): what reading every page at start (walk) costs.
+func BenchmarkOpenFullAudit(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "fence.db")
+	l, err := Open(path, &Options{Create: Fresh(), AuditFlush: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 10000 {
+		l.Record(Entry{Actuator: "pump", ID: fmt.Sprint("id-", i), Holder: "controller-b", Outcome: fence.Stale})
+	}
+	l.Admit("pump", fence.Command{ID: "b", Actuator: "pump", Fence: fence.Fence{Token: 42}, State: fence.StateOn}, fence.Rules{}, nil)
+	l.Close()
+	for b.Loop() {
+		l, err := Open(path, &Options{AuditFlush: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Close()
 	}
 }

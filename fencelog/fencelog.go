@@ -331,7 +331,7 @@ func Open(path string, opts *Options) (*Log, error) {
 		return nil, fmt.Errorf("%w: %s has 0 bytes: it was truncated or never written. A fresh store would accept tokens this gateway already refused; "+
 			"if no controller can hold a token for this gateway, delete the file and create the store with gateway init", ErrEmpty, path)
 	case statErr == nil:
-		if err := checkLength(path, fi.Size()); err != nil {
+		if err := checkFile(path, fi.Size()); err != nil {
 			return nil, err
 		}
 	case errors.Is(statErr, fs.ErrNotExist) && o.Create != nil && strings.TrimSpace(o.Create.Why) == "":
@@ -347,9 +347,10 @@ func Open(path string, opts *Options) (*Log, error) {
 		return nil, fmt.Errorf("fencelog: open %s: %w", path, statErr)
 	}
 
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
+	db, err := openBolt(path, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
 	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+		return nil, fmt.Errorf("%w: %s: another process (a gateway, or gateway inspect) has it open, and one gateway at a time may use a store; "+
+			"waited %v for it. Stop the other process, or give this gateway a store of its own", ErrLocked, path, o.Timeout)
 	}
 	if err != nil && (damaged(err) || existed && strings.Contains(err.Error(), "file size too small")) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
@@ -360,6 +361,12 @@ func Open(path string, opts *Options) (*Log, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fencelog: open %s: %w", path, err)
+	}
+	if existed {
+		if err := walk(db, path); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	file, err := os.Stat(path)
 	if err != nil {
@@ -422,6 +429,19 @@ func Open(path string, opts *Options) (*Log, error) {
 		close(l.done)
 	}
 	return l, nil
+}
+
+// openBolt is bolt.Open, with a panic (bbolt's answer to some damaged
+// pages that checkFile cannot see) returned as ErrDamaged. bbolt then keeps
+// the file open, and its lock held, until the process exits; a gateway
+// exits on ErrDamaged.
+func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("%w: %s: %v", ErrDamaged, path, r)
+		}
+	}()
+	return bolt.Open(path, 0o600, opts)
 }
 
 // initStore checks (or, with create, makes) the store's buckets and
@@ -934,12 +954,12 @@ func (l *Log) sameFile() error {
 	fi, err := os.Stat(l.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w: %s was deleted while the gateway had it open; what was just written went to a file nobody can open again. "+
+		return fmt.Errorf("%w: %s was deleted while the gateway had it open: what it records now goes to a file nobody can open again. "+
 			"Restore the store, or create it again with gateway init --floor-from-etcd (see docs/design.md)", ErrGone, l.path)
 	case err != nil:
 		return fmt.Errorf("%w: %s: %v", ErrGone, l.path, err)
 	case !os.SameFile(fi, l.file):
-		return fmt.Errorf("%w: %s was replaced by another file while the gateway had it open; what was just written went to the old file. "+
+		return fmt.Errorf("%w: %s was replaced by another file while the gateway had it open: what it records now goes to the old file, which nobody can open again. "+
 			"Restarting opens the file that is there now: make sure it is this gateway's newest store (see docs/design.md)", ErrGone, l.path)
 	}
 	return nil
