@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -343,12 +344,23 @@ func TestCrashBetweenFsyncAndDrive(t *testing.T) {
 	}
 }
 
+// cliTimeout bounds a command of runCLI: each ends on its own in a second
+// or two. One that runs on (a gateway that started where it should have
+// refused) fails the test instead of hanging it.
+const cliTimeout = 20 * time.Second
+
 func runCLI(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = time.Second
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("gateway %v did not exit within %v (was it meant to refuse, and started instead?):\n%s", args, cliTimeout, out.String())
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
