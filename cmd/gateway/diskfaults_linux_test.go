@@ -165,7 +165,7 @@ func lastLine(out, s string) string {
 func TestStoreRefusedAtStart(t *testing.T) {
 	tests := []struct {
 		name   string
-		break_ func(t *testing.T, dir, store string) // damages the store (dir holds it)
+		damage func(t *testing.T, dir, store string) // damages the store (dir holds it)
 		want   []string
 	}{
 		{"truncated", func(t *testing.T, dir, store string) {
@@ -226,7 +226,7 @@ func TestStoreRefusedAtStart(t *testing.T) {
 				}
 			}
 			l.Close()
-			tt.break_(t, dir, store)
+			tt.damage(t, dir, store)
 			for _, args := range [][]string{{"run", "--config", cfg}, {"check", "--config", cfg}} {
 				out, code := runCLI(t, args...)
 				if code != exitConfig {
