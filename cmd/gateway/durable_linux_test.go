@@ -36,7 +36,7 @@ var durableCalls = []string{"openat", "close", "pwrite64", "write", "read", "fda
 // per stale command (docs/design.md: about two per applied command, bbolt
 // writes its pages and then its meta page; stale ones almost none).
 func TestFsyncBeforeDrive(t *testing.T) {
-	straceBin := testenv.Program(t, "strace")
+	straceBin := needStrace(t)
 	dir := t.TempDir()
 	broker := testenv.EmbeddedBroker(t)
 	cfg := writeConfig(t, dir, broker, "")
@@ -180,7 +180,7 @@ func stopTraced(t *testing.T, p *proc) {
 // that was written and fsynced but has no name, and the next start finds
 // no store.
 func TestStoreCreationSyncsDirectory(t *testing.T) {
-	straceBin := testenv.Program(t, "strace")
+	straceBin := needStrace(t)
 	for _, how := range [][]string{{"init", "--new"}, {"run", "--init"}} {
 		t.Run(how[0], func(t *testing.T) {
 			dir := t.TempDir()

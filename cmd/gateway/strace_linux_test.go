@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
 // sysEvent is one system call as strace saw it. A call that strace printed
@@ -121,6 +124,17 @@ func openFlags(e sysEvent) string {
 
 // isSync reports a completed fsync or fdatasync.
 func isSync(e sysEvent) bool { return (e.name == "fdatasync" || e.name == "fsync") && e.ok() }
+
+// needStrace returns the path of strace once it has traced a program
+// here; it skips t (fails it under CI) if strace is missing or may not
+// trace (ptrace or seccomp refused in a container).
+func needStrace(t *testing.T) string {
+	t.Helper()
+	bin := testenv.Program(t, "strace")
+	out, err := exec.Command(bin, "-f", "--seccomp-bpf", "-qq", "-o", os.DevNull, "-e", "trace=fsync", "true").CombinedOutput()
+	testenv.Need(t, err == nil, "strace cannot trace here: %v: %s", err, out)
+	return bin
+}
 
 // straceCmd returns the arguments that run the gateway binary with args
 // under strace, following every thread, writing the trace to out and
