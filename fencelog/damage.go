@@ -1,13 +1,16 @@
 package fencelog
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"os"
 
+	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
 
@@ -29,9 +32,17 @@ const (
 
 type boltMeta struct {
 	pageSize uint32
+	freelist uint64 // the freelist's page, or noFreelist
 	pgid     uint64 // the high-water mark: pages in use
 	txid     uint64
 }
+
+// A freelist page's flag in its page header, and the freelist page id of a
+// store that does not keep one.
+const (
+	freelistPageFlag = 0x10
+	noFreelist       = ^uint64(0)
+)
 
 // parseMeta reads a meta page's fields; ok is false if its magic, version
 // or checksum is wrong.
@@ -48,14 +59,16 @@ func parseMeta(b []byte) (boltMeta, bool) {
 	if h.Sum64() != le.Uint64(b[56:]) {
 		return boltMeta{}, false
 	}
-	return boltMeta{pageSize: le.Uint32(b[8:]), pgid: le.Uint64(b[40:]), txid: le.Uint64(b[48:])}, true
+	return boltMeta{pageSize: le.Uint32(b[8:]), freelist: le.Uint64(b[32:]), pgid: le.Uint64(b[40:]), txid: le.Uint64(b[48:])}, true
 }
 
-// checkLength compares the file's length with the pages its newest valid
-// meta page says are in use. bbolt maps the file and would crash (SIGBUS)
-// on reading a page past its end; this says what is wrong instead. It
-// leaves every other problem to bbolt.
-func checkLength(path string, size int64) error {
+// checkFile compares the file's length with the pages its newest valid
+// meta page says are in use, and checks that the page that meta page names
+// as the freelist is one. bbolt maps the file and would crash (SIGBUS) on
+// reading a page past its end, and panics while it opens a store for
+// writing whose freelist page is damaged; this says what is wrong instead.
+// It leaves every other problem to bbolt and walk.
+func checkFile(path string, size int64) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil // bbolt says why
@@ -79,6 +92,13 @@ func checkLength(path string, size int64) error {
 	if need := int64(best.pgid) * int64(best.pageSize); size < need {
 		return fmt.Errorf("%w: %s has %d bytes, but its last commit uses %d: it was truncated (a full disk, a copy cut short)", ErrDamaged, path, size, need)
 	}
+	if best.freelist != noFreelist {
+		h := make([]byte, pageHeaderSize)
+		_, err := f.ReadAt(h, int64(best.freelist)*int64(best.pageSize))
+		if id, flags := binary.LittleEndian.Uint64(h), binary.LittleEndian.Uint16(h[8:]); err != nil || id != best.freelist || flags&freelistPageFlag == 0 {
+			return fmt.Errorf("%w: %s: page %d, which its last commit names as its list of free pages, is not one: the file was overwritten or corrupted", ErrDamaged, path, best.freelist)
+		}
+	}
 	return nil
 }
 
@@ -86,4 +106,43 @@ func checkLength(path string, size int64) error {
 func damaged(err error) bool {
 	return errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrVersionMismatch) ||
 		errors.Is(err, bolterrors.ErrChecksum) || errors.Is(err, bolterrors.ErrInvalidMapping)
+}
+
+// walk reads every bucket and key of the store and decodes every scope
+// record, so that a damaged page is found at start, with a message,
+// rather than by a crash of a running gateway: bbolt panics on some
+// damaged pages, which walk turns into ErrDamaged.
+func walk(db *bolt.DB, path string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: %v", ErrDamaged, path, r)
+		}
+	}()
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			return walkBucket(b, bytes.Equal(name, bucketScopes))
+		})
+	})
+	if err != nil && !errors.Is(err, ErrDamaged) {
+		err = fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
+	}
+	return err
+}
+
+func walkBucket(b *bolt.Bucket, scopes bool) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if nb := b.Bucket(k); nb != nil {
+				return walkBucket(nb, false)
+			}
+			return nil
+		}
+		if scopes {
+			var rec scopeRecord
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return fmt.Errorf("the record of scope %q cannot be read: %v", k, err)
+			}
+		}
+		return nil
+	})
 }

@@ -44,6 +44,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -69,6 +70,13 @@ var (
 	// written) must not silently become a fresh store that accepts any
 	// token.
 	ErrEmpty = errors.New("fencelog: store file is empty")
+	// ErrOtherGateway is returned by Open for a store that another gateway
+	// id recorded as its own (see Options.Gateway): its fences are another
+	// gateway's, and taking them over would mix two gateways' tokens.
+	ErrOtherGateway = errors.New("fencelog: store belongs to another gateway")
+	// ErrUnwritable is returned by a writable Open of a store on a
+	// read-only filesystem or that the process may not write.
+	ErrUnwritable = errors.New("fencelog: store cannot be written")
 )
 
 // Errors returned by a Log's methods.
@@ -80,6 +88,10 @@ var (
 	// ErrReadOnly is returned by every write to a store opened with
 	// Options.ReadOnly.
 	ErrReadOnly = errors.New("fencelog: store is open read-only")
+	// ErrGone is wrapped (with ErrBroken) by the first write after the
+	// store's file was deleted, or replaced by another file, while it was
+	// open: what was written went to a file that nobody can open again.
+	ErrGone = errors.New("fencelog: store file is gone from its path")
 )
 
 // OutcomeBoot marks an audit entry for a state set at start by an
@@ -107,6 +119,7 @@ var (
 	keyFloor     = []byte("floor")
 	keyFloorWhy  = []byte("floor_why")
 	keyCreated   = []byte("created")
+	keyGateway   = []byte("gateway")
 )
 
 // Birth is the decision a store is created with: which tokens are
@@ -156,6 +169,11 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives background flush errors. Nil discards.
 	Logger *slog.Logger
+	// Gateway is the id of the gateway that uses the store. A new store
+	// records it, and so does the first writable Open of a store that
+	// has none yet (one made by an older build); Open refuses a store that
+	// recorded another id, with ErrOtherGateway. Empty checks nothing.
+	Gateway string
 }
 
 // Entry is one audit record.
@@ -242,6 +260,11 @@ type Log struct {
 	path  string
 	id    string
 	birth Birth
+	// gateway is the gateway id the store recorded ("" if none yet).
+	gateway string
+	// file is the store's file as Open found it at its path; every
+	// commit checks that the path still names it.
+	file os.FileInfo
 
 	mu      sync.Mutex // guards the fields below
 	pending []Entry
@@ -300,6 +323,7 @@ func Open(path string, opts *Options) (*Log, error) {
 
 	fi, statErr := os.Stat(path)
 	existed := statErr == nil
+	var madeDirs []string // directories made for a new store, outermost first
 	switch {
 	case statErr == nil && !fi.Mode().IsRegular():
 		return nil, fmt.Errorf("%w: %s is not a regular file", ErrNotStore, path)
@@ -307,13 +331,14 @@ func Open(path string, opts *Options) (*Log, error) {
 		return nil, fmt.Errorf("%w: %s has 0 bytes: it was truncated or never written. A fresh store would accept tokens this gateway already refused; "+
 			"if no controller can hold a token for this gateway, delete the file and create the store with gateway init", ErrEmpty, path)
 	case statErr == nil:
-		if err := checkLength(path, fi.Size()); err != nil {
+		if err := checkFile(path, fi.Size()); err != nil {
 			return nil, err
 		}
 	case errors.Is(statErr, fs.ErrNotExist) && o.Create != nil && strings.TrimSpace(o.Create.Why) == "":
 		return nil, fmt.Errorf("fencelog: create %s: no floor decision: say which tokens are already spent (gateway init --floor N, --floor-from-etcd URL or --new)", path)
 	case errors.Is(statErr, fs.ErrNotExist) && o.Create != nil:
-		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		var err error
+		if madeDirs, err = makeDirs(filepath.Dir(path)); err != nil {
 			return nil, fmt.Errorf("fencelog: create store directory: %w", err)
 		}
 	case errors.Is(statErr, fs.ErrNotExist):
@@ -322,17 +347,33 @@ func Open(path string, opts *Options) (*Log, error) {
 		return nil, fmt.Errorf("fencelog: open %s: %w", path, statErr)
 	}
 
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
+	db, err := openBolt(path, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
 	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+		return nil, fmt.Errorf("%w: %s: another process (a gateway, or gateway inspect) has it open, and one gateway at a time may use a store; "+
+			"waited %v for it. Stop the other process, or give this gateway a store of its own", ErrLocked, path, o.Timeout)
 	}
 	if err != nil && (damaged(err) || existed && strings.Contains(err.Error(), "file size too small")) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
 	}
+	if err != nil && (errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission)) {
+		return nil, fmt.Errorf("%w: %s: %v. The gateway records every fence there, fsynced, before it drives an output, so it cannot run without writing it: "+
+			"remount its filesystem read-write (a filesystem that went read-only after I/O errors needs a check first) or give the gateway's user write access to it and its directory", ErrUnwritable, path, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fencelog: open %s: %w", path, err)
 	}
-	var id string
+	if existed {
+		if err := walk(db, path); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	file, err := os.Stat(path)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("fencelog: open %s: %w", path, err)
+	}
+	var id, gateway string
 	if o.ReadOnly {
 		err = db.View(func(tx *bolt.Tx) error {
 			meta := tx.Bucket(bucketMeta)
@@ -342,13 +383,16 @@ func Open(path string, opts *Options) (*Log, error) {
 			if v := string(meta.Get(keyFormat)); v != formatVersion {
 				return fmt.Errorf("%w: format %q, and this build reads %q (was it written by a newer fencegate?)", ErrFormat, v, formatVersion)
 			}
-			id = string(meta.Get(keyID))
-			return nil
+			id, gateway = string(meta.Get(keyID)), string(meta.Get(keyGateway))
+			return checkGateway(path, gateway, o.Gateway)
 		})
 	} else {
 		err = db.Update(func(tx *bolt.Tx) error {
 			var err error
-			id, err = initStore(tx, o.Create, o.Now())
+			id, gateway, err = initStore(tx, o.Create, o.Gateway, o.Now())
+			if err == nil {
+				err = checkGateway(path, gateway, o.Gateway)
+			}
 			return err
 		})
 	}
@@ -357,11 +401,13 @@ func Open(path string, opts *Options) (*Log, error) {
 		if errors.Is(err, ErrNotStore) {
 			return nil, fmt.Errorf("%w: %s", ErrNotStore, path)
 		}
+		if errors.Is(err, ErrOtherGateway) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("fencelog: open %s: %w", path, err)
 	}
 	if !existed {
-		// Make the new file's directory entry durable too.
-		if err := syncDir(filepath.Dir(path)); err != nil {
+		if err := syncEntries(path, madeDirs); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("fencelog: sync store directory: %w", err)
 		}
@@ -376,7 +422,7 @@ func Open(path string, opts *Options) (*Log, error) {
 		return nil
 	})
 
-	l := &Log{db: db, opts: o, path: path, id: id, birth: birth, stop: make(chan struct{}), done: make(chan struct{}), brokenCh: make(chan struct{})}
+	l := &Log{db: db, opts: o, path: path, id: id, gateway: gateway, file: file, birth: birth, stop: make(chan struct{}), done: make(chan struct{}), brokenCh: make(chan struct{})}
 	if o.AuditFlush > 0 {
 		go l.flusher()
 	} else {
@@ -385,17 +431,30 @@ func Open(path string, opts *Options) (*Log, error) {
 	return l, nil
 }
 
+// openBolt is bolt.Open, with a panic (bbolt's answer to some damaged
+// pages that checkFile cannot see) returned as ErrDamaged. bbolt then keeps
+// the file open, and its lock held, until the process exits; a gateway
+// exits on ErrDamaged.
+func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("%w: %s: %v", ErrDamaged, path, r)
+		}
+	}()
+	return bolt.Open(path, 0o600, opts)
+}
+
 // initStore checks (or, with create, makes) the store's buckets and
-// returns its id, giving a store of an older build one.
-func initStore(tx *bolt.Tx, create *Birth, now time.Time) (string, error) {
+// returns its id and the gateway id it recorded, giving a store of an
+// older build an id and, if gateway is set and it has none, that gateway.
+func initStore(tx *bolt.Tx, create *Birth, gateway string, now time.Time) (id, owner string, err error) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
 		if create == nil || !isEmpty(tx) {
-			return "", ErrNotStore
+			return "", "", ErrNotStore
 		}
-		var err error
 		if meta, err = tx.CreateBucket(bucketMeta); err != nil {
-			return "", err
+			return "", "", err
 		}
 		for k, v := range map[string][]byte{
 			string(keyFormat):   []byte(formatVersion),
@@ -404,30 +463,48 @@ func initStore(tx *bolt.Tx, create *Birth, now time.Time) (string, error) {
 			string(keyCreated):  []byte(now.UTC().Format(time.RFC3339)),
 		} {
 			if err := meta.Put([]byte(k), v); err != nil {
-				return "", err
+				return "", "", err
 			}
 		}
 	}
 	if v := string(meta.Get(keyFormat)); v != formatVersion {
-		return "", fmt.Errorf("%w: format %q, and this build reads %q (was it written by a newer fencegate?)", ErrFormat, v, formatVersion)
+		return "", "", fmt.Errorf("%w: format %q, and this build reads %q (was it written by a newer fencegate?)", ErrFormat, v, formatVersion)
 	}
 	for _, name := range [][]byte{bucketScopes, bucketAudit, bucketBind} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-			return "", err
+			return "", "", err
 		}
 	}
-	id := meta.Get(keyID)
-	if id == nil {
+	rid := meta.Get(keyID)
+	if rid == nil {
 		var b [16]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return "", err
+			return "", "", err
 		}
-		id = []byte(hex.EncodeToString(b[:]))
-		if err := meta.Put(keyID, id); err != nil {
-			return "", err
+		rid = []byte(hex.EncodeToString(b[:]))
+		if err := meta.Put(keyID, rid); err != nil {
+			return "", "", err
 		}
 	}
-	return string(id), nil
+	owner = string(meta.Get(keyGateway))
+	if owner == "" && gateway != "" {
+		if err := meta.Put(keyGateway, []byte(gateway)); err != nil {
+			return "", "", err
+		}
+		owner = gateway
+	}
+	return string(rid), owner, nil
+}
+
+// checkGateway refuses a store that recorded gateway id owner when the
+// configuration says want.
+func checkGateway(path, owner, want string) error {
+	if owner == "" || want == "" || owner == want {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is the store of gateway %q, and this configuration's id is %q. "+
+		"A store holds its own gateway's fences; give this gateway its own store (gateway init), or set id: %q if this is that gateway",
+		ErrOtherGateway, path, owner, want, owner)
 }
 
 func isEmpty(tx *bolt.Tx) bool {
@@ -437,6 +514,35 @@ func isEmpty(tx *bolt.Tx) bool {
 		return nil
 	})
 	return empty
+}
+
+// makeDirs makes dir and any missing parent, and returns the directories
+// it made, outermost first.
+func makeDirs(dir string) ([]string, error) {
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		missing = append([]string{d}, missing...)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, err
+	}
+	return missing, nil
+}
+
+// syncEntries makes the directory entries of a new store durable: the
+// store's in its directory, and each made directory's in its parent. A
+// crash after an unsynced creation could leave a store that was written
+// and fsynced, but that has no name.
+func syncEntries(path string, madeDirs []string) error {
+	for _, d := range madeDirs {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return syncDir(filepath.Dir(path))
 }
 
 func syncDir(dir string) error {
@@ -450,6 +556,10 @@ func syncDir(dir string) error {
 
 // Path returns the store's file name.
 func (l *Log) Path() string { return l.path }
+
+// Gateway returns the gateway id the store recorded ("" for a store opened
+// read-only that has none yet).
+func (l *Log) Gateway() string { return l.gateway }
 
 // ID returns the store's identity: random, made once when the store was
 // created (or first opened by a build that keeps one), and never changed.
@@ -466,6 +576,11 @@ func (l *Log) rules(r fence.Rules) fence.Rules {
 	r.Floor = max(r.Floor, l.birth.Floor)
 	return r
 }
+
+// testHookAdmitBetween, if set (by tests), runs in Admit between the
+// read-only decision and the write transaction, where another command may
+// change the fence.
+var testHookAdmitBetween func()
 
 // Admit decides command c for scope under rules (whose floor is raised to
 // the store's) and, if its pair passes the fence, records the new fence, the effect plan decides (nil means fence.Plain:
@@ -500,9 +615,12 @@ func (l *Log) Admit(scope string, c fence.Command, rules fence.Rules, plan Plann
 		return adm, nil
 	}
 
+	if testHookAdmitBetween != nil {
+		testHookAdmitBetween()
+	}
 	pending := l.takePending()
 	var adm Admission
-	err := l.db.Update(func(tx *bolt.Tx) error {
+	err := l.update(func(tx *bolt.Tx) error {
 		rec, err := readScope(tx, scope)
 		if err != nil {
 			return err
@@ -554,7 +672,7 @@ func (l *Log) SetStates(changes []StateChange) error {
 		return nil
 	}
 	pending := l.takePending()
-	err := l.db.Update(func(tx *bolt.Tx) error {
+	err := l.update(func(tx *bolt.Tx) error {
 		now := l.opts.Now().UTC()
 		recs := map[string]scopeRecord{}
 		var audit []Entry
@@ -626,7 +744,7 @@ func (l *Log) Bind(scopes map[string]string) ([]string, error) {
 	}
 	var moved []string
 	pending := l.takePending()
-	err := l.db.Update(func(tx *bolt.Tx) error {
+	err := l.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketBind)
 		var audit []Entry
 		for act, scope := range scopes {
@@ -776,7 +894,7 @@ func (l *Log) flush() error {
 	if len(pending) == 0 {
 		return nil
 	}
-	if err := l.db.Update(func(tx *bolt.Tx) error { return l.appendAudit(tx, pending) }); err != nil {
+	if err := l.update(func(tx *bolt.Tx) error { return l.appendAudit(tx, pending) }); err != nil {
 		return l.fail("flush audit", err)
 	}
 	return nil
@@ -819,6 +937,34 @@ func (l *Log) Close() error {
 	return l.closeErr
 }
 
+// update runs fn in a read-write transaction, commits it (fsynced), and
+// then checks that the store's path still names the file that was
+// written: a store deleted or replaced while the gateway runs would take
+// commits that no restart can read, and answer them applied.
+func (l *Log) update(fn func(*bolt.Tx) error) error {
+	if err := l.db.Update(fn); err != nil {
+		return err
+	}
+	return l.sameFile()
+}
+
+// sameFile reports, with ErrGone, a store whose path no longer names the
+// file Open opened. It costs one stat.
+func (l *Log) sameFile() error {
+	fi, err := os.Stat(l.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s was deleted while the gateway had it open: what it records now goes to a file nobody can open again. "+
+			"Restore the store, or create it again with gateway init --floor-from-etcd (see docs/design.md)", ErrGone, l.path)
+	case err != nil:
+		return fmt.Errorf("%w: %s: %v", ErrGone, l.path, err)
+	case !os.SameFile(fi, l.file):
+		return fmt.Errorf("%w: %s was replaced by another file while the gateway had it open: what it records now goes to the old file, which nobody can open again. "+
+			"Restarting opens the file that is there now: make sure it is this gateway's newest store (see docs/design.md)", ErrGone, l.path)
+	}
+	return nil
+}
+
 func (l *Log) flusher() {
 	defer close(l.done)
 	t := time.NewTicker(l.opts.AuditFlush)
@@ -830,6 +976,11 @@ func (l *Log) flusher() {
 		case <-t.C:
 			if err := l.Flush(); err != nil && !errors.Is(err, ErrBroken) && !errors.Is(err, ErrClosed) {
 				l.opts.Logger.Error("audit flush failed", "err", err)
+			}
+			// Between commits too: a store deleted while the gateway is
+			// idle stops it within a tick, not at the next command.
+			if err := l.sameFile(); err != nil && l.usable() == nil {
+				l.fail("watch store", err)
 			}
 		}
 	}

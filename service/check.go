@@ -66,7 +66,7 @@ func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
 		add("store directory", dir+": writable", nil)
 	}
 
-	switch l, err := fencelog.Open(cfg.Store, &fencelog.Options{ReadOnly: true, Timeout: 500 * time.Millisecond}); {
+	switch l, err := fencelog.Open(cfg.Store, &fencelog.Options{ReadOnly: true, Gateway: cfg.ID, Timeout: 500 * time.Millisecond}); {
 	case errors.Is(err, fencelog.ErrNotExist) && o.Init:
 		add("store", cfg.Store+": missing; --init would create it", nil)
 	case errors.Is(err, fencelog.ErrLocked):
@@ -80,6 +80,12 @@ func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
 			add("store", cfg.Store, ferr)
 			break
 		}
+		f, werr := os.OpenFile(cfg.Store, os.O_RDWR, 0)
+		if werr != nil {
+			add("store", cfg.Store, fmt.Errorf("%w: %v (run opens it for writing)", fencelog.ErrUnwritable, werr))
+			break
+		}
+		f.Close()
 		add("store", fmt.Sprintf("%s: a fencegate store (id %s), %s, %s", cfg.Store, l.ID(), describeFloor(l.Birth()), describeFences(fences)), nil)
 	}
 

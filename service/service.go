@@ -82,7 +82,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		create = fencelog.Fresh()
 	}
 	_, statErr := os.Lstat(cfg.Store)
-	flog, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: create, Logger: log.With("component", "fencelog")})
+	flog, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: create, Gateway: cfg.ID, Logger: log.With("component", "fencelog")})
 	if err != nil {
 		return err
 	}

@@ -297,7 +297,16 @@ func TestStoreNeverSilentlyCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = service.Run(context.Background(), cfg, service.Options{})
+	// A gateway that created the store would start and run on (its broker
+	// cannot be reached): stop it as soon as it listens, and at the latest
+	// after a bound, so that the test fails instead of hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	started := false
+	err = service.Run(ctx, cfg, service.Options{Listening: func(service.Info) { started = true; cancel() }})
+	if started || ctx.Err() != nil {
+		t.Fatalf("Run without a store started a gateway (created the store?): %v", err)
+	}
 	if !errors.Is(err, fencelog.ErrNotExist) || !strings.Contains(err.Error(), "gateway init") {
 		t.Errorf("Run without a store = %v, want ErrNotExist saying how to create one", err)
 	}

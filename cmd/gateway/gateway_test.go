@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -54,11 +55,18 @@ type proc struct {
 
 func startProc(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	return startProgram(t, env, binary, args...)
+}
+
+// startProgram starts prog (the gateway, or a program that runs it) as a
+// proc; it is killed when t ends.
+func startProgram(t *testing.T, env []string, prog string, args ...string) *proc {
+	t.Helper()
 	logf, err := os.CreateTemp(t.TempDir(), "gateway-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(prog, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
@@ -336,12 +344,23 @@ func TestCrashBetweenFsyncAndDrive(t *testing.T) {
 	}
 }
 
+// cliTimeout bounds a command of runCLI: each ends on its own in a second
+// or two. One that runs on (a gateway that started where it should have
+// refused) fails the test instead of hanging it.
+const cliTimeout = 20 * time.Second
+
 func runCLI(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = time.Second
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("gateway %v did not exit within %v (was it meant to refuse, and started instead?):\n%s", args, cliTimeout, out.String())
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()

@@ -18,9 +18,10 @@
 //
 // Exit codes: 0 success; 1 failure at run time (a supervisor should
 // restart the gateway); 64 bad usage; 78 bad configuration, or a store that
-// is missing, empty or not a store, or another gateway process with the
-// same id, or (gateway sim) another simulator on the same --dir
-// (restarting cannot fix these); gateway send also 3 stale,
+// is missing, empty, damaged, not a store, another gateway's or not
+// writable, or another gateway process with the same id, or (gateway sim)
+// another simulator on the same --dir (restarting cannot fix these);
+// gateway send also 3 stale,
 // 4 rejected, 5 failed, 6 timeout. Status 2 is the Go runtime's for a
 // crash (a panic, a fatal signal): restart.
 package main
@@ -123,7 +124,7 @@ func exitCode(err error, stderr io.Writer) int {
 // must change the configuration or the installation.
 func isConfigError(err error) bool {
 	for _, target := range []error{fencelog.ErrNotExist, fencelog.ErrEmpty, fencelog.ErrNotStore,
-		fencelog.ErrDamaged, fencelog.ErrFormat, boards.ErrBoard, service.ErrStoreDir, service.ErrConflict} {
+		fencelog.ErrDamaged, fencelog.ErrFormat, fencelog.ErrOtherGateway, fencelog.ErrUnwritable, boards.ErrBoard, service.ErrStoreDir, service.ErrConflict} {
 		if errors.Is(err, target) {
 			return true
 		}

@@ -166,12 +166,13 @@ runs, the store is locked: stop the gateway first, or read its API.`)
 	out := struct {
 		Store    string           `json:"store"`
 		ID       string           `json:"id"`
+		Gateway  string           `json:"gateway,omitempty"`
 		Floor    uint64           `json:"floor"`
 		FloorWhy string           `json:"floor_why,omitempty"`
 		Created  *time.Time       `json:"created,omitempty"`
 		Fences   []scope          `json:"fences"`
 		Audit    []fencelog.Entry `json:"audit"`
-	}{Store: *store, ID: l.ID(), Floor: birth.Floor, FloorWhy: birth.Why, Fences: []scope{}, Audit: audit}
+	}{Store: *store, ID: l.ID(), Gateway: l.Gateway(), Floor: birth.Floor, FloorWhy: birth.Why, Fences: []scope{}, Audit: audit}
 	if !birth.At.IsZero() {
 		out.Created = &birth.At
 	}
@@ -253,7 +254,7 @@ no GPIO, MQTT or network (except etcd with --floor-from-etcd).`)
 		}
 		birth = &fencelog.Birth{Floor: uint64(rev), Why: fmt.Sprintf("--floor-from-etcd %s: revision %d", *fromEtcd, rev)}
 	}
-	l, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: birth, AuditFlush: -1})
+	l, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: birth, Gateway: cfg.ID, AuditFlush: -1})
 	if err != nil {
 		return err
 	}
