@@ -99,14 +99,16 @@ const (
 )
 
 // Parse returns the actuator an actuator topic of this gateway names, and
-// which topic it is; KindNone for any other topic.
+// which topic it is; KindNone for any other topic, and for a name whose
+// answer could not be published (a wildcard, U+0000, invalid UTF-8, or so
+// long that the answer topic would not fit in MQTT's 65,535 bytes).
 func (t Topics) Parse(topic string) (actuator string, kind Kind) {
 	rest, ok := strings.CutPrefix(topic, t.base())
 	if !ok {
 		return "", KindNone
 	}
 	name, leaf, ok := strings.Cut(rest, "/")
-	if !ok || name == "" || strings.Contains(leaf, "/") {
+	if !ok || strings.Contains(leaf, "/") || !t.answerable(name) {
 		return "", KindNone
 	}
 	switch leaf {
@@ -118,6 +120,23 @@ func (t Topics) Parse(topic string) (actuator string, kind Kind) {
 		return name, KindState
 	}
 	return "", KindNone
+}
+
+// MaxTopic is the longest topic MQTT can carry, in bytes: its length is
+// written in two bytes.
+const MaxTopic = 1<<16 - 1
+
+// answerable reports whether name can be the actuator level of this
+// gateway's topics: not empty, valid UTF-8 without U+0000, no wildcard (+
+// #) and no /, as MQTT wants of the topics the gateway publishes on, and
+// short enough for the longest of them (the answer topic) to fit. A
+// command on any other topic could not be answered: publishing its answer
+// would break the gateway's connection (a wildcard, or a length that does
+// not fit the packet), and the broker would deliver the command again at
+// every reconnect.
+func (t Topics) answerable(name string) bool {
+	return name != "" && utf8.ValidString(name) && !strings.ContainsAny(name, "+#/\x00") &&
+		len(t.Result(name)) <= MaxTopic
 }
 
 // Actuator returns the actuator named by a command topic.
