@@ -27,9 +27,15 @@ lint:
 	$(GO) vet -tags failpoints ./cmd/gateway
 	$(GO) vet -tags nosim ./cmd/gateway
 
-## fuzz: a short run of each fuzz target
+## fuzz: a short run (FUZZTIME) of each fuzz target: the command decoder, the topic parser, the configuration
+##       loader; their seed corpora (testdata/fuzz) run with every go test. A failure writes its input there.
+FUZZTIME ?= 5s
+FUZZ     ?= ./wire:FuzzDecodeCommand ./wire:FuzzTopics ./config:FuzzParse
 fuzz:
-	$(GO) test ./mqttlink -run '^$$' -fuzz FuzzDecodeCommand -fuzztime 30s
+	@for t in $(FUZZ); do \
+	  echo "fuzz $$t for $(FUZZTIME)"; \
+	  $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
 
 ## bench: the fence store against the disk's commit floor, and commands against the broker's own round trip, in the same run
 bench:
