@@ -171,17 +171,15 @@ var fuzzTopics = []Topics{{GatewayID: "greenhouse-1"}, {Prefix: "site/a", Gatewa
 // publish that actuator's answer (no wildcard, no U+0000, valid UTF-8,
 // and an answer topic within MQTT's limit). Its input is also taken as an
 // actuator name, which each topic function must round-trip or refuse.
+// (Names near the length limit are TestTopicsRefuseUnanswerableNames's:
+// the fuzzer would spend its time minimizing 64 KB inputs.)
 func FuzzTopics(f *testing.F) {
 	for _, tp := range fuzzTopics {
-		for _, n := range []string{"pump", "a-b_c", "$probe", "pümp", "+", "#", "a/b", "", "\x00", strings.Repeat("n", MaxTopic)} {
+		for _, n := range []string{"pump", "a-b_c", "$probe", "pümp", "+", "#", "a/b", "", "\x00", strings.Repeat("n", 300)} {
 			f.Add(tp.Set(n))
 			f.Add(tp.Result(n))
 			f.Add(tp.State(n))
 		}
-		// The longest name whose answer topic fits, and one byte more.
-		longest := MaxTopic - len(tp.Result(""))
-		f.Add(tp.Set(strings.Repeat("x", longest)))
-		f.Add(tp.Set(strings.Repeat("x", longest+1)))
 		f.Add(tp.Status())
 		f.Add(tp.Instance())
 		f.Add(tp.SetFilter())

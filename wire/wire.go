@@ -130,10 +130,10 @@ const MaxTopic = 1<<16 - 1
 // gateway's topics: not empty, valid UTF-8 without U+0000, no wildcard (+
 // #) and no /, as MQTT wants of the topics the gateway publishes on, and
 // short enough for the longest of them (the answer topic) to fit. A
-// command on any other topic could not be answered: publishing its answer
-// would break the gateway's connection (a wildcard, or a length that does
-// not fit the packet), and the broker would deliver the command again at
-// every reconnect.
+// command on any other topic cannot be answered: a broker refuses (and
+// disconnects) a publish on a topic with a wildcard, and paho cuts a
+// longer topic to 65,535 bytes, which would send the answer out on a
+// topic that is none of the gateway's.
 func (t Topics) answerable(name string) bool {
 	return name != "" && utf8.ValidString(name) && !strings.ContainsAny(name, "+#/\x00") &&
 		len(t.Result(name)) <= MaxTopic
