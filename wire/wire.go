@@ -386,6 +386,7 @@ type wireResult struct {
 	Seq      uint64        `json:"seq"`
 	Fence    fence.Fence   `json:"fence"`
 	State    string        `json:"state,omitempty"`
+	Actual   string        `json:"actual,omitempty"`
 	Error    string        `json:"error,omitempty"`
 	Blocking *wireState    `json:"blocking,omitempty"`
 }
@@ -393,7 +394,7 @@ type wireResult struct {
 // EncodeResult formats an answer.
 func EncodeResult(r fence.Result) []byte {
 	w := wireResult{ID: r.ID, Actuator: r.Actuator, Outcome: r.Outcome, Reason: r.Reason,
-		Token: r.Command.Token, Seq: r.Command.Seq, Fence: r.Fence, State: r.State.String(), Error: r.Error}
+		Token: r.Command.Token, Seq: r.Command.Seq, Fence: r.Fence, State: r.State.String(), Actual: r.Actual, Error: r.Error}
 	if r.Blocking != nil {
 		b := stateOf(*r.Blocking)
 		w.Blocking = &b
@@ -409,7 +410,7 @@ func DecodeResult(payload []byte) (fence.Result, error) {
 		return fence.Result{}, fmt.Errorf("wire: decode result: %w", err)
 	}
 	r := fence.Result{ID: w.ID, Actuator: w.Actuator, Outcome: w.Outcome, Reason: w.Reason,
-		Command: fence.Fence{Token: w.Token, Seq: w.Seq}, Fence: w.Fence, Error: w.Error}
+		Command: fence.Fence{Token: w.Token, Seq: w.Seq}, Fence: w.Fence, Actual: w.Actual, Error: w.Error}
 	if w.State != "" {
 		s, err := fence.ParseState(w.State)
 		if err != nil {

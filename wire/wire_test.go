@@ -355,6 +355,10 @@ func TestResultRoundTrip(t *testing.T) {
 		{ID: "c-4", Actuator: "fan", Outcome: fence.Failed, Command: fence.Fence{Token: 7, Seq: 1},
 			Fence: fence.Fence{Token: 7, Seq: 1}, Error: "drive GPIO18: injected fault"},
 		{ID: "c-5", Actuator: "fan", Outcome: fence.Applied, Command: fence.Fence{Token: 8}, Fence: fence.Fence{Token: 8}},
+		{ID: "c-6", Actuator: "fan", Outcome: fence.Duplicate, Command: fence.Fence{Token: 9}, Fence: fence.Fence{Token: 9},
+			State: fence.StateOn, Actual: "off"},
+		{ID: "c-7", Actuator: "fan", Outcome: fence.Stale, Command: fence.Fence{Token: 1}, Fence: fence.Fence{Token: 9},
+			State: fence.StateOn, Actual: "unknown", Error: "below"},
 	}
 	for _, r := range results {
 		b := EncodeResult(r)
