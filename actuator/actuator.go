@@ -141,11 +141,23 @@ type scope struct {
 	rules   fence.Rules
 	sem     chan struct{} // the scope's lock; a Handle waiting for it gives up when its ctx ends
 	members []*output     // in configuration order
+	// waiting, if set, is called when a caller finds the lock taken,
+	// before it waits: the tests' hook to force the interleavings a
+	// broken lock would allow (see export_test.go). Set before use.
+	waiting func()
 }
 
 func (s *scope) lock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err // a free lock must not win over an ended context
+	}
+	select {
+	case s.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	if s.waiting != nil {
+		s.waiting()
 	}
 	select {
 	case s.sem <- struct{}{}:
