@@ -141,11 +141,23 @@ type scope struct {
 	rules   fence.Rules
 	sem     chan struct{} // the scope's lock; a Handle waiting for it gives up when its ctx ends
 	members []*output     // in configuration order
+	// waiting, if set, is called when a caller finds the lock taken,
+	// before it waits: the tests' hook to force the interleavings a
+	// broken lock would allow (see export_test.go). Set before use.
+	waiting func()
 }
 
 func (s *scope) lock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err // a free lock must not win over an ended context
+	}
+	select {
+	case s.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	if s.waiting != nil {
+		s.waiting()
 	}
 	select {
 	case s.sem <- struct{}{}:
@@ -596,22 +608,22 @@ func (b *Bank) handle(o *output, c fence.Command) fence.Result {
 		if cur, err := b.log.Output(o.Scope, o.Name); err == nil {
 			res.Fence, res.State = cur.Fence, cur.State
 		}
+		b.readBack(o, &res)
 		return res
 	}
 	res.Outcome = adm.Outcome
 	res.Fence, res.State = adm.Output.Fence, adm.Output.State
 	switch adm.Outcome {
 	case fence.Duplicate:
+		// The original decision's fence, and the state now: the output
+		// may have changed since the original was applied (a later
+		// command, or the boot rule at a restart), and the answer must
+		// not tell the controller it is as it asked when it is not.
 		orig := adm.Original
+		res.Fence = orig.Fence
 		if orig.Refused != nil {
 			// The original was refused; so is its redelivery, the same way.
 			b.refuse(&res, orig.Refused, adm.Scope)
-			res.Fence = orig.Fence
-			break
-		}
-		res.Fence, res.State = orig.Fence, orig.State
-		if res.State == fence.StateNone {
-			res.State = adm.Output.State
 		}
 	case fence.Stale:
 		res.Error = adm.Error
@@ -643,7 +655,26 @@ func (b *Bank) handle(o *output, c fence.Command) fence.Result {
 		}
 		b.changedFrom(o.scope, adm.Scope)
 	}
+	b.readBack(o, &res)
 	return res
+}
+
+// readBack sets res.Actual if o's output does not read back as its
+// recorded state res.State. The scope's lock must be held.
+func (b *Bank) readBack(o *output, res *fence.Result) {
+	if res.State == fence.StateNone {
+		return
+	}
+	high, err := o.pin.Level()
+	switch {
+	case err != nil:
+		res.Actual = "unknown"
+	case high != o.level(res.State):
+		res.Actual = fence.StateOff.String()
+		if high == o.level(fence.StateOn) {
+			res.Actual = fence.StateOn.String()
+		}
+	}
 }
 
 // planner returns the effect rule of c: its interlock's, for a command

@@ -137,8 +137,8 @@ func TestHandle(t *testing.T) {
 	}
 	r.send(t, command("b-8", "pump", 42, 1, fence.StateOff), fence.Applied)
 	res = r.send(t, command("b-7", "pump", 42, 0, fence.StateOn), fence.Duplicate)
-	if res.Fence != (fence.Fence{Token: 42}) || res.State != fence.StateOn {
-		t.Errorf("duplicate answer = %+v, want the original decision: fence 42/0, on", res)
+	if res.Fence != (fence.Fence{Token: 42}) || res.State != fence.StateOff || res.Actual != "" {
+		t.Errorf("duplicate answer = %+v, want the original decision's fence 42/0 and the state now, off", res)
 	}
 	if r.level(t, "GPIO17") {
 		t.Error("duplicate drove the pump again")
@@ -411,9 +411,16 @@ func TestDriveFailure(t *testing.T) {
 	if r.level(t, "GPIO17") {
 		t.Error("pin high after a failed drive")
 	}
-	// The fence was recorded: the same pair is not admitted again; the holder
+	if res.State != fence.StateOn || res.Actual != "off" {
+		t.Errorf("failed answer state %q actual %q, want the recorded on and the actual off", res.State, res.Actual)
+	}
+	// The fence was recorded: the same pair is not admitted again, and its
+	// redelivery says that the output is not as it asked; the holder
 	// retries with a higher seq once the fault is gone.
-	r.send(t, command("b-1", "pump", 42, 0, fence.StateOn), fence.Duplicate)
+	res = r.send(t, command("b-1", "pump", 42, 0, fence.StateOn), fence.Duplicate)
+	if res.State != fence.StateOn || res.Actual != "off" {
+		t.Errorf("duplicate of the failed drive: state %q actual %q, want the recorded on and the actual off", res.State, res.Actual)
+	}
 	r.sim.SetFault("GPIO17", nil)
 	r.send(t, command("b-2", "pump", 42, 1, fence.StateOn), fence.Applied)
 	if !r.level(t, "GPIO17") {
@@ -501,4 +508,33 @@ func must(res fence.Result, err error) fence.Result {
 		panic(fmt.Sprintf("Handle: %v", err))
 	}
 	return res
+}
+
+// A command committed just before a crash, whose actuator boots off: the
+// restart drives it off, and its redelivery is a duplicate that says so.
+// With boot: last it is on, as asked.
+func TestDuplicateSaysTheOutputNow(t *testing.T) {
+	for _, tt := range []struct {
+		boot actuator.Boot
+		want fence.State
+	}{{actuator.BootOff, fence.StateOff}, {actuator.BootLast, fence.StateOn}} {
+		dir := t.TempDir()
+		l, err := fencelog.Open(filepath.Join(dir, "fence.db"), &fencelog.Options{Create: fencelog.Fresh(), AuditFlush: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		on := command("c-1", "pump", 42, 0, fence.StateOn)
+		if adm, err := l.Admit("pump", on, fence.Rules{}, nil); err != nil || adm.Outcome != fence.Applied {
+			t.Fatalf("Admit = %v, %v", adm.Outcome, err)
+		}
+		l.Close() // the crash: recorded, never driven
+		r := newRig(t, dir, []act{{name: "pump", pin: "GPIO17", boot: tt.boot}}, nil)
+		res := r.send(t, on, fence.Duplicate)
+		if res.Fence != on.Fence || res.State != tt.want || res.Actual != "" {
+			t.Errorf("boot %s: redelivery = %+v, want duplicate at %v, state %v and no other actual state", tt.boot, res, on.Fence, tt.want)
+		}
+		if got := r.level(t, "GPIO17"); got != (tt.want == fence.StateOn) {
+			t.Errorf("boot %s: pump level high = %v, want %v", tt.boot, got, tt.want)
+		}
+	}
 }

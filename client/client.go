@@ -226,9 +226,10 @@ func (cl *Client) notify() {
 // replaced by a unique one. With Options.Key, c is signed (after its id
 // is set); otherwise it is sent as it is. The answer is always returned when there is
 // one; the error is nil for applied and duplicate, a *StaleError,
-// *RejectedError or *FailedError for those answers, ErrTimeout when the
-// context's deadline passed without an answer, or a transport or context
-// error.
+// *RejectedError or *FailedError for those answers, an *OutputError for an
+// applied or duplicate answer that says the actuator is not in the state c
+// asked for, ErrTimeout when the context's deadline passed without an
+// answer, or a transport or context error.
 func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, error) {
 	if c.ID == "" {
 		c.ID = cl.prefix + fmt.Sprint(cl.ids.Add(1))
@@ -239,7 +240,8 @@ func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, erro
 	if err := wait(ctx, cl.c.Publish(cl.topics.Set(c.Actuator), 1, false, wire.EncodeCommand(c))); err != nil {
 		return fence.Result{}, fmt.Errorf("client: publish: %w", err)
 	}
-	return answer(ctx, ch)
+	r, err := answer(ctx, ch)
+	return r, checkOutput(c, r, err)
 }
 
 // PublishRaw publishes payload on actuator's command topic (QoS 1), as it

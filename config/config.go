@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -233,6 +234,9 @@ func Parse(b []byte) (*Config, error) {
 	if err := pemBlock(b); err != nil {
 		return nil, err
 	}
+	if err := checkUTF8(b); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
@@ -283,6 +287,22 @@ func Parse(b []byte) (*Config, error) {
 	}
 	c.lines = w.lines
 	return &c, nil
+}
+
+// checkUTF8 reports the first byte of b that is not UTF-8, at its line
+// and column (in bytes): yaml.v3 says only "invalid leading UTF-8 octet",
+// at the line where the construct around it starts.
+func checkUTF8(b []byte) error {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			line := 1 + bytes.Count(b[:i], []byte("\n"))
+			col := i - bytes.LastIndexByte(b[:i], '\n')
+			return problem{line, fmt.Sprintf("byte 0x%02x at column %d is not UTF-8: save the file as UTF-8 (a configuration is text; an editor that wrote Latin-1 or UTF-16 may have done this)", b[i], col)}
+		}
+		i += n
+	}
+	return nil
 }
 
 func friendly(err error) error {
@@ -485,6 +505,8 @@ func (c *Config) checkScopes() []error {
 			errs = append(errs, fmt.Errorf("%s: already configured at line %d; put its settings in one entry", where, seen[s.Name]))
 		case !used[s.Name]:
 			errs = append(errs, fmt.Errorf("%s: no actuator is in this scope (scopes in use: %s); check the spelling", where, strings.Join(sortedKeys(used), ", ")))
+		case s.MaxTokenJump > fence.MaxToken:
+			errs = append(errs, fmt.Errorf("%s: max_token_jump %d is above 2^63-1, the largest token, so it limits nothing: leave it out for no limit", where, s.MaxTokenJump))
 		default:
 			seen[s.Name] = max(s.line, 1)
 		}

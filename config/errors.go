@@ -44,10 +44,12 @@ type walker struct {
 	broken map[string]bool
 	// lines holds the line of each key present, by path.
 	lines map[string]int
+	// fit holds what fits found for each anchored value and type.
+	fit map[fitKey]string
 }
 
 func newWalker() *walker {
-	return &walker{broken: map[string]bool{}, lines: map[string]int{}}
+	return &walker{broken: map[string]bool{}, lines: map[string]int{}, fit: map[fitKey]string{}}
 }
 
 func (w *walker) add(line int, format string, a ...any) {
@@ -103,6 +105,10 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path, in string) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Tag == "!!merge" {
+			if what := w.mergeFits(v, t); what != "" {
+				w.add(k.Line, "the merge (<<)%s takes %s: merge only mappings of the same keys", inSuffix(in), what)
+				continue
+			}
 			keep = append(keep, k, v)
 			continue
 		}
@@ -146,8 +152,12 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path, in string) {
 // messages. It reports false if v cannot be decoded.
 func (w *walker) value(v *yaml.Node, t reflect.Type, p, subject string) bool {
 	if v.Kind == yaml.AliasNode {
-		// Its anchor is checked where it is defined; following aliases
-		// here could take exponential time (yaml.v3's decoder limits it).
+		// Its anchor is checked where it is defined, against what belongs
+		// there; here only whether it fits this place too (see fits).
+		if what := w.fits(v.Alias, t); what != "" {
+			w.add(v.Line, "%s is *%s, the value anchored (&%s) on line %d, %s: write the value out here", subject, v.Value, v.Value, v.Alias.Line, what)
+			return false
+		}
 		return true
 	}
 	for t.Kind() == reflect.Pointer {
@@ -242,8 +252,19 @@ func (w *walker) leaf(v *yaml.Node, t reflect.Type, subject string) bool {
 			"(in quotes if it contains [ ] { } , : or #)", subject, what)
 		return false
 	}
-	if err := v.Decode(reflect.New(t).Interface()); err == nil {
-		return true
+	if want := leafProblem(v, t); want != "" {
+		w.add(v.Line, "%s is %q, %s", subject, v.Value, want)
+		return false
+	}
+	return true
+}
+
+// leafProblem says what is wrong with the single value v for type t: ""
+// if it decodes. A whole number must be written as one: yaml.v3 would
+// truncate 1.5, or take 1e3, for an integer.
+func leafProblem(v *yaml.Node, t reflect.Type) string {
+	if err := v.Decode(reflect.New(t).Interface()); err == nil && (!wholeNumber(t) || v.ShortTag() == "!!int") {
+		return ""
 	}
 	want := "is of the wrong type"
 	switch {
@@ -258,8 +279,125 @@ func (w *walker) leaf(v *yaml.Node, t reflect.Type, subject string) bool {
 	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
 		want = "not a number: write e.g. 1.5"
 	}
-	w.add(v.Line, "%s is %q, %s", subject, v.Value, want)
-	return false
+	return want
+}
+
+// wholeNumber reports whether t is an integer type decoded from a number
+// (a time.Duration is decoded from text).
+func wholeNumber(t reflect.Type) bool {
+	if t == reflect.TypeOf(time.Duration(0)) || reflect.PointerTo(t).Implements(unmarshalerType) || t.Implements(unmarshalerType) {
+		return false
+	}
+	return t.Kind() >= reflect.Int && t.Kind() <= reflect.Uintptr
+}
+
+// fitKey is a node and the type it is checked against.
+type fitKey struct {
+	n *yaml.Node
+	t reflect.Type
+}
+
+// fits says how the value n (an alias's anchored value) does not fit type
+// t, "" if it does: its shape, its keys and its single values, all the
+// way down. It reports nothing and changes nothing; each node is checked
+// against each type once, so that aliases of aliases (a "billion laughs"
+// document) take linear time.
+func (w *walker) fits(n *yaml.Node, t reflect.Type) string {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	t = derefType(t)
+	k := fitKey{n, t}
+	if what, done := w.fit[k]; done {
+		return what
+	}
+	w.fit[k] = "" // a value that contains itself is yaml.v3's error, not ours
+	what := w.fitsOnce(n, t)
+	w.fit[k] = what
+	return what
+}
+
+func (w *walker) fitsOnce(n *yaml.Node, t reflect.Type) string {
+	if isNull(n) {
+		return ""
+	}
+	if isLeaf(t) {
+		if n.Kind != yaml.ScalarNode {
+			return kindWord(n) + " where a single value belongs"
+		}
+		if leafProblem(n, t) != "" {
+			return fmt.Sprintf("%q, which is not a valid value here", n.Value)
+		}
+		return ""
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return kindWord(n) + " where a mapping belongs"
+		}
+		s := schemaOf(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			ft := t
+			switch {
+			case key.Tag == "!!merge":
+				if what := w.mergeFits(val, t); what != "" {
+					return what
+				}
+				continue
+			case t.Kind() == reflect.Map:
+				ft = t.Elem()
+			default:
+				var known bool
+				if ft, known = s.field(key.Value); !known {
+					if s.open {
+						continue
+					}
+					return fmt.Sprintf("a mapping with the key %q, which does not belong here", key.Value)
+				}
+			}
+			if what := w.fits(val, ft); what != "" {
+				return what
+			}
+		}
+	default: // slice or array
+		if n.Kind != yaml.SequenceNode {
+			return kindWord(n) + " where a list belongs"
+		}
+		for _, it := range n.Content {
+			if what := w.fits(it, t.Elem()); what != "" {
+				return what
+			}
+		}
+	}
+	return ""
+}
+
+// mergeFits says how the value of a merge key (<<) in a mapping of type t
+// does not fit it: a mapping that fits t, or a list of them.
+func (w *walker) mergeFits(v *yaml.Node, t reflect.Type) string {
+	for v.Kind == yaml.AliasNode && v.Alias != nil {
+		v = v.Alias
+	}
+	if v.Kind == yaml.SequenceNode {
+		for _, it := range v.Content {
+			if what := w.fits(it, t); what != "" {
+				return what
+			}
+		}
+		return ""
+	}
+	return w.fits(v, t)
+}
+
+func kindWord(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return fmt.Sprintf("the single value %q", n.Value)
 }
 
 // notMapping reports a list or a single value where the mapping of struct

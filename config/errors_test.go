@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/fencegate/fencegate/fence"
 )
 
 // An errCase is a broken configuration and what Parse must say about it.
@@ -249,7 +252,11 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) = %v, %v; want a configuration or an error", in, c, err)
 		}
 		if err == nil {
+			checkAccepted(t, in, c)
 			return
+		}
+		if err.Error() == "" || !utf8.ValidString(err.Error()) {
+			t.Fatalf("Parse(%q) error = %q, want a non-empty explanation in UTF-8", in, err)
 		}
 		n := strings.Count(lineBreaks.Replace(in), "\n") + 1
 		for _, e := range strings.Split(err.Error(), "\n") {
@@ -265,4 +272,35 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkAccepted checks what Parse accepted: names that are topic levels,
+// tokens within 2^63-1, and a configuration that Marshal writes and Parse
+// reads back to the same document.
+func checkAccepted(t *testing.T, in string, c *Config) {
+	t.Helper()
+	if !nameRE.MatchString(c.ID) || strings.ContainsAny(c.MQTT.TopicPrefix, "+#") {
+		t.Fatalf("Parse(%q) accepted id %q, topic prefix %q", in, c.ID, c.MQTT.TopicPrefix)
+	}
+	for _, a := range c.Actuators {
+		if !nameRE.MatchString(a.Name) || !nameRE.MatchString(a.Scope) {
+			t.Fatalf("Parse(%q) accepted actuator %q in scope %q", in, a.Name, a.Scope)
+		}
+	}
+	for _, s := range c.Scopes {
+		if s.MaxTokenJump > fence.MaxToken {
+			t.Fatalf("Parse(%q) accepted max_token_jump %d, above 2^63-1", in, s.MaxTokenJump)
+		}
+	}
+	out, err := c.Marshal("")
+	if err != nil {
+		t.Fatalf("Parse(%q) accepted a configuration Marshal refuses: %v", in, err)
+	}
+	back, err := Parse(out)
+	if err != nil {
+		t.Fatalf("Parse(%q) accepted it, but not its Marshal output %q: %v", in, out, err)
+	}
+	if again, _ := back.Marshal(""); string(again) != string(out) {
+		t.Fatalf("Parse(%q): Marshal, Parse, Marshal = %q, want %q", in, again, out)
+	}
 }

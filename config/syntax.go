@@ -30,6 +30,14 @@ func syntaxError(src []byte, err error) error {
 	raw := m[2]
 	why := " (yaml: " + raw + ")"
 	t := scanText(string(src))
+	switch {
+	case strings.HasPrefix(raw, "exceeded max depth"):
+		k, _ := t.firstFailing()
+		return problem{k, "lists and mappings are nested too deep here: look for a [ or { that is never closed" + why}
+	case strings.HasPrefix(raw, "unknown anchor"):
+		k, _ := t.firstFailing()
+		return problem{k, "an alias (*name) here refers to no anchor (&name) above it: an anchor must come before its aliases" + why}
+	}
 	if line, msg := t.unclosed(raw); line > 0 {
 		return problem{line, msg + why}
 	}

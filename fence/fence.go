@@ -292,9 +292,18 @@ type Result struct {
 	// Fence is the scope's fence after the decision, or, for a duplicate, the
 	// fence of the original decision.
 	Fence Fence
-	// State is the actuator's recorded state after the decision, or, for a
-	// duplicate, the state the original command set.
+	// State is the actuator's recorded state after the decision: for a
+	// duplicate too, the state now, not the one the original command set
+	// (a later command, or the boot rule at a restart, may have changed
+	// it since).
 	State State
+	// Actual is the state the actuator's output reads back as, when that
+	// is not State (a drive that failed, a line someone else moved):
+	// "on", "off", or "unknown" if it could not be read. It is empty when
+	// the output agrees, and in answers decided without the actuator's
+	// scope (malformed, unknown actuator, refused signatures), which do
+	// not read it.
+	Actual string
 	// Error explains rejected, failed and stale outcomes.
 	Error string
 	// Blocking is, for a command an interlock refused, the recorded state

@@ -453,7 +453,7 @@ func duplicateDelivery(ctx context.Context, r *run) Verdict {
 	if res.Outcome != fence.Duplicate {
 		return r.fail("the redelivery was answered %s, want duplicate", res.Outcome)
 	}
-	r.say("gateway", "Gateway: duplicate. The original decision (fence %s, %s) is answered again; nothing is driven.", res.Fence, res.State)
+	r.say("gateway", "Gateway: duplicate, with the original decision's fence %s and the valve's state now, %s; nothing is driven.", res.Fence, res.State)
 	after, err := r.actuator(ctx, act)
 	if err != nil || after.Drives == nil {
 		return r.fail("cannot read the valve: %v", err)

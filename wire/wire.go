@@ -99,14 +99,16 @@ const (
 )
 
 // Parse returns the actuator an actuator topic of this gateway names, and
-// which topic it is; KindNone for any other topic.
+// which topic it is; KindNone for any other topic, and for a name whose
+// answer could not be published (a wildcard, U+0000, invalid UTF-8, or so
+// long that the answer topic would not fit in MQTT's 65,535 bytes).
 func (t Topics) Parse(topic string) (actuator string, kind Kind) {
 	rest, ok := strings.CutPrefix(topic, t.base())
 	if !ok {
 		return "", KindNone
 	}
 	name, leaf, ok := strings.Cut(rest, "/")
-	if !ok || name == "" || strings.Contains(leaf, "/") {
+	if !ok || strings.Contains(leaf, "/") || !t.answerable(name) {
 		return "", KindNone
 	}
 	switch leaf {
@@ -118,6 +120,23 @@ func (t Topics) Parse(topic string) (actuator string, kind Kind) {
 		return name, KindState
 	}
 	return "", KindNone
+}
+
+// MaxTopic is the longest topic MQTT can carry, in bytes: its length is
+// written in two bytes.
+const MaxTopic = 1<<16 - 1
+
+// answerable reports whether name can be the actuator level of this
+// gateway's topics: not empty, valid UTF-8 without U+0000, no wildcard (+
+// #) and no /, as MQTT wants of the topics the gateway publishes on, and
+// short enough for the longest of them (the answer topic) to fit. A
+// command on any other topic cannot be answered: a broker refuses (and
+// disconnects) a publish on a topic with a wildcard, and paho cuts a
+// longer topic to 65,535 bytes, which would send the answer out on a
+// topic that is none of the gateway's.
+func (t Topics) answerable(name string) bool {
+	return name != "" && utf8.ValidString(name) && !strings.ContainsAny(name, "+#/\x00") &&
+		len(t.Result(name)) <= MaxTopic
 }
 
 // Actuator returns the actuator named by a command topic.
@@ -367,6 +386,7 @@ type wireResult struct {
 	Seq      uint64        `json:"seq"`
 	Fence    fence.Fence   `json:"fence"`
 	State    string        `json:"state,omitempty"`
+	Actual   string        `json:"actual,omitempty"`
 	Error    string        `json:"error,omitempty"`
 	Blocking *wireState    `json:"blocking,omitempty"`
 }
@@ -374,7 +394,7 @@ type wireResult struct {
 // EncodeResult formats an answer.
 func EncodeResult(r fence.Result) []byte {
 	w := wireResult{ID: r.ID, Actuator: r.Actuator, Outcome: r.Outcome, Reason: r.Reason,
-		Token: r.Command.Token, Seq: r.Command.Seq, Fence: r.Fence, State: r.State.String(), Error: r.Error}
+		Token: r.Command.Token, Seq: r.Command.Seq, Fence: r.Fence, State: r.State.String(), Actual: r.Actual, Error: r.Error}
 	if r.Blocking != nil {
 		b := stateOf(*r.Blocking)
 		w.Blocking = &b
@@ -390,7 +410,7 @@ func DecodeResult(payload []byte) (fence.Result, error) {
 		return fence.Result{}, fmt.Errorf("wire: decode result: %w", err)
 	}
 	r := fence.Result{ID: w.ID, Actuator: w.Actuator, Outcome: w.Outcome, Reason: w.Reason,
-		Command: fence.Fence{Token: w.Token, Seq: w.Seq}, Fence: w.Fence, Error: w.Error}
+		Command: fence.Fence{Token: w.Token, Seq: w.Seq}, Fence: w.Fence, Actual: w.Actual, Error: w.Error}
 	if w.State != "" {
 		s, err := fence.ParseState(w.State)
 		if err != nil {

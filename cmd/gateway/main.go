@@ -6,7 +6,7 @@
 //	gateway run --config gateway.yaml [--init]   run the gateway
 //	gateway sim [flags]                          run the laptop simulator (embedded broker, dashboard)
 //	gateway sim scenario NAME                    play a scenario; exit 0 on PASS, 1 on FAIL
-//	gateway send [flags] on|off|fence            send one tokenized command; exit 0 applied/duplicate, 3 stale, 4 rejected, 5 failed, 6 timeout
+//	gateway send [flags] on|off|fence            send one tokenized command; exit 0 applied/duplicate, 3 stale, 4 rejected, 5 failed, 6 timeout, 7 output not as asked
 //	gateway init --config gateway.yaml           create the fence store once; fails if it exists
 //	gateway check --config gateway.yaml          check a configuration, the store, the board, as run would
 //	gateway inspect --store fence.db             print fences and the audit trail (read-only)
@@ -22,7 +22,8 @@
 // writable, or another gateway process with the same id, or (gateway sim)
 // another simulator on the same --dir (restarting cannot fix these);
 // gateway send also 3 stale,
-// 4 rejected, 5 failed, 6 timeout. Status 2 is the Go runtime's for a
+// 4 rejected, 5 failed, 6 timeout, 7 applied or duplicate but the output is
+// not as asked. Status 2 is the Go runtime's for a
 // crash (a panic, a fatal signal): restart.
 package main
 
@@ -64,7 +65,7 @@ Usage:
 
 Every command takes -h for its own usage. Exit codes: 0 success, 1 failure
 at run time, 64 bad usage, 78 bad configuration or store; gateway send also
-3 stale, 4 rejected, 5 failed, 6 timeout.
+3 stale, 4 rejected, 5 failed, 6 timeout, 7 output not as asked.
 `
 
 // exitError carries an exit status to main; its message, if any, is

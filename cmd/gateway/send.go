@@ -23,6 +23,7 @@ const (
 	exitRejected = 4
 	exitFailed   = 5
 	exitTimeout  = 6
+	exitOutput   = 7
 )
 
 const sendAbout = `
@@ -34,7 +35,9 @@ the lock is released afterwards. With --key and --signer the command is
 signed (see gateway keygen), as a gateway that requires signatures wants.
 
 Exit codes: 0 applied or duplicate, 3 stale, 4 rejected, 5 failed, 6 no
-answer (timeout), 64 bad usage, 1 other errors (broker or etcd unreachable).`
+answer (timeout), 7 applied or duplicate but the output is not in the state
+asked for (changed since, or a failed drive), 64 bad usage, 1 other errors
+(broker or etcd unreachable).`
 
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [--key PATH.key --signer NAME] [flags] on|off|fence", sendAbout)
@@ -141,6 +144,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		se *client.StaleError
 		re *client.RejectedError
 		fe *client.FailedError
+		oe *client.OutputError
 	)
 	switch {
 	case err == nil:
@@ -162,6 +166,8 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return &exitError{exitRejected, re}
 	case errors.As(err, &fe):
 		return &exitError{exitFailed, fe}
+	case errors.As(err, &oe):
+		return &exitError{exitOutput, oe}
 	case errors.Is(err, client.ErrTimeout):
 		return &exitError{exitTimeout, fmt.Errorf("no answer within %v (is the gateway %q online?)", *timeout, *gw)}
 	}

@@ -1,25 +1,40 @@
 // Package mutants checks that the test suite catches deliberately broken
-// variants of the safety core. Each mutant edits one place in a copy of the
-// committed tree (git archive HEAD) and runs the tests that must catch it;
-// a mutant whose tests pass is a hole in the suite.
+// variants of the safety core. Each mutant edits one place (or a few) in a
+// copy of the committed tree (git archive HEAD) and runs the tests that
+// must catch it, several times, each run in a process of its own: a mutant
+// is caught only if its tests fail on every run. A mutant whose tests pass
+// is a hole in the suite; one caught only sometimes is a test that depends
+// on timing, where a hook must force the interleaving instead.
 //
-// It is slow (a build and a test run per mutant), so it runs only with
-// FENCEGATE_MUTANTS=1: `make mutants`, which CI runs.
+// It is slow (a build per mutant and package, and a test run per run), so
+// it runs only with FENCEGATE_MUTANTS=1: `make mutants`, which CI runs. It
+// prints each mutant's caught/run count and time, and the total. Set
+// FENCEGATE_MUTANTS_ONLY to a regular expression to run the mutants whose
+// names match, and FENCEGATE_MUTANT_RUNS to change the default number of
+// runs.
 package mutants
 
 import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
+// A mutant is one deliberate break of the code and the tests that must
+// catch it. Entries set name, why, file, old, new, pkgs and run; runs and
+// more have defaults (zero values), so that a plain entry needs neither.
 type mutant struct {
 	name string
 	why  string
@@ -28,23 +43,36 @@ type mutant struct {
 	new  string
 	pkgs []string // test packages and -run pattern that must fail
 	run  string
+	// runs is how many times the tests run, each in a process of its own;
+	// every run must fail. 0 means defaultRuns. A mutant that a race
+	// window exposes (a lock) runs more often, to show that a hook, not
+	// timing, makes its test fail.
+	runs int
+	// more are further edits, applied after the first, in any file.
+	more []edit
 }
+
+// An edit replaces old, which must occur exactly once in file, with new.
+type edit struct{ file, old, new string }
+
+// defaultRuns is how many times a mutant's tests run unless it says.
+const defaultRuns = 3
 
 var mutants = []mutant{
 	{
 		name: "no-fence-check",
 		why:  "every command passes the fence (M1)",
 		file: "fence/fence.go",
-		old:  "\tif current.Less(c.Fence) {\n\t\tbase := ",
-		new:  "\tif true || current.Less(c.Fence) {\n\t\tbase := ",
+		old:  "\tif current.Less(c.Fence) {\n\t\tbase := max(current.Token, rules.Floor)",
+		new:  "\tif true || current.Less(c.Fence) {\n\t\tbase := max(current.Token, rules.Floor)",
 		pkgs: []string{"./actuator"}, run: "TestPausedControllerInterleavings",
 	},
 	{
 		name: "equal-pair-passes",
 		why:  "a pair equal to the fence passes (>= instead of >)",
 		file: "fence/fence.go",
-		old:  "\tif current.Less(c.Fence) {\n\t\tbase := ",
-		new:  "\tif current.Less(c.Fence) || current == c.Fence {\n\t\tbase := ",
+		old:  "\tif current.Less(c.Fence) {\n\t\tbase := max(current.Token, rules.Floor)",
+		new:  "\tif current.Less(c.Fence) || current == c.Fence {\n\t\tbase := max(current.Token, rules.Floor)",
 		pkgs: []string{"./fence", "./fencelog"}, run: "TestDecide|TestAdmitSequence",
 	},
 	{
@@ -69,7 +97,8 @@ var mutants = []mutant{
 		file: "actuator/actuator.go",
 		old:  "\t\tif s.Scope == \"\" {\n\t\t\ts.Scope = s.Name\n\t\t}\n\t\tboot, err := ParseBoot",
 		new:  "\t\ts.Scope = s.Name\n\t\tboot, err := ParseBoot",
-		pkgs: []string{"./actuator"}, run: "TestPausedControllerInterleavings",
+		pkgs: []string{"./actuator"}, run: "TestPausedControllerInterleavings|TestLockHeldFromRecordToDrive",
+		runs: 10,
 	},
 	{
 		name: "lock-released-before-drive",
@@ -77,7 +106,16 @@ var mutants = []mutant{
 		file: "actuator/actuator.go",
 		old:  "\tres := b.handle(o, c)\n\to.scope.unlock()",
 		new:  "\tres := b.handle(o, c, true)\n\to.scope.unlock()",
-		pkgs: []string{"./actuator"}, run: "TestDrivesFollowFenceOrder",
+		more: []edit{
+			// handle lets the scope's lock go between the record and the
+			// drive, and takes it back before it returns.
+			{"actuator/actuator.go",
+				"func (b *Bank) handle(o *output, c fence.Command) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))",
+				"func (b *Bank) handle(o *output, c fence.Command, early bool) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))\n\tif early {\n\t\to.scope.unlock()\n\t\truntime.Gosched()\n\t\tdefer o.scope.lock(context.Background())\n\t}"},
+			{"actuator/actuator.go", "\t\"sync\"\n", "\t\"runtime\"\n\t\"sync\"\n"},
+		},
+		pkgs: []string{"./actuator"}, run: "TestLockHeldFromRecordToDrive",
+		runs: 10,
 	},
 	{
 		name: "no-duplicate-window",
@@ -393,14 +431,88 @@ var mutants = []mutant{
 		new:  "\t\tif err := error(nil); err != nil {",
 		pkgs: []string{"./fencelog", "./cmd/gateway"}, run: "TestOpenDamagedPages|TestStoreRefusedAtStart",
 	},
-}
-
-// The lock mutant needs handle to let the scope's lock go between the
-// record and the drive (and take it back before it returns); this second
-// edit does that.
-var lockHelper = [2]string{
-	"func (b *Bank) handle(o *output, c fence.Command) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))",
-	"func (b *Bank) handle(o *output, c fence.Command, early bool) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))\n\tif early {\n\t\to.scope.unlock()\n\t\truntime.Gosched()\n\t\tdefer o.scope.lock(context.Background())\n\t}",
+	// Issue 10: hostile input, answers that say what the output is, locks forced by hooks.
+	{
+		name: "lock-per-actuator",
+		why:  "the actuators of a scope share its fence but each has a lock of its own",
+		file: "actuator/actuator.go",
+		old:  "\t\tsc := byScope[s.Scope]\n\t\tif sc == nil {\n\t\t\tsc = &scope{name: s.Scope, sem: make(chan struct{}, 1)}\n\t\t\tbyScope[s.Scope] = sc\n",
+		new:  "\t\tsc := byScope[s.Name]\n\t\tif sc == nil {\n\t\t\tsc = &scope{name: s.Scope, sem: make(chan struct{}, 1)}\n\t\t\tbyScope[s.Name] = sc\n",
+		pkgs: []string{"./actuator"}, run: "TestLockHeldFromRecordToDrive",
+		runs: 10,
+	},
+	{
+		name: "reconcile-skipped-at-start",
+		why:  "Start does not drive the outputs to their recorded (or boot) states",
+		file: "actuator/actuator.go",
+		old:  "\t\t\tif err := o.pin.Out(o.level(pass)); err != nil {\n",
+		new:  "\t\t\tif err := error(nil); err != nil {\n",
+		pkgs: []string{"./actuator"}, run: "TestReconcile",
+	},
+	{
+		name: "scope-move-without-fence",
+		why:  "an actuator moved to another scope does not bring its old scope's fence along (fencelog.Bind)",
+		file: "fencelog/fencelog.go",
+		old:  "\t\t\t\tif to.Fence.Less(from.Fence) {\n\t\t\t\t\tto.Fence = from.Fence\n\t\t\t\t}\n",
+		new:  "",
+		pkgs: []string{"./fencelog"}, run: "TestBindCarriesFences",
+	},
+	{
+		name: "drive-failure-answered-applied",
+		why:  "a command whose drive failed is answered applied",
+		file: "actuator/actuator.go",
+		old:  "\t\t\t\tres.Outcome = fence.Failed\n\t\t\t\tres.Error = fmt.Sprintf(\"fence %s recorded but",
+		new:  "\t\t\t\tres.Error = fmt.Sprintf(\"fence %s recorded but",
+		pkgs: []string{"./actuator"}, run: "TestDriveFailure",
+	},
+	{
+		name: "token-bound-removed",
+		why:  "the decoder accepts a token (or seq) above 2^63-1",
+		file: "wire/wire.go",
+		old:  "\tif err != nil || v > hi {\n",
+		new:  "\tif err != nil {\n",
+		pkgs: []string{"./wire"}, run: "TestDecodeCommandRejects|FuzzDecodeCommand",
+	},
+	{
+		name: "unanswerable-topic-parsed",
+		why:  "a command topic whose answer cannot be published (wildcard, too long) names an actuator",
+		file: "wire/wire.go",
+		old:  "\tif !ok || strings.Contains(leaf, \"/\") || !t.answerable(name) {\n",
+		new:  "\tif !ok || strings.Contains(leaf, \"/\") || name == \"\" {\n",
+		pkgs: []string{"./wire"}, run: "TestTopicsRefuseUnanswerableNames|FuzzTopics",
+	},
+	{
+		name: "float-for-whole-number",
+		why:  "the configuration takes 1.5 or 1e3 for a whole number (yaml.v3 truncates it)",
+		file: "config/errors.go",
+		old:  "err == nil && (!wholeNumber(t) || v.ShortTag() == \"!!int\")",
+		new:  "err == nil",
+		pkgs: []string{"./config"}, run: "TestParseHostileInput",
+	},
+	{
+		name: "duplicate-answers-original-state",
+		why:  "a duplicate answer repeats the state its original set, not the output's state now",
+		file: "actuator/actuator.go",
+		old:  "\t\torig := adm.Original\n\t\tres.Fence = orig.Fence\n",
+		new:  "\t\torig := adm.Original\n\t\tres.Fence = orig.Fence\n\t\tif orig.State != fence.StateNone {\n\t\t\tres.State = orig.State\n\t\t}\n",
+		pkgs: []string{"./actuator"}, run: "TestDuplicateSaysTheOutputNow|TestHandle",
+	},
+	{
+		name: "answer-without-actual",
+		why:  "an answer does not say that the output reads back otherwise than recorded",
+		file: "actuator/actuator.go",
+		old:  "\tcase high != o.level(res.State):\n",
+		new:  "\tcase false:\n",
+		pkgs: []string{"./actuator"}, run: "TestDriveFailure",
+	},
+	{
+		name: "client-ignores-output",
+		why:  "client.Send reports success for a duplicate whose output is not as the command asked",
+		file: "client/output.go",
+		old:  "\tif err != nil || c.State == fence.StateNone {\n",
+		new:  "\tif true || c.State == fence.StateNone {\n",
+		pkgs: []string{"./client"}, run: "TestSendChecksTheOutput",
+	},
 }
 
 func TestMutantsAreCaught(t *testing.T) {
@@ -412,32 +524,123 @@ func TestMutantsAreCaught(t *testing.T) {
 		t.Fatalf("git: %v", err)
 	}
 	top := strings.TrimSpace(string(root))
-	for _, m := range mutants {
-		t.Run(m.name, func(t *testing.T) {
-			dir := t.TempDir()
-			extract(t, top, dir)
-			apply(t, dir, m.file, m.old, m.new)
-			if m.name == "lock-released-before-drive" {
-				apply(t, dir, m.file, lockHelper[0], lockHelper[1])
-				apply(t, dir, m.file, "\t\"sync\"\n", "\t\"runtime\"\n\t\"sync\"\n")
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			args := append([]string{"test", "-count=1", "-race", "-run", m.run}, m.pkgs...)
-			cmd := exec.CommandContext(ctx, "go", args...)
-			cmd.Dir = dir
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				t.Errorf("mutant %s (%s) survived: go %s passed\n%s", m.name, m.why, strings.Join(args, " "), out)
-				return
-			}
-			if bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("setup failed")) {
-				t.Errorf("mutant %s does not compile; fix the mutant:\n%s", m.name, out)
-				return
-			}
-			t.Logf("caught: %s (%s)", m.name, m.why)
-		})
+	only := regexp.MustCompile(os.Getenv("FENCEGATE_MUTANTS_ONLY"))
+	runs := defaultRuns
+	if v := os.Getenv("FENCEGATE_MUTANT_RUNS"); v != "" {
+		if runs, err = strconv.Atoi(v); err != nil || runs < 1 {
+			t.Fatalf("FENCEGATE_MUTANT_RUNS=%q: want a number of runs, 1 or more", v)
+		}
 	}
+	start := time.Now()
+	var mu sync.Mutex
+	report := make([]string, len(mutants)) // in the list's order, whatever order they end in
+	t.Run("each", func(t *testing.T) {
+		for i, m := range mutants {
+			if !only.MatchString(m.name) {
+				continue
+			}
+			t.Run(m.name, func(t *testing.T) {
+				t.Parallel() // as many at once as go test -parallel says (make mutants: 2)
+				n := m.runs
+				if n == 0 {
+					n = runs
+				}
+				began := time.Now()
+				caught := catch(t, top, m, n)
+				line := fmt.Sprintf("%-32s caught %2d/%-2d %6.1fs", m.name, caught, n, time.Since(began).Seconds())
+				mu.Lock()
+				report[i] = line
+				mu.Unlock()
+			})
+		}
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	report = slices.DeleteFunc(report, func(s string) bool { return s == "" })
+	t.Logf("mutants (caught/run: every run must fail):\n%s\n%d mutants in %.0fs", strings.Join(report, "\n"), len(report), time.Since(start).Seconds())
+}
+
+// catch builds the mutant m's test binaries in a copy of the tree at top
+// and runs them n times, each time in a process of its own; it returns in
+// how many runs they failed, and fails t unless that is all of them.
+func catch(t *testing.T, top string, m mutant, n int) int {
+	dir := t.TempDir()
+	extract(t, top, dir)
+	apply(t, dir, m.file, m.old, m.new)
+	for _, e := range m.more {
+		apply(t, dir, e.file, e.old, e.new)
+	}
+	type binary struct{ pkg, path string }
+	var bins []binary
+	for i, pkg := range m.pkgs {
+		bin := filepath.Join(dir, fmt.Sprintf(".mutant-%d.test", i))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		cmd := exec.CommandContext(ctx, "go", "test", "-c", "-race", "-o", bin, pkg)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("mutant %s does not compile (go test -c %s); fix the mutant:\n%s", m.name, pkg, out)
+		}
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("mutant %s: package %s has no tests", m.name, pkg)
+		}
+		bins = append(bins, binary{pkg, bin})
+	}
+	caught := 0
+	var passed string // the output of a run that passed
+	for run := 1; run <= n; run++ {
+		failed, ran := false, false
+		var outs []string
+		for _, b := range bins {
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+			cmd := exec.CommandContext(ctx, b.path, "-test.run", m.run, "-test.count=1", "-test.timeout=5m")
+			cmd.Dir = filepath.Join(dir, b.pkg) // where go test runs a package's tests
+			out, err := cmd.CombinedOutput()
+			cancel()
+			outs = append(outs, fmt.Sprintf("%s: %s", b.pkg, out))
+			if !bytes.Contains(out, []byte("testing: warning: no tests to run")) {
+				ran = true
+			}
+			if err == nil {
+				continue
+			}
+			if !failedByATest(out) {
+				t.Fatalf("mutant %s: run %d of %s failed outside any test (%v); fix the mutant or the setup:\n%s", m.name, run, b.pkg, err, out)
+			}
+			failed = true
+		}
+		if !ran {
+			t.Fatalf("mutant %s: -run %q matches no test in %s", m.name, m.run, strings.Join(m.pkgs, " "))
+		}
+		if failed {
+			caught++
+		} else {
+			passed = strings.Join(outs, "\n")
+		}
+	}
+	switch {
+	case caught == 0:
+		t.Errorf("mutant %s (%s) survived: go test -run %q %s passed %d of %d runs\n%s", m.name, m.why, m.run, strings.Join(m.pkgs, " "), n, n, passed)
+	case caught < n:
+		t.Errorf("mutant %s (%s) caught in only %d of %d runs: the tests %q depend on timing; force the interleaving with a hook\n%s",
+			m.name, m.why, caught, n, m.run, passed)
+	default:
+		t.Logf("caught %d/%d: %s (%s)", caught, n, m.name, m.why)
+	}
+	return caught
+}
+
+// failedByATest reports whether a test binary's output shows a test that
+// failed (a failed check, a panic, a data race, a timeout), not a setup
+// that failed before any test ran.
+func failedByATest(out []byte) bool {
+	for _, s := range []string{"--- FAIL:", "panic:", "WARNING: DATA RACE", "test timed out"} {
+		if bytes.Contains(out, []byte(s)) {
+			return true
+		}
+	}
+	return false
 }
 
 func extract(t *testing.T, top, dir string) {
