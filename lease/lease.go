@@ -22,6 +22,10 @@
 //     returns and checks that it still exists, belongs to this session's
 //     lease, and that the session is alive; otherwise it fails with
 //     ErrLost.
+//   - A waiter's own lease can run out before the lock comes to it, when
+//     etcd is out of reach for longer than the TTL (a leader failover
+//     with a short TTL). Acquire then waits again in a new session, so a
+//     failover delays a grant but does not fail it.
 //   - A holder must stop acting when its lease is lost: Lost is closed
 //     then. The gateway's fence protects the actuators even if it does not,
 //     since the next holder's token is higher.
@@ -87,13 +91,29 @@ func Acquire(ctx context.Context, cli *clientv3.Client, o Options) (*Lease, erro
 	if o.TTL == 0 {
 		o.TTL = 10
 	}
-	s, err := concurrency.NewSession(cli, concurrency.WithTTL(o.TTL), concurrency.WithContext(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("lease: session: %w", err)
-	}
-	m := concurrency.NewMutex(s, Key(o.Gateway, o.Scope))
-	if err := m.Lock(ctx); err != nil {
+	var (
+		s *concurrency.Session
+		m *concurrency.Mutex
+	)
+	for {
+		var err error
+		s, err = concurrency.NewSession(cli, concurrency.WithTTL(o.TTL), concurrency.WithContext(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("lease: session: %w", err)
+		}
+		m = concurrency.NewMutex(s, Key(o.Gateway, o.Scope))
+		err = m.Lock(ctx)
+		if err == nil {
+			break
+		}
 		s.Close()
+		if errors.Is(err, concurrency.ErrSessionExpired) && ctx.Err() == nil {
+			// The lease of our waiting key ran out before the lock came
+			// to us (etcd was out of reach for longer than the TTL, as
+			// in a leader failover). Nothing was granted: wait again in
+			// a new session, behind a new key.
+			continue
+		}
 		return nil, fmt.Errorf("lease: lock %s: %w", Key(o.Gateway, o.Scope), err)
 	}
 	// Read the key back: it must exist, belong to our lease, and the

@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/fencelog"
 	"github.com/fencegate/fencegate/internal/testctl"
 	"github.com/fencegate/fencegate/internal/testenv"
 	"github.com/fencegate/fencegate/wire"
@@ -233,30 +230,16 @@ func TestExampleController(t *testing.T) {
 	etcd := testenv.Etcd(t)
 	broker := testenv.EmbeddedBroker(t)
 	latch := gatewayProc(t, broker)
-	bin := filepath.Join(t.TempDir(), "controller")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/controller").CombinedOutput(); err != nil {
-		t.Fatalf("build the example controller: %v\n%s", err, out)
-	}
-	start := func(name string) (*exec.Cmd, *lineWatcher) {
-		cmd := exec.Command(bin, "--etcd", etcd, "--broker", broker, "--gateway", gatewayID(t), "--actuator", "pump",
-			"--ttl", "2", "--period", "200ms", "--name", testenv.ID(t, name))
-		w := watch(t, cmd)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
-		return cmd, w
-	}
-	granted := regexp.MustCompile(`msg=granted .*token=(\d+)`)
-	applied := regexp.MustCompile(`msg=applied .*command=(on|off) token=(\d+)`)
+	start := func(name string) (*exec.Cmd, *lineWatcher) { return startExampleCtl(t, etcd, broker, "pump", name) }
+	granted, applied := ctlGranted, ctlApplied
 	a, wa := start("ctl-a")
-	tokA, _ := strconv.ParseUint(wa.wait(t, granted, 20*time.Second)[1], 10, 64)
-	wa.wait(t, applied, 10*time.Second)
+	tokA, _ := strconv.ParseUint(wa.wait(t, granted, 60*time.Second)[1], 10, 64)
+	wa.wait(t, applied, 60*time.Second)
 	_, wb := start("ctl-b")
-	wb.wait(t, regexp.MustCompile(`waiting for the lock`), 10*time.Second)
+	wb.wait(t, ctlWaiting, 60*time.Second)
 
 	a.Process.Signal(syscall.SIGSTOP)
-	tokB, _ := strconv.ParseUint(wb.wait(t, granted, 20*time.Second)[1], 10, 64)
+	tokB, _ := strconv.ParseUint(wb.wait(t, granted, 60*time.Second)[1], 10, 64)
 	if tokB <= tokA {
 		t.Fatalf("B's token %d is not above A's %d", tokB, tokA)
 	}
@@ -272,17 +255,8 @@ func TestExampleController(t *testing.T) {
 	wb.wait(t, applied, 10*time.Second) // B keeps acting
 	// The invariant, from the gateway's own audit trail: once B's token was
 	// applied, nothing under a lower token was applied again.
-	resp, err := http.Get("http://" + apiAddr(latch) + "/api/audit?n=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var audit []fencelog.Entry
-	if err := json.NewDecoder(resp.Body).Decode(&audit); err != nil {
-		t.Fatal(err)
-	}
 	sawB := false
-	for _, e := range audit {
+	for _, e := range auditOf(t, apiAddr(latch)) {
 		if e.Outcome != fence.Applied {
 			continue
 		}
