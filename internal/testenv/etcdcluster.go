@@ -32,8 +32,9 @@ type EtcdMember struct {
 	Name      string
 	ClientURL string
 	PeerURL   string
-	Dir       string // data directory
+	Dir       string // the member's directory: its logs, and its data in Dir/data unless StartOn says otherwise
 
+	data    string
 	c       *EtcdCluster
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -56,16 +57,15 @@ func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 	bin := Program(t, "etcd")
 	for try := 1; ; try++ {
 		c := &EtcdCluster{t: t, bin: bin, token: ID(t, "etcd")}
-		var initial []string
 		for i := range n {
 			m := &EtcdMember{Name: fmt.Sprintf("m%d", i), c: c, Dir: t.TempDir()}
+			m.data = filepath.Join(m.Dir, "data")
 			m.ClientURL = fmt.Sprintf("http://127.0.0.1:%d", Port(t))
 			m.PeerURL = fmt.Sprintf("http://127.0.0.1:%d", Port(t))
-			initial = append(initial, m.Name+"="+m.PeerURL)
 			c.Members = append(c.Members, m)
 		}
 		for _, m := range c.Members {
-			m.start(strings.Join(initial, ","))
+			m.start()
 		}
 		inUse := false
 		for _, m := range c.Members {
@@ -170,6 +170,15 @@ func (c *EtcdCluster) waitLeader(d time.Duration, not *EtcdMember) (*EtcdMember,
 	}
 }
 
+// initialCluster is the cluster's --initial-cluster.
+func (c *EtcdCluster) initialCluster() string {
+	var initial []string
+	for _, m := range c.Members {
+		initial = append(initial, m.Name+"="+m.PeerURL)
+	}
+	return strings.Join(initial, ",")
+}
+
 // logs returns the tail of every member's log.
 func (c *EtcdCluster) logs() string {
 	var b strings.Builder
@@ -184,9 +193,10 @@ func (c *EtcdCluster) logs() string {
 	return b.String()
 }
 
-// start starts the member's process; initial is the --initial-cluster of a
-// new cluster (a member started again finds its cluster in its data dir).
-func (m *EtcdMember) start(initial string) {
+// start starts the member's process on its data directory (a member
+// started again finds its cluster there, and etcd ignores the
+// --initial-cluster flags).
+func (m *EtcdMember) start() {
 	c := m.c
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -196,10 +206,10 @@ func (m *EtcdMember) start(initial string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := exec.Command(c.bin, "--name", m.Name, "--data-dir", filepath.Join(m.Dir, "data"),
+	cmd := exec.Command(c.bin, "--name", m.Name, "--data-dir", m.data,
 		"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,
 		"--listen-peer-urls", m.PeerURL, "--initial-advertise-peer-urls", m.PeerURL,
-		"--initial-cluster", initial, "--initial-cluster-token", c.token, "--initial-cluster-state", "new")
+		"--initial-cluster", c.initialCluster(), "--initial-cluster-token", c.token, "--initial-cluster-state", "new")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := startChild(cmd); err != nil {
 		logf.Close()
@@ -269,14 +279,21 @@ func (m *EtcdMember) Kill() {
 // and waits until it listens and is healthy (it rejoined the cluster).
 func (m *EtcdMember) Start() {
 	m.c.t.Helper()
+	m.StartOn(m.data)
+}
+
+// StartOn starts a killed member again on the data directory data (one
+// that etcdutl snapshot restore made with RestoreArgs, say), with its
+// ports, and waits until it listens and is healthy.
+func (m *EtcdMember) StartOn(data string) {
+	m.c.t.Helper()
 	if m.Running() {
 		m.c.t.Fatalf("testenv: etcd member %s is running", m.Name)
 	}
-	var initial []string
-	for _, o := range m.c.Members {
-		initial = append(initial, o.Name+"="+o.PeerURL)
-	}
-	m.start(strings.Join(initial, ","))
+	m.mu.Lock()
+	m.data = data
+	m.mu.Unlock()
+	m.start()
 	if err := m.waitListening(20 * time.Second); err != nil {
 		m.c.t.Fatalf("testenv: etcd cluster: %v", err)
 	}
