@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -110,47 +109,14 @@ func TestPausedControllerWithEtcd(t *testing.T) {
 		if i%2 == 1 {
 			stateB, stateA = "on", "off"
 		}
-		// A: granted, then paused before its publish.
-		a := exec.Command(binary, append(base, "--holder", "controller-a", "--id", testenv.ID(t, fmt.Sprint("a", i)), "--stop-after-grant", stateA)...)
-		var aOut bytes.Buffer
-		a.Stdout = &aOut
-		aErr, err := a.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(aErr)
-		var tokA uint64
-		for sc.Scan() {
-			if m := grantedRE.FindStringSubmatch(sc.Text()); m != nil {
-				tokA, _ = strconv.ParseUint(m[1], 10, 64)
-				break
-			}
-		}
-		if tokA == 0 {
-			a.Process.Kill()
-			a.Wait()
-			t.Fatalf("rep %d: A was not granted a token", i)
-		}
-		go func() {
-			for sc.Scan() {
-			}
-		}()
-		deadline := time.Now().Add(5 * time.Second)
-		for processState(a.Process.Pid) != "T" {
-			if time.Now().After(deadline) {
-				a.Process.Kill()
-				t.Fatalf("rep %d: A did not stop after its grant", i)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		// A: granted, then paused before its publish (it stops itself; the
+		// helper waits for the kernel to say so, however long that takes).
+		a := startStoppedSend(t, append(base, "--holder", "controller-a", "--id", testenv.ID(t, fmt.Sprint("a", i)), stateA)...)
+		tokA := a.token
 
 		// B: waits for the lock until A's lease expires, then commits.
-		out, code := runCLI(t, append(base, "--holder", "controller-b", "--id", testenv.ID(t, fmt.Sprint("b", i)), "--timeout", "10s", stateB)...)
+		out, code := runCLI(t, append(base, "--holder", "controller-b", "--id", testenv.ID(t, fmt.Sprint("b", i)), "--timeout", "30s", stateB)...)
 		if code != 0 || !strings.Contains(out, `"outcome":"applied"`) {
-			a.Process.Kill()
 			t.Fatalf("rep %d: B: exit %d\n%s", i, code, out)
 		}
 		m := grantedRE.FindStringSubmatch(out)
@@ -160,17 +126,12 @@ func TestPausedControllerWithEtcd(t *testing.T) {
 		}
 
 		// A wakes up and publishes its old command.
-		a.Process.Signal(syscall.SIGCONT)
-		err = a.Wait()
-		code = 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
+		aOut, code := a.resume(t)
+		if code != exitStale || !strings.Contains(aOut, `"outcome":"stale"`) {
+			t.Fatalf("rep %d: A (token %d, after B's %d): exit %d, want %d (stale)\n%s", i, tokA, tokB, code, exitStale, aOut)
 		}
-		if code != exitStale || !strings.Contains(aOut.String(), `"outcome":"stale"`) {
-			t.Fatalf("rep %d: A (token %d, after B's %d): exit %d, want %d (stale)\n%s", i, tokA, tokB, code, exitStale, aOut.String())
-		}
-		if !strings.Contains(aOut.String(), fmt.Sprintf(`"fence":{"token":%d`, tokB)) {
-			t.Errorf("rep %d: A's stale answer does not carry B's fence %d: %s", i, tokB, aOut.String())
+		if !strings.Contains(aOut, fmt.Sprintf(`"fence":{"token":%d`, tokB)) {
+			t.Errorf("rep %d: A's stale answer does not carry B's fence %d: %s", i, tokB, aOut)
 		}
 		lm, _ := boards.ReadLatch(latch)
 		if lm["GPIO17"] != (stateB == "on") {
