@@ -24,7 +24,8 @@ type EtcdCluster struct {
 	Members []*EtcdMember
 	t       testing.TB
 	bin     string
-	token   string // --initial-cluster-token: unique to the run
+	token   string   // --initial-cluster-token: unique to the run
+	hosts   []string // more addresses the members take clients on
 }
 
 // EtcdMember is one member of an EtcdCluster.
@@ -54,9 +55,17 @@ const etcdClusterTries = 3
 // leader). The members are killed when t ends.
 func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 	t.Helper()
+	return StartEtcdClusterOn(t, n)
+}
+
+// StartEtcdClusterOn is StartEtcdCluster with members that also take
+// clients on each of hosts (addresses of this machine, such as a Netns
+// link's HostAddr), on their client port: see ClientURLOn.
+func StartEtcdClusterOn(t testing.TB, n int, hosts ...string) *EtcdCluster {
+	t.Helper()
 	bin := Program(t, "etcd")
 	for try := 1; ; try++ {
-		c := &EtcdCluster{t: t, bin: bin, token: ID(t, "etcd")}
+		c := &EtcdCluster{t: t, bin: bin, token: ID(t, "etcd"), hosts: hosts}
 		for i := range n {
 			m := &EtcdMember{Name: fmt.Sprintf("m%d", i), c: c, Dir: t.TempDir()}
 			m.data = filepath.Join(m.Dir, "data")
@@ -206,8 +215,12 @@ func (m *EtcdMember) start() {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	listen := []string{m.ClientURL}
+	for _, h := range c.hosts {
+		listen = append(listen, m.ClientURLOn(h))
+	}
 	cmd := exec.Command(c.bin, "--name", m.Name, "--data-dir", m.data,
-		"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,
+		"--listen-client-urls", strings.Join(listen, ","), "--advertise-client-urls", m.ClientURL,
 		"--listen-peer-urls", m.PeerURL, "--initial-advertise-peer-urls", m.PeerURL,
 		"--initial-cluster", c.initialCluster(), "--initial-cluster-token", c.token, "--initial-cluster-state", "new")
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -298,6 +311,12 @@ func (m *EtcdMember) StartOn(data string) {
 		m.c.t.Fatalf("testenv: etcd cluster: %v", err)
 	}
 	m.c.WaitHealthy(30 * time.Second)
+}
+
+// ClientURLOn returns the member's client URL on host, one of the hosts
+// of StartEtcdClusterOn.
+func (m *EtcdMember) ClientURLOn(host string) string {
+	return "http://" + host + m.ClientURL[strings.LastIndexByte(m.ClientURL, ':'):]
 }
 
 // Pid returns the member's process id (0 if it never started).
