@@ -312,6 +312,14 @@ var mutants = []mutant{
 		new:  `"password_from", l.opts.Settings.PasswordFrom, "password", l.opts.Password)`,
 		pkgs: []string{"./cmd/gateway"}, run: "TestSecretsNeverShown",
 	},
+	{
+		name: "dead-time-on-wall-clock",
+		why:  "an interlock's dead time is counted on the wall clock, so a clock jump skips it or stretches it to a day",
+		file: "actuator/actuator.go",
+		old:  "\t\to.lock.lastOff = time.Now()\n",
+		new:  "\t\to.lock.lastOff = time.Now().Round(0)\n",
+		pkgs: []string{"./piemu"}, run: "TestPiEmu",
+	},
 }
 
 // The lock mutant needs handle to let the scope's lock go between the
