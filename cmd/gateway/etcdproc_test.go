@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -51,6 +52,25 @@ func (o *outBuffer) String() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.b.String()
+}
+
+// waitFor waits up to d until done(output) is true, and fails t if not.
+func (o *outBuffer) waitFor(t *testing.T, done func(string) bool, d time.Duration) {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		o.mu.Lock()
+		ok, changed := done(o.b.String()), o.changed
+		o.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("not seen within %v in the output:\n%s", d, o.String())
+		}
+	}
 }
 
 // wait returns the submatches of re's first match in the output, waiting
@@ -184,6 +204,82 @@ func startExampleCtl(t *testing.T, etcd, broker, actuator, name string) (*exec.C
 	}
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
 	return cmd, w
+}
+
+// exampleCtl is an example controller whose whole output is kept.
+type exampleCtl struct {
+	cmd *exec.Cmd
+	out *outBuffer
+}
+
+// startExampleCtlOut is startExampleCtl, keeping the whole output.
+func startExampleCtlOut(t *testing.T, etcd, broker, actuator, name string) *exampleCtl {
+	t.Helper()
+	c := &exampleCtl{out: newOutBuffer()}
+	c.cmd = exec.Command(exampleController(t), "--etcd", etcd, "--broker", broker, "--gateway", gatewayID(t), "--actuator", actuator,
+		"--ttl", "2", "--period", "200ms", "--name", testenv.ID(t, name))
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.cmd.Process.Signal(syscall.SIGCONT); c.cmd.Process.Kill(); c.cmd.Wait() })
+	return c
+}
+
+// grants returns the tokens an example controller's output says it was
+// granted, in order.
+func grants(out string) []uint64 {
+	var toks []uint64
+	for _, m := range ctlGranted.FindAllStringSubmatch(out, -1) {
+		tok, _ := strconv.ParseUint(m[1], 10, 64)
+		toks = append(toks, tok)
+	}
+	return toks
+}
+
+// granted reports whether the controller was granted token.
+func (c *exampleCtl) granted(token uint64) bool {
+	return slices.Contains(grants(c.out.String()), token)
+}
+
+// waitGrantAbove waits until the controller is granted a token above
+// token and applies a command under it, and returns that token.
+func (c *exampleCtl) waitGrantAbove(t *testing.T, token uint64) uint64 {
+	t.Helper()
+	var got uint64
+	c.out.waitFor(t, func(out string) bool {
+		got = 0
+		for _, g := range grants(out) {
+			if g > token {
+				got = g
+				break
+			}
+		}
+		if got == 0 {
+			return false
+		}
+		for _, m := range ctlApplied.FindAllStringSubmatch(out, -1) {
+			if m[2] == strconv.FormatUint(got, 10) {
+				return true
+			}
+		}
+		return false
+	}, 90*time.Second)
+	return got
+}
+
+// lockHolder waits until at least n keys exist under a scope's lock and
+// returns the holder's token: the oldest key's CreateRevision.
+func lockHolder(t *testing.T, cli *clientv3.Client, lock string, n int) uint64 {
+	t.Helper()
+	waitLockKeys(t, cli, lock, int64(n))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, lock+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("the holder of %s: %v, %v", lock, resp, err)
+	}
+	return uint64(resp.Kvs[0].CreateRevision)
 }
 
 // The example controller's log lines.

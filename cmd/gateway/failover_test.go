@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,6 +29,7 @@ import (
 // rise with each handover, and the gateway applied nothing in any scope
 // below what it had applied before.
 func TestPausedControllerAcrossEtcdFailover(t *testing.T) {
+	t.Parallel() // long (etcd leases run out); nothing shared with the other tests
 	cluster := testenv.StartEtcdCluster(t, 3)
 	etcd := cluster.Endpoints()
 	broker := testenv.EmbeddedBroker(t)
@@ -41,14 +40,10 @@ func TestPausedControllerAcrossEtcdFailover(t *testing.T) {
 	}
 	defer cli.Close()
 
-	// Two example controllers on the pump: x acts, y waits.
-	startCtl := func(name string) (*exec.Cmd, *lineWatcher) { return startExampleCtl(t, etcd, broker, "pump", name) }
-	x, wx := startCtl("ctl-x")
-	pumpTok, _ := strconv.ParseUint(wx.wait(t, ctlGranted, 60*time.Second)[1], 10, 64)
-	wx.wait(t, ctlApplied, 30*time.Second)
-	y, wy := startCtl("ctl-y")
-	wy.wait(t, ctlWaiting, 30*time.Second)
-	waitLockKeys(t, cli, lease.Key(gatewayID(t), "pump"), 2)
+	// Two example controllers on the pump: one acts, the other waits.
+	pumpLock := lease.Key(gatewayID(t), "pump")
+	ctls := []*exampleCtl{startExampleCtlOut(t, etcd, broker, "pump", "ctl-x"), startExampleCtlOut(t, etcd, broker, "pump", "ctl-y")}
+	pumpTok := lockHolder(t, cli, pumpLock, 2)
 
 	// The pause scenario on the fan (scope climate).
 	base := []string{"send", "--broker", broker, "--gateway", gatewayID(t), "--actuator", "fan", "--etcd", etcd, "--ttl", "2", "--timeout", "30s"}
@@ -69,9 +64,18 @@ func TestPausedControllerAcrossEtcdFailover(t *testing.T) {
 		if round%2 == 1 {
 			stateB, stateA = "on", "off"
 		}
-		// The pump's active controller stops: the other one takes over
-		// once its lease runs out, across this round's failover.
-		x.Process.Signal(syscall.SIGSTOP)
+		// The pump's active controller (the one granted the token of the
+		// lock's oldest key) stops: the other takes over once its lease
+		// runs out, across this round's failover.
+		active, waiting := ctls[0], ctls[1]
+		for deadline := time.Now().Add(60 * time.Second); !active.granted(pumpTok); active, waiting = waiting, active {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: neither example controller says it was granted the pump's lock token %d:\n%s\n%s", round, pumpTok, ctls[0].out, ctls[1].out)
+			}
+			time.Sleep(5 * time.Millisecond) // its log line follows its grant
+		}
+		lostBefore := len(ctlLost.FindAllString(active.out.String(), -1))
+		active.cmd.Process.Signal(syscall.SIGSTOP)
 
 		a := startStoppedSend(t, append(base, "--holder", "controller-a", "--id", testenv.ID(t, fmt.Sprint("a", round)), stateA)...)
 		tokens = append(tokens, a.token)
@@ -104,19 +108,15 @@ func TestPausedControllerAcrossEtcdFailover(t *testing.T) {
 			t.Fatalf("round %d (%s): fan latch high=%v, want B's state %s", round, phase, lm["GPIO22"], stateB)
 		}
 
-		// The pump: y took over above x; x, continued, recovers.
-		tok, _ := strconv.ParseUint(wy.wait(t, ctlGranted, 90*time.Second)[1], 10, 64)
-		if tok <= pumpTok {
-			t.Errorf("round %d: the pump's new holder got token %d, not above the previous holder's %d", round, tok, pumpTok)
+		// The pump: the waiting controller took over above the stopped
+		// one; that one, continued, recovers and waits again.
+		tok := waiting.waitGrantAbove(t, pumpTok)
+		active.cmd.Process.Signal(syscall.SIGCONT)
+		active.out.waitFor(t, func(out string) bool { return len(ctlLost.FindAllString(out, -1)) > lostBefore }, 60*time.Second)
+		if got := lockHolder(t, cli, pumpLock, 2); got < tok {
+			t.Errorf("round %d: the pump's lock is held under token %d, below the grant %d", round, got, tok)
 		}
-		if got := wy.wait(t, ctlApplied, 30*time.Second)[2]; got != strconv.FormatUint(tok, 10) {
-			t.Errorf("round %d: the pump's new holder applied under token %s, want %d", round, got, tok)
-		}
-		pumpTok = tok
-		x.Process.Signal(syscall.SIGCONT)
-		wx.wait(t, ctlLost, 60*time.Second)
-		wx.wait(t, ctlWaiting, 60*time.Second)
-		x, wx, y, wy = y, wy, x, wx
+		pumpTok = lockHolder(t, cli, pumpLock, 2)
 
 		for _, m := range restart {
 			m.Start()

@@ -113,6 +113,7 @@ func partitionedController(in io.Reader, out io.Writer) int {
 // time, and the pump keeps B's state. Twenty repetitions, the link
 // restored in between.
 func TestPartitionedControllerIsStale(t *testing.T) {
+	t.Parallel() // long (etcd leases run out); nothing shared with the other tests
 	ns := testenv.NewNetns(t, 2)
 	toBroker, toEtcd := ns.Links[0], ns.Links[1]
 	broker, brokerForA := testenv.MosquittoOn(t, toBroker.HostAddr)
