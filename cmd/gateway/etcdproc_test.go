@@ -287,7 +287,6 @@ var (
 	ctlGranted = regexp.MustCompile(`msg=granted .*token=(\d+)`)
 	ctlApplied = regexp.MustCompile(`msg=applied .*command=(on|off) token=(\d+)`)
 	ctlWaiting = regexp.MustCompile(`msg="waiting for the lock"`)
-	ctlLost    = regexp.MustCompile(`stale; rereading state|lease lost`)
 )
 
 // auditOf returns the audit trail of the gateway whose API is at addr.

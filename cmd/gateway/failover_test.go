@@ -74,7 +74,6 @@ func TestPausedControllerAcrossEtcdFailover(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond) // its log line follows its grant
 		}
-		lostBefore := len(ctlLost.FindAllString(active.out.String(), -1))
 		active.cmd.Process.Signal(syscall.SIGSTOP)
 
 		a := startStoppedSend(t, append(base, "--holder", "controller-a", "--id", testenv.ID(t, fmt.Sprint("a", round)), stateA)...)
@@ -109,10 +108,12 @@ func TestPausedControllerAcrossEtcdFailover(t *testing.T) {
 		}
 
 		// The pump: the waiting controller took over above the stopped
-		// one; that one, continued, recovers and waits again.
+		// one; that one, continued, recovers (stale or lease lost, as it
+		// happens first) and contends again: two keys under the lock.
+		// With 2 s leases a failover can also take the lease of the one
+		// that runs: roles change, tokens still rise.
 		tok := waiting.waitGrantAbove(t, pumpTok)
 		active.cmd.Process.Signal(syscall.SIGCONT)
-		active.out.waitFor(t, func(out string) bool { return len(ctlLost.FindAllString(out, -1)) > lostBefore }, 60*time.Second)
 		if got := lockHolder(t, cli, pumpLock, 2); got < tok {
 			t.Errorf("round %d: the pump's lock is held under token %d, below the grant %d", round, got, tok)
 		}
