@@ -56,7 +56,8 @@
 // and writes to it (bin/, dist/) go to a throw-away overlay. A freshly built
 // gateway is first on PATH. Files run in parallel. Without namespaces (or
 // without mosquitto, curl, etcd, etcdctl, openssl where a file uses them) the test
-// skips, and fails under CI=true.
+// skips, and fails under CI=true. etcdutl, which Debian 12 lacks, is built
+// from tools/etcdutl when it is not installed.
 package docs_test
 
 import (
@@ -157,7 +158,8 @@ func docFiles(t *testing.T, repo string) []string {
 }
 
 // programs are the external programs the docs use, which a laptop may lack.
-var programs = []string{"mosquitto_pub", "mosquitto_sub", "mosquitto", "mosquitto_passwd", "curl", "etcd", "etcdctl", "make", "openssl"}
+// etcdutl is built from tools/etcdutl if it is not installed (testenv.Etcdutl).
+var programs = []string{"mosquitto_pub", "mosquitto_sub", "mosquitto", "mosquitto_passwd", "curl", "etcd", "etcdctl", "etcdutl", "make", "openssl"}
 
 // needs returns the programs of the list that a doc's runnable commands name.
 func needs(d *doc) []string {
@@ -235,7 +237,12 @@ func TestDocs(t *testing.T) {
 				if !run {
 					return
 				}
+				env := env
 				for _, prog := range needs(p.doc) {
+					if prog == "etcdutl" {
+						env = withPath(env, filepath.Dir(testenv.Etcdutl(t)))
+						continue
+					}
 					testenv.Program(t, prog)
 				}
 				runSession(t, repo, p.file, gateway, env)
@@ -262,6 +269,20 @@ func sessionEnv(t *testing.T, goBin string) []string {
 	// git, which go build asks for the commit, must not write to the real
 	// repository's index.
 	return append(env, "GIT_OPTIONAL_LOCKS=0")
+}
+
+// withPath returns env with dir at the front of its PATH.
+func withPath(env []string, dir string) []string {
+	out := make([]string, 0, len(env)+1)
+	path := dir
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = dir + string(os.PathListSeparator) + v
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "PATH="+path)
 }
 
 // runSession runs one file in its namespaces and reports what it says.

@@ -22,6 +22,10 @@
 //     returns and checks that it still exists, belongs to this session's
 //     lease, and that the session is alive; otherwise it fails with
 //     ErrLost.
+//   - A waiter's own lease can run out before the lock comes to it, when
+//     etcd is out of reach for longer than the TTL (a leader failover
+//     with a short TTL). Acquire then waits again in a new session, so a
+//     failover delays a grant but does not fail it.
 //   - A holder must stop acting when its lease is lost: Lost is closed
 //     then. The gateway's fence protects the actuators even if it does not,
 //     since the next holder's token is higher.
@@ -87,13 +91,29 @@ func Acquire(ctx context.Context, cli *clientv3.Client, o Options) (*Lease, erro
 	if o.TTL == 0 {
 		o.TTL = 10
 	}
-	s, err := concurrency.NewSession(cli, concurrency.WithTTL(o.TTL), concurrency.WithContext(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("lease: session: %w", err)
-	}
-	m := concurrency.NewMutex(s, Key(o.Gateway, o.Scope))
-	if err := m.Lock(ctx); err != nil {
+	var (
+		s *concurrency.Session
+		m *concurrency.Mutex
+	)
+	for {
+		var err error
+		s, err = concurrency.NewSession(cli, concurrency.WithTTL(o.TTL), concurrency.WithContext(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("lease: session: %w", err)
+		}
+		m = concurrency.NewMutex(s, Key(o.Gateway, o.Scope))
+		err = m.Lock(ctx)
+		if err == nil {
+			break
+		}
 		s.Close()
+		if errors.Is(err, concurrency.ErrSessionExpired) && ctx.Err() == nil {
+			// The lease of our waiting key ran out before the lock came
+			// to us (etcd was out of reach for longer than the TTL, as
+			// in a leader failover). Nothing was granted: wait again in
+			// a new session, behind a new key.
+			continue
+		}
 		return nil, fmt.Errorf("lease: lock %s: %w", Key(o.Gateway, o.Scope), err)
 	}
 	// Read the key back: it must exist, belong to our lease, and the
@@ -156,19 +176,28 @@ func (l *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
-// AheadError is CheckFence's error: the gateway's fence is above every
-// revision the etcd cluster has issued.
+// AheadError is CheckFence's error: the gateway's fence was not raised by
+// a holder of this etcd, so no token this etcd grants can pass it until
+// its revision does.
 type AheadError struct {
 	Fence    uint64 // the gateway's fence token
 	Revision int64  // the cluster's current revision
+	// Held, if not zero, is the token of a lock this holder still holds
+	// at or below the fence: nobody can have been granted a newer one.
+	Held uint64
 }
 
 func (e *AheadError) Error() string {
-	return fmt.Sprintf("lease: the gateway's fence token %d is above every revision this etcd has issued (its current revision is %d): "+
+	what := fmt.Sprintf("is above every revision this etcd has issued (its current revision is %d)", e.Revision)
+	if e.Held != 0 && uint64(e.Revision) >= e.Fence {
+		what = fmt.Sprintf("is at or above the token %d that this etcd has just granted to the lock this holder still holds, so no newer holder of this etcd raised it "+
+			"(this etcd handed out token %d again)", e.Held, e.Held)
+	}
+	return fmt.Sprintf("lease: the gateway's fence token %d %s: "+
 		"etcd was reset or restored from an older backup, or the fence's tokens came from another lease service. "+
 		"No token from this etcd can pass the fence until its revision does; retrying will not help. "+
 		"Restore etcd with etcdutl snapshot restore --bump-revision (see docs/controllers.md, \"Restoring etcd\")",
-		e.Fence, e.Revision)
+		e.Fence, what)
 }
 
 // CheckFence returns an *AheadError if fence (a gateway's fence token, as
@@ -176,6 +205,8 @@ func (e *AheadError) Error() string {
 // then the gateway's fence was not raised by a newer holder of this etcd,
 // and acquiring the lease again cannot produce a token that passes it.
 // It returns nil when fence is within the revisions etcd has issued.
+// A holder that still holds its lease should use Lease.CheckFence, which
+// also catches a fence that a restored etcd's reissued tokens reach.
 func CheckFence(ctx context.Context, cli *clientv3.Client, fence uint64) error {
 	rev, err := Revision(ctx, cli)
 	if err != nil {
@@ -185,6 +216,32 @@ func CheckFence(ctx context.Context, cli *clientv3.Client, fence uint64) error {
 		return &AheadError{Fence: fence, Revision: rev}
 	}
 	return nil
+}
+
+// CheckFence is the package's CheckFence for a stale answer to a command
+// under this lease's token, before the lease is released. It also returns
+// an *AheadError if the fence is at or above this token while the lock is
+// still held: no holder of this etcd can have been granted a newer token
+// meanwhile, so the fence came from elsewhere; after a restore from a
+// backup without --bump-revision, etcd grants the tokens it had handed out
+// before again, and the first of them lands on the fence, not above it.
+// It is nil when the lock is lost: a newer holder raised the fence. (The
+// holder's own commands under its token must rise in seq, as the protocol
+// asks; a fence that its own later command raised is not told apart.)
+func (l *Lease) CheckFence(ctx context.Context, fence uint64) error {
+	cli := l.session.Client()
+	if err := CheckFence(ctx, cli, fence); err != nil || fence < l.token {
+		return err
+	}
+	held, err := l.Held(ctx)
+	if err != nil || !held {
+		return err
+	}
+	rev, err := Revision(ctx, cli)
+	if err != nil {
+		return err
+	}
+	return &AheadError{Fence: fence, Revision: rev, Held: l.token}
 }
 
 // Revision returns the cluster's current revision: every token this etcd

@@ -26,7 +26,9 @@ func TestTokenIsCreateRevision(t *testing.T) {
 	cli := dial(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	l, err := lease.Acquire(ctx, cli, lease.Options{Gateway: testenv.ID(t, "gw"), Scope: "pump", TTL: 2})
+	// TTL 3: renewals every second, so a busy machine (another suite on
+	// it) does not lose the lease for a stall of two seconds.
+	l, err := lease.Acquire(ctx, cli, lease.Options{Gateway: testenv.ID(t, "gw"), Scope: "pump", TTL: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,9 +37,9 @@ func TestTokenIsCreateRevision(t *testing.T) {
 		t.Fatalf("token %d, lock key %v: want the key's CreateRevision", l.Token(), resp)
 	}
 	// Renewal keeps the token: hold the lease for more than twice its TTL.
-	time.Sleep(5 * time.Second)
+	time.Sleep(7 * time.Second)
 	if held, err := l.Held(ctx); err != nil || !held {
-		t.Fatalf("Held after 5 s with a 2 s TTL = %v, %v; want true (the session renews)", held, err)
+		t.Fatalf("Held after 7 s with a 3 s TTL = %v, %v; want true (the session renews)", held, err)
 	}
 	resp, _ = cli.Get(ctx, l.Key())
 	if len(resp.Kvs) != 1 || uint64(resp.Kvs[0].CreateRevision) != l.Token() {

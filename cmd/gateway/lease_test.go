@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -88,11 +87,7 @@ func TestFenceAheadOfEtcd(t *testing.T) {
 		t.Errorf("send --etcd under a fence above etcd's revision: exit %d, want %d and the explanation:\n%s", code, exitStale, out)
 	}
 
-	bin := filepath.Join(t.TempDir(), "controller")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/controller").CombinedOutput(); err != nil {
-		t.Fatalf("build the example controller: %v\n%s", err, out)
-	}
-	ctl := exec.Command(bin, "--etcd", etcd, "--broker", broker, "--gateway", gatewayID(t), "--actuator", "pump", "--ttl", "2", "--period", "200ms")
+	ctl := exec.Command(exampleController(t), "--etcd", etcd, "--broker", broker, "--gateway", gatewayID(t), "--actuator", "pump", "--ttl", "2", "--period", "200ms")
 	var ctlOut bytes.Buffer
 	ctl.Stdout, ctl.Stderr = &ctlOut, &ctlOut
 	if err := ctl.Start(); err != nil {

@@ -100,7 +100,10 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer ctl.Close()
 
-	var etcd *clientv3.Client
+	var (
+		etcd *clientv3.Client
+		held *lease.Lease
+	)
 	if *etcdURL != "" {
 		// The lease is the scope's, as the gateway says: actuators that
 		// share a scope share one lease and one fence.
@@ -122,6 +125,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		defer l.Release(context.Background())
+		held = l
 		*token = l.Token()
 		fmt.Fprintf(stderr, "granted token %d (lock %s, scope %s)\n", *token, l.Key(), scope)
 		if *stop {
@@ -150,11 +154,12 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case err == nil:
 		return nil
 	case errors.As(err, &se):
-		if etcd != nil {
-			// A fence above every revision etcd has issued is not a newer
-			// holder: no token from this etcd can pass it. Say so.
+		if held != nil {
+			// A fence above every revision etcd has issued, or one at or
+			// above the token of the lock we still hold, is not a newer
+			// holder's: no token from this etcd can pass it. Say so.
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := lease.CheckFence(actx, etcd, se.Fence().Token)
+			err := held.CheckFence(actx, se.Fence().Token)
 			cancel()
 			var ahead *lease.AheadError
 			if errors.As(err, &ahead) {

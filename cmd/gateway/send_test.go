@@ -2,10 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +15,6 @@ import (
 
 	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/fencelog"
 	"github.com/fencegate/fencegate/internal/testctl"
 	"github.com/fencegate/fencegate/internal/testenv"
 	"github.com/fencegate/fencegate/wire"
@@ -113,47 +109,14 @@ func TestPausedControllerWithEtcd(t *testing.T) {
 		if i%2 == 1 {
 			stateB, stateA = "on", "off"
 		}
-		// A: granted, then paused before its publish.
-		a := exec.Command(binary, append(base, "--holder", "controller-a", "--id", testenv.ID(t, fmt.Sprint("a", i)), "--stop-after-grant", stateA)...)
-		var aOut bytes.Buffer
-		a.Stdout = &aOut
-		aErr, err := a.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(aErr)
-		var tokA uint64
-		for sc.Scan() {
-			if m := grantedRE.FindStringSubmatch(sc.Text()); m != nil {
-				tokA, _ = strconv.ParseUint(m[1], 10, 64)
-				break
-			}
-		}
-		if tokA == 0 {
-			a.Process.Kill()
-			a.Wait()
-			t.Fatalf("rep %d: A was not granted a token", i)
-		}
-		go func() {
-			for sc.Scan() {
-			}
-		}()
-		deadline := time.Now().Add(5 * time.Second)
-		for processState(a.Process.Pid) != "T" {
-			if time.Now().After(deadline) {
-				a.Process.Kill()
-				t.Fatalf("rep %d: A did not stop after its grant", i)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		// A: granted, then paused before its publish (it stops itself; the
+		// helper waits for the kernel to say so, however long that takes).
+		a := startStoppedSend(t, append(base, "--holder", "controller-a", "--id", testenv.ID(t, fmt.Sprint("a", i)), stateA)...)
+		tokA := a.token
 
 		// B: waits for the lock until A's lease expires, then commits.
-		out, code := runCLI(t, append(base, "--holder", "controller-b", "--id", testenv.ID(t, fmt.Sprint("b", i)), "--timeout", "10s", stateB)...)
+		out, code := runCLI(t, append(base, "--holder", "controller-b", "--id", testenv.ID(t, fmt.Sprint("b", i)), "--timeout", "30s", stateB)...)
 		if code != 0 || !strings.Contains(out, `"outcome":"applied"`) {
-			a.Process.Kill()
 			t.Fatalf("rep %d: B: exit %d\n%s", i, code, out)
 		}
 		m := grantedRE.FindStringSubmatch(out)
@@ -163,17 +126,12 @@ func TestPausedControllerWithEtcd(t *testing.T) {
 		}
 
 		// A wakes up and publishes its old command.
-		a.Process.Signal(syscall.SIGCONT)
-		err = a.Wait()
-		code = 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
+		aOut, code := a.resume(t)
+		if code != exitStale || !strings.Contains(aOut, `"outcome":"stale"`) {
+			t.Fatalf("rep %d: A (token %d, after B's %d): exit %d, want %d (stale)\n%s", i, tokA, tokB, code, exitStale, aOut)
 		}
-		if code != exitStale || !strings.Contains(aOut.String(), `"outcome":"stale"`) {
-			t.Fatalf("rep %d: A (token %d, after B's %d): exit %d, want %d (stale)\n%s", i, tokA, tokB, code, exitStale, aOut.String())
-		}
-		if !strings.Contains(aOut.String(), fmt.Sprintf(`"fence":{"token":%d`, tokB)) {
-			t.Errorf("rep %d: A's stale answer does not carry B's fence %d: %s", i, tokB, aOut.String())
+		if !strings.Contains(aOut, fmt.Sprintf(`"fence":{"token":%d`, tokB)) {
+			t.Errorf("rep %d: A's stale answer does not carry B's fence %d: %s", i, tokB, aOut)
 		}
 		lm, _ := boards.ReadLatch(latch)
 		if lm["GPIO17"] != (stateB == "on") {
@@ -233,30 +191,16 @@ func TestExampleController(t *testing.T) {
 	etcd := testenv.Etcd(t)
 	broker := testenv.EmbeddedBroker(t)
 	latch := gatewayProc(t, broker)
-	bin := filepath.Join(t.TempDir(), "controller")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/controller").CombinedOutput(); err != nil {
-		t.Fatalf("build the example controller: %v\n%s", err, out)
-	}
-	start := func(name string) (*exec.Cmd, *lineWatcher) {
-		cmd := exec.Command(bin, "--etcd", etcd, "--broker", broker, "--gateway", gatewayID(t), "--actuator", "pump",
-			"--ttl", "2", "--period", "200ms", "--name", testenv.ID(t, name))
-		w := watch(t, cmd)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
-		return cmd, w
-	}
-	granted := regexp.MustCompile(`msg=granted .*token=(\d+)`)
-	applied := regexp.MustCompile(`msg=applied .*command=(on|off) token=(\d+)`)
+	start := func(name string) (*exec.Cmd, *lineWatcher) { return startExampleCtl(t, etcd, broker, "pump", name) }
+	granted, applied := ctlGranted, ctlApplied
 	a, wa := start("ctl-a")
-	tokA, _ := strconv.ParseUint(wa.wait(t, granted, 20*time.Second)[1], 10, 64)
-	wa.wait(t, applied, 10*time.Second)
+	tokA, _ := strconv.ParseUint(wa.wait(t, granted, 60*time.Second)[1], 10, 64)
+	wa.wait(t, applied, 60*time.Second)
 	_, wb := start("ctl-b")
-	wb.wait(t, regexp.MustCompile(`waiting for the lock`), 10*time.Second)
+	wb.wait(t, ctlWaiting, 60*time.Second)
 
 	a.Process.Signal(syscall.SIGSTOP)
-	tokB, _ := strconv.ParseUint(wb.wait(t, granted, 20*time.Second)[1], 10, 64)
+	tokB, _ := strconv.ParseUint(wb.wait(t, granted, 60*time.Second)[1], 10, 64)
 	if tokB <= tokA {
 		t.Fatalf("B's token %d is not above A's %d", tokB, tokA)
 	}
@@ -272,17 +216,8 @@ func TestExampleController(t *testing.T) {
 	wb.wait(t, applied, 10*time.Second) // B keeps acting
 	// The invariant, from the gateway's own audit trail: once B's token was
 	// applied, nothing under a lower token was applied again.
-	resp, err := http.Get("http://" + apiAddr(latch) + "/api/audit?n=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var audit []fencelog.Entry
-	if err := json.NewDecoder(resp.Body).Decode(&audit); err != nil {
-		t.Fatal(err)
-	}
 	sawB := false
-	for _, e := range audit {
+	for _, e := range auditOf(t, apiAddr(latch)) {
 		if e.Outcome != fence.Applied {
 			continue
 		}

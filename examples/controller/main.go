@@ -117,18 +117,24 @@ func run(ctx context.Context, log *slog.Logger, c config) error {
 		}
 		log.Info("granted", "token", l.Token())
 		err = hold(ctx, log, gw, l, c)
-		l.Release(context.Background())
 		var se *client.StaleError
-		switch {
-		case errors.As(err, &se):
-			// Normal recovery: someone newer holds the scope. Reread, then
-			// acquire again; the new grant's token is higher. Unless the
-			// fence is above everything etcd has issued: then no grant can
-			// pass it, and looping would only hide that.
-			var ahead *lease.AheadError
-			if cerr := lease.CheckFence(ctx, etcd, se.Fence().Token); errors.As(cerr, &ahead) {
+		var ahead *lease.AheadError
+		if errors.As(err, &se) {
+			// Asked before the lease is released: a fence at or above the
+			// token of a lock we still hold is nobody newer's.
+			cerr := l.CheckFence(ctx, se.Fence().Token)
+			if errors.As(cerr, &ahead) {
+				l.Release(context.Background())
 				return ahead
 			}
+		}
+		l.Release(context.Background())
+		switch {
+		case se != nil:
+			// Normal recovery: someone newer holds the scope. Reread, then
+			// acquire again; the new grant's token is higher. Unless the
+			// fence is above everything etcd has issued (checked above):
+			// then no grant can pass it, and looping would only hide that.
 			log.Warn("stale; rereading state", "fence", se.Fence().String(), "state", se.State().String(), "reason", se.Result.Error)
 		case errors.Is(err, errLeaseLost):
 			log.Warn("lease lost; stopping until granted again")

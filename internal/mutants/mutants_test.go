@@ -513,6 +513,30 @@ var mutants = []mutant{
 		new:  "\tif true || c.State == fence.StateNone {\n",
 		pkgs: []string{"./client"}, run: "TestSendChecksTheOutput",
 	},
+	{
+		name: "dead-time-on-wall-clock",
+		why:  "an interlock's dead time is counted on the wall clock, so a clock jump skips it or stretches it to a day",
+		file: "actuator/actuator.go",
+		old:  "\t\to.lock.lastOff = time.Now()\n",
+		new:  "\t\to.lock.lastOff = time.Now().Round(0)\n",
+		pkgs: []string{"./piemu"}, run: "TestPiEmu",
+	},
+	{
+		name: "acquire-gives-up-when-waiting-lease-expires",
+		why:  "lease.Acquire fails when its waiting key's lease ran out (a failover longer than the TTL) instead of waiting again",
+		file: "lease/lease.go",
+		old:  "if errors.Is(err, concurrency.ErrSessionExpired) && ctx.Err() == nil {",
+		new:  "if false {",
+		pkgs: []string{"./lease"}, run: "TestAcquireWaitsAgainWhenItsSessionExpires",
+	},
+	{
+		name: "checkfence-ignores-held-lock",
+		why:  "Lease.CheckFence says nothing when a restored etcd grants the fence's token again (only a fence above the revision is reported)",
+		file: "lease/lease.go",
+		old:  "if err := CheckFence(ctx, cli, fence); err != nil || fence < l.token {",
+		new:  "if err := CheckFence(ctx, cli, fence); err != nil || fence < l.token || true {",
+		pkgs: []string{"./cmd/gateway"}, run: "TestEtcdRestoredFromSnapshot",
+	},
 }
 
 func TestMutantsAreCaught(t *testing.T) {
