@@ -44,6 +44,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -121,6 +123,17 @@ const (
 	minBackoff = time.Second
 	maxBackoff = 30 * time.Second
 )
+
+// writeWait bounds paho's waits to hand a packet to the connection and to
+// write it (its default is 30 s for the first and no bound for the
+// second): a publish that paho took as connected just as the connection
+// closed, or a broker that stopped reading, never holds a worker, or the
+// stop that waits for the workers, for longer.
+const writeWait = 5 * time.Second
+
+// byeWait bounds a clean stop's goodbye: the unsubscription and the offline
+// status.
+const byeWait = 2 * time.Second
 
 // Link is a gateway's MQTT connection. Create it with New, feed it the
 // core's state changes with Changed, and Run it.
@@ -237,6 +250,7 @@ func (l *Link) Run(ctx context.Context) error {
 		SetMaxReconnectInterval(maxBackoff).
 		SetKeepAlive(30*time.Second).
 		SetConnectTimeout(5*time.Second).
+		SetWriteTimeout(writeWait).
 		SetWill(l.t.Status(), wire.StatusOffline, 1, true).
 		SetStore(sessionStore{mqtt.NewMemoryStore()})
 	// Commands redelivered from the persistent session can arrive before
@@ -275,6 +289,15 @@ func (l *Link) Run(ctx context.Context) error {
 		}
 	}
 	pahosec.SetTLS(co, l.opts.TLS)
+	if testHookConn != nil {
+		co.SetCustomOpenConnectionFn(func(u *url.URL, o mqtt.ClientOptions) (net.Conn, error) {
+			c, err := o.Dialer.Dial("tcp", u.Host)
+			if err != nil {
+				return nil, err
+			}
+			return testHookConn(c), nil
+		})
+	}
 	co.SetDefaultPublishHandler(dispatch)
 	co.SetConnectionNotificationHandler(func(_ mqtt.Client, n mqtt.ConnectionNotification) {
 		switch n := n.(type) {
@@ -313,16 +336,30 @@ func (l *Link) Run(ctx context.Context) error {
 	l.connect(ctx, client)
 	<-ctx.Done()
 
-	l.serving.Lock() // the commands being decided are answered and acknowledged first
+	// The commands being decided are answered and acknowledged first, and
+	// the publishes in progress end (each within writeWait); none starts
+	// after this (see publish).
+	l.serving.Lock()
 	conflict := context.Cause(ctx)
-	if client.IsConnected() {
-		if !errors.Is(conflict, ErrConflict) {
-			// A clean stop: commands published while the gateway is away
-			// are not kept for it. In a conflict the session may be
-			// another process's too (the same client id): leave it.
-			client.Unsubscribe(l.t.SetFilter()).WaitTimeout(time.Second)
+	if client.IsConnectionOpen() {
+		// The goodbye is bounded as a whole: a broker that does not take it
+		// sees the connection close without a DISCONNECT, and publishes the
+		// last will (offline) itself.
+		bye := make(chan struct{})
+		go func() {
+			defer close(bye)
+			if !errors.Is(conflict, ErrConflict) {
+				// A clean stop: commands published while the gateway is
+				// away are not kept for it. In a conflict the session may
+				// be another process's too (the same client id): leave it.
+				client.Unsubscribe(l.t.SetFilter()).WaitTimeout(byeWait)
+			}
+			client.Publish(l.t.Status(), 1, true, wire.StatusOffline).WaitTimeout(byeWait)
+		}()
+		select {
+		case <-bye:
+		case <-time.After(byeWait):
 		}
-		client.Publish(l.t.Status(), 1, true, wire.StatusOffline).WaitTimeout(time.Second)
 	}
 	client.Disconnect(250)
 	l.serving.Unlock()
@@ -402,7 +439,9 @@ func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch m
 	l.mu.Unlock()
 	l.conn.subscribed(l.t.SetFilter())
 	// online means: subscribed, unopposed, commands are taken.
-	if err := await(ctx, c.Publish(l.t.Status(), 1, true, wire.StatusOnline), "publish the online status"); err != nil {
+	if tok, ok := l.publish(ctx, c, l.t.Status(), 1, true, wire.StatusOnline); !ok {
+		return // stopping: offline follows
+	} else if err := await(ctx, tok, "publish the online status"); err != nil {
 		l.log.Warn("could not publish the online status", "err", err)
 	}
 	l.states.republish()
@@ -504,6 +543,10 @@ func (l *Link) waitReady(ctx context.Context) bool {
 	}
 }
 
+// testHookConn, if set (by tests), wraps each connection the link opens to
+// a tcp:// broker.
+var testHookConn func(net.Conn) net.Conn
+
 // testHookParked, if set (by tests), is called when a command waits at a
 // door closed for good.
 var testHookParked func()
@@ -581,6 +624,21 @@ func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
 		return // not acknowledged: the broker delivers it again, and it is answered again
 	}
 	m.Ack()
+}
+
+// publish publishes on c, unless ctx (the link's, or the connection's) has
+// ended: Run waits for the publishes in progress before it says goodbye
+// and disconnects, and none starts after that, so nothing the link
+// publishes follows its offline status, and no worker the stop waits for is
+// left in a publish that paho accepted as connected just as the connection
+// closed. ok is false if nothing was published.
+func (l *Link) publish(ctx context.Context, c mqtt.Client, topic string, qos byte, retained bool, payload any) (tok mqtt.Token, ok bool) {
+	l.serving.RLock()
+	defer l.serving.RUnlock()
+	if ctx.Err() != nil {
+		return nil, false
+	}
+	return c.Publish(topic, qos, retained, payload), true
 }
 
 // answerWait bounds the wait for an answer to be written.
