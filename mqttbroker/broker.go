@@ -36,6 +36,13 @@ import (
 // example by a Mosquitto already running on 1883.
 var ErrAddrInUse = errors.New("mqttbroker: address already in use")
 
+// MaxPacket is the largest MQTT packet the broker reads, in bytes: a client
+// that sends a larger one is disconnected before the broker reads it.
+// fencegate's messages are far smaller (a command has at most 1 KiB), and
+// without a limit every publish of up to 256 MB would be read whole, by
+// the broker and then by each subscriber.
+const MaxPacket = 64 << 10
+
 // Broker is a running embedded MQTT broker that allows every client.
 type Broker struct {
 	srv  *mochi.Server
@@ -48,7 +55,9 @@ func Start(addr string, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: log})
+	caps := mochi.NewDefaultServerCapabilities()
+	caps.MaximumPacketSize = MaxPacket
+	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: log, Capabilities: caps})
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		return nil, fmt.Errorf("mqttbroker: %w", err)
 	}

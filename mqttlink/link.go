@@ -45,7 +45,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -289,15 +288,7 @@ func (l *Link) Run(ctx context.Context) error {
 		}
 	}
 	pahosec.SetTLS(co, l.opts.TLS)
-	if testHookConn != nil {
-		co.SetCustomOpenConnectionFn(func(u *url.URL, o mqtt.ClientOptions) (net.Conn, error) {
-			c, err := o.Dialer.Dial("tcp", u.Host)
-			if err != nil {
-				return nil, err
-			}
-			return testHookConn(c), nil
-		})
-	}
+	co.SetCustomOpenConnectionFn(openConn(co.CustomOpenConnectionFn)) // packets read whole are at most MaxPacket bytes
 	co.SetDefaultPublishHandler(dispatch)
 	co.SetConnectionNotificationHandler(func(_ mqtt.Client, n mqtt.ConnectionNotification) {
 		switch n := n.(type) {
@@ -543,8 +534,7 @@ func (l *Link) waitReady(ctx context.Context) bool {
 	}
 }
 
-// testHookConn, if set (by tests), wraps each connection the link opens to
-// a tcp:// broker.
+// testHookConn, if set (by tests), wraps each connection the link opens.
 var testHookConn func(net.Conn) net.Conn
 
 // testHookParked, if set (by tests), is called when a command waits at a
@@ -594,7 +584,7 @@ func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
 		return // stopping: not decided
 	}
 	var res fence.Result
-	cmd, err := wire.DecodeCommand(name, m.Payload())
+	cmd, err := decode(name, m.Payload())
 	switch {
 	case m.Retained():
 		res = l.h.Reject(cmd, fence.ReasonRetained, errors.New("retained command refused: commands must not be retained (clear it with an empty retained publish)"))

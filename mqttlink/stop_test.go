@@ -1,7 +1,6 @@
 package mqttlink
 
 import (
-	"context"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -68,23 +67,7 @@ func TestStopIsBounded(t *testing.T) {
 
 	broker := testenv.EmbeddedBroker(t)
 	topics := wire.Topics{GatewayID: testenv.ID(t, "stall")}
-	ready := make(chan struct{}, 1)
-	l := New(Options{Broker: broker, Topics: topics, Actuators: []string{"a", "b", "c"}, Store: "s",
-		Ready: func() {
-			select {
-			case ready <- struct{}{}:
-			default:
-			}
-		}}, &countHandler{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	select {
-	case <-ready:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the link did not take commands within 20 s")
-	}
+	l := startLink(t, Options{Broker: broker, Topics: topics, Actuators: []string{"a", "b", "c"}, Store: "s"}, &countHandler{})
 	ctl := testctl.Connect(t, broker, topics)
 	ctl.WaitStatus(t, wire.StatusOnline)
 
@@ -107,17 +90,10 @@ func TestStopIsBounded(t *testing.T) {
 		}
 	}
 
-	start := time.Now()
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run = %v, want nil", err)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("Run did not return within 2 minutes of the stop")
+	err, took := l.stop(t, 2*time.Minute)
+	if err != nil {
+		t.Errorf("Run = %v, want nil", err)
 	}
-	took := time.Since(start)
 	t.Logf("the stop took %v with the broker not reading (bound %v)", took.Round(time.Millisecond), stopBound)
 	if took > stopBound {
 		t.Errorf("the stop took %v, want at most %v: it waited for a packet paho could not hand on", took.Round(time.Millisecond), stopBound)
