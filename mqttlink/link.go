@@ -395,6 +395,17 @@ func (l *Link) connect(ctx context.Context, client mqtt.Client) {
 func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch mqtt.MessageHandler) {
 	l.estMu.Lock() // the previous connection's, if any, ends at once: its context has
 	defer l.estMu.Unlock()
+	if testHookEstablish != nil {
+		testHookEstablish(gen)
+	}
+	if gen > 1 {
+		// A reconnect: commands are not taken until online says so again.
+		// The retained status may still say online: a broker that restarted
+		// kept it (and publishes no last will for a connection of before).
+		if _, ok := l.publish(ctx, c, l.t.Status(), 1, true, wire.StatusOffline); !ok {
+			return
+		}
+	}
 	wait := minBackoff
 	for ctx.Err() == nil {
 		err := l.guard.claim(ctx, c, gen)
@@ -533,6 +544,10 @@ func (l *Link) waitReady(ctx context.Context) bool {
 		}
 	}
 }
+
+// testHookEstablish, if set (by tests), is called when the link begins to
+// take commands on connection gen (1, 2, … for each connect).
+var testHookEstablish func(gen int)
 
 // testHookConn, if set (by tests), wraps each connection the link opens.
 var testHookConn func(net.Conn) net.Conn
