@@ -87,15 +87,8 @@ func drives(t *testing.T, bank *actuator.Bank) uint64 {
 // controller resends it (by hand here, as package client would), and it is
 // answered duplicate. Either way the pin is driven once for it.
 func TestBrokerLoss(t *testing.T) {
-	for _, tt := range []struct {
-		name       string
-		start      func(testing.TB) *testenv.PersistentBroker
-		persistent bool
-	}{
-		{"persistent", testenv.MosquittoPersistent, true},
-		{"without persistence", testenv.MosquittoVolatile, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) { brokerLoss(t, tt.start(t), tt.persistent) })
+	for _, b := range testenv.RestartableBrokers() {
+		t.Run(b.Name, func(t *testing.T) { brokerLoss(t, b.Start(t), b.Persistent) })
 	}
 }
 

@@ -11,3 +11,18 @@ func MosquittoVolatile(t testing.TB) *PersistentBroker {
 	t.Helper()
 	return restartable(t, func(*PersistentBroker) string { return "persistence false\n" })
 }
+
+// Restartable is a kind of restartable broker, for tests that run with each.
+type Restartable struct {
+	Name       string
+	Persistent bool // it keeps sessions and messages across a restart
+	Start      func(testing.TB) *PersistentBroker
+}
+
+// RestartableBrokers returns MosquittoPersistent and MosquittoVolatile.
+func RestartableBrokers() []Restartable {
+	return []Restartable{
+		{"persistent", true, MosquittoPersistent},
+		{"without persistence", false, MosquittoVolatile},
+	}
+}
