@@ -118,7 +118,7 @@ func brokerLoss(t *testing.T, b *testenv.PersistentBroker, persistent bool) {
 			}
 		}
 	}
-	defer func() { testHookEstablish = nil }()
+	t.Cleanup(func() { testHookEstablish = nil }) // after the link stops
 
 	flog, sim := openStore(t)
 	held, release := make(chan struct{}), make(chan struct{})

@@ -279,6 +279,9 @@ func (l *Link) Run(ctx context.Context) error {
 		}
 		select {
 		case ch <- delivery{name, m}:
+			if testHookQueued != nil {
+				testHookQueued(name, m.Payload())
+			}
 		default:
 			// The reader must never block: it also delivers the claims
 			// and probes the link may be waiting for. Unacknowledged, the
@@ -549,6 +552,11 @@ func (l *Link) waitReady(ctx context.Context) bool {
 // take commands on connection gen (1, 2, … for each connect).
 var testHookEstablish func(gen int)
 
+// testHookQueued, if set (by tests), is called with each command message
+// put in its actuator's queue, and testHookServe with each one its
+// actuator's worker takes from it.
+var testHookQueued, testHookServe func(actuator string, payload []byte)
+
 // testHookConn, if set (by tests), wraps each connection the link opens.
 var testHookConn func(net.Conn) net.Conn
 
@@ -590,6 +598,9 @@ func (l *Link) closeDoor() {
 // down, or in conflict) the message waits; at shutdown it stays
 // unacknowledged, so that the broker redelivers it to the next session.
 func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
+	if testHookServe != nil {
+		testHookServe(name, m.Payload())
+	}
 	if !l.waitReady(ctx) {
 		return
 	}

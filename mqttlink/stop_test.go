@@ -63,7 +63,7 @@ func TestStopIsBounded(t *testing.T) {
 		default:
 		}
 	}
-	defer func() { testHookConn, testHookStatePublish = nil, nil }()
+	t.Cleanup(func() { testHookConn, testHookStatePublish = nil, nil }) // after the link stops
 
 	broker := testenv.EmbeddedBroker(t)
 	topics := wire.Topics{GatewayID: testenv.ID(t, "stall")}
