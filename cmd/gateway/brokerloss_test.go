@@ -168,12 +168,23 @@ func brokerLossUnderLoad(t *testing.T, b *testenv.PersistentBroker, persistent b
 	// The gateway's record of its decisions (GET /api/audit) against the
 	// sim board's drive count: each command decided, none applied twice,
 	// one drive per command applied.
+	// The audit is read until it has every command (or for 10 s): a read
+	// can miss the stale and duplicate entries the store is writing just
+	// then (fencelog.Log.Audit reads the buffered ones after the written
+	// ones, and the background flush moves them in between).
 	var audit []fencelog.Entry
-	getJSON(t, "http://"+httpAddr+"/api/audit?n=10000", &audit)
-	outcomes := map[string][]fence.Outcome{}
-	for _, e := range audit {
-		if e.Actuator == "pump" && strings.HasPrefix(e.ID, "s-") {
-			outcomes[e.ID] = append(outcomes[e.ID], e.Outcome)
+	var outcomes map[string][]fence.Outcome
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		audit = nil
+		getJSON(t, "http://"+httpAddr+"/api/audit?n=10000", &audit)
+		outcomes = map[string][]fence.Outcome{}
+		for _, e := range audit {
+			if e.Actuator == "pump" && strings.HasPrefix(e.ID, "s-") {
+				outcomes[e.ID] = append(outcomes[e.ID], e.Outcome)
+			}
+		}
+		if len(outcomes) == n || time.Now().After(deadline) {
+			break
 		}
 	}
 	count := map[fence.Outcome]int{}
