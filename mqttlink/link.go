@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -121,6 +122,17 @@ const (
 	minBackoff = time.Second
 	maxBackoff = 30 * time.Second
 )
+
+// writeWait bounds paho's waits to hand a packet to the connection and to
+// write it (its default is 30 s for the first and no bound for the
+// second): a publish that paho took as connected just as the connection
+// closed, or a broker that stopped reading, never holds a worker, or the
+// stop that waits for the workers, for longer.
+const writeWait = 5 * time.Second
+
+// byeWait bounds a clean stop's goodbye: the unsubscription and the offline
+// status.
+const byeWait = 2 * time.Second
 
 // Link is a gateway's MQTT connection. Create it with New, feed it the
 // core's state changes with Changed, and Run it.
@@ -237,6 +249,7 @@ func (l *Link) Run(ctx context.Context) error {
 		SetMaxReconnectInterval(maxBackoff).
 		SetKeepAlive(30*time.Second).
 		SetConnectTimeout(5*time.Second).
+		SetWriteTimeout(writeWait).
 		SetWill(l.t.Status(), wire.StatusOffline, 1, true).
 		SetStore(sessionStore{mqtt.NewMemoryStore()})
 	// Commands redelivered from the persistent session can arrive before
@@ -266,6 +279,9 @@ func (l *Link) Run(ctx context.Context) error {
 		}
 		select {
 		case ch <- delivery{name, m}:
+			if testHookQueued != nil {
+				testHookQueued(name, m.Payload())
+			}
 		default:
 			// The reader must never block: it also delivers the claims
 			// and probes the link may be waiting for. Unacknowledged, the
@@ -275,6 +291,7 @@ func (l *Link) Run(ctx context.Context) error {
 		}
 	}
 	pahosec.SetTLS(co, l.opts.TLS)
+	co.SetCustomOpenConnectionFn(openConn(co.CustomOpenConnectionFn)) // packets read whole are at most MaxPacket bytes
 	co.SetDefaultPublishHandler(dispatch)
 	co.SetConnectionNotificationHandler(func(_ mqtt.Client, n mqtt.ConnectionNotification) {
 		switch n := n.(type) {
@@ -313,16 +330,30 @@ func (l *Link) Run(ctx context.Context) error {
 	l.connect(ctx, client)
 	<-ctx.Done()
 
-	l.serving.Lock() // the commands being decided are answered and acknowledged first
+	// The commands being decided are answered and acknowledged first, and
+	// the publishes in progress end (each within writeWait); none starts
+	// after this (see publish).
+	l.serving.Lock()
 	conflict := context.Cause(ctx)
-	if client.IsConnected() {
-		if !errors.Is(conflict, ErrConflict) {
-			// A clean stop: commands published while the gateway is away
-			// are not kept for it. In a conflict the session may be
-			// another process's too (the same client id): leave it.
-			client.Unsubscribe(l.t.SetFilter()).WaitTimeout(time.Second)
+	if client.IsConnectionOpen() {
+		// The goodbye is bounded as a whole: a broker that does not take it
+		// sees the connection close without a DISCONNECT, and publishes the
+		// last will (offline) itself.
+		bye := make(chan struct{})
+		go func() {
+			defer close(bye)
+			if !errors.Is(conflict, ErrConflict) {
+				// A clean stop: commands published while the gateway is
+				// away are not kept for it. In a conflict the session may
+				// be another process's too (the same client id): leave it.
+				client.Unsubscribe(l.t.SetFilter()).WaitTimeout(byeWait)
+			}
+			client.Publish(l.t.Status(), 1, true, wire.StatusOffline).WaitTimeout(byeWait)
+		}()
+		select {
+		case <-bye:
+		case <-time.After(byeWait):
 		}
-		client.Publish(l.t.Status(), 1, true, wire.StatusOffline).WaitTimeout(time.Second)
 	}
 	client.Disconnect(250)
 	l.serving.Unlock()
@@ -367,6 +398,17 @@ func (l *Link) connect(ctx context.Context, client mqtt.Client) {
 func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch mqtt.MessageHandler) {
 	l.estMu.Lock() // the previous connection's, if any, ends at once: its context has
 	defer l.estMu.Unlock()
+	if testHookEstablish != nil {
+		testHookEstablish(gen)
+	}
+	if gen > 1 {
+		// A reconnect: commands are not taken until online says so again.
+		// The retained status may still say online: a broker that restarted
+		// kept it (and publishes no last will for a connection of before).
+		if _, ok := l.publish(ctx, c, l.t.Status(), 1, true, wire.StatusOffline); !ok {
+			return
+		}
+	}
 	wait := minBackoff
 	for ctx.Err() == nil {
 		err := l.guard.claim(ctx, c, gen)
@@ -402,7 +444,9 @@ func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch m
 	l.mu.Unlock()
 	l.conn.subscribed(l.t.SetFilter())
 	// online means: subscribed, unopposed, commands are taken.
-	if err := await(ctx, c.Publish(l.t.Status(), 1, true, wire.StatusOnline), "publish the online status"); err != nil {
+	if tok, ok := l.publish(ctx, c, l.t.Status(), 1, true, wire.StatusOnline); !ok {
+		return // stopping: offline follows
+	} else if err := await(ctx, tok, "publish the online status"); err != nil {
 		l.log.Warn("could not publish the online status", "err", err)
 	}
 	l.states.republish()
@@ -504,6 +548,18 @@ func (l *Link) waitReady(ctx context.Context) bool {
 	}
 }
 
+// testHookEstablish, if set (by tests), is called when the link begins to
+// take commands on connection gen (1, 2, … for each connect).
+var testHookEstablish func(gen int)
+
+// testHookQueued, if set (by tests), is called with each command message
+// put in its actuator's queue, and testHookServe with each one its
+// actuator's worker takes from it.
+var testHookQueued, testHookServe func(actuator string, payload []byte)
+
+// testHookConn, if set (by tests), wraps each connection the link opens.
+var testHookConn func(net.Conn) net.Conn
+
 // testHookParked, if set (by tests), is called when a command waits at a
 // door closed for good.
 var testHookParked func()
@@ -542,6 +598,9 @@ func (l *Link) closeDoor() {
 // down, or in conflict) the message waits; at shutdown it stays
 // unacknowledged, so that the broker redelivers it to the next session.
 func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
+	if testHookServe != nil {
+		testHookServe(name, m.Payload())
+	}
 	if !l.waitReady(ctx) {
 		return
 	}
@@ -551,7 +610,7 @@ func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
 		return // stopping: not decided
 	}
 	var res fence.Result
-	cmd, err := wire.DecodeCommand(name, m.Payload())
+	cmd, err := decode(name, m.Payload())
 	switch {
 	case m.Retained():
 		res = l.h.Reject(cmd, fence.ReasonRetained, errors.New("retained command refused: commands must not be retained (clear it with an empty retained publish)"))
@@ -581,6 +640,21 @@ func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
 		return // not acknowledged: the broker delivers it again, and it is answered again
 	}
 	m.Ack()
+}
+
+// publish publishes on c, unless ctx (the link's, or the connection's) has
+// ended: Run waits for the publishes in progress before it says goodbye
+// and disconnects, and none starts after that, so nothing the link
+// publishes follows its offline status, and no worker the stop waits for is
+// left in a publish that paho accepted as connected just as the connection
+// closed. ok is false if nothing was published.
+func (l *Link) publish(ctx context.Context, c mqtt.Client, topic string, qos byte, retained bool, payload any) (tok mqtt.Token, ok bool) {
+	l.serving.RLock()
+	defer l.serving.RUnlock()
+	if ctx.Err() != nil {
+		return nil, false
+	}
+	return c.Publish(topic, qos, retained, payload), true
 }
 
 // answerWait bounds the wait for an answer to be written.

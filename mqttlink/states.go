@@ -95,7 +95,9 @@ func (p *statePublisher) run(ctx context.Context) {
 			}
 			// QoS 0 (see serve): a state lost with the connection is
 			// published again at the next connect, as all of them are.
-			c.Publish(p.l.t.State(o.Actuator), 0, true, wire.EncodeState(o))
+			if _, ok := p.l.publish(ctx, c, p.l.t.State(o.Actuator), 0, true, wire.EncodeState(o)); !ok {
+				return // stopping: the next start publishes every state
+			}
 		}
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -255,41 +257,61 @@ func TestBadInputOverMQTT(t *testing.T) {
 // decided normally) or with it kept (then it is refused at once): both
 // are safe, and the test accepts both.
 func TestRetainedReplayRejected(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, broker string) {
-		dir := t.TempDir()
-		g := start(t, broker, dir)
-		ctl := testctl.Connect(t, broker, g.topics())
-		ctl.Publish(t, "pump", wire.EncodeCommand(cmd("k-1", "pump", 7, 0, fence.StateOn)), true)
-		live := ctl.Result(t, "k-1")
-		wantFence := fence.Fence{Token: 7}
-		switch {
-		case live.Outcome == fence.Applied:
-		case live.Outcome == fence.Rejected && strings.Contains(live.Error, "retained"):
-			wantFence = fence.Fence{}
-		default:
-			t.Fatalf("live retained command = %v %q, want applied or rejected for being retained", live.Outcome, live.Error)
+	forEachBroker(t, retainedReplayRejected)
+}
+
+// TestRetainedReplayRejectedRuns runs TestRetainedReplayRejected on the
+// embedded broker $FENCEGATE_RETAINED_RUNS times in a row (issue 10: it
+// failed 2-6% of runs under load, when the broker delivered a retained
+// publish twice; see mqttbroker's TestRetainedPublishDuringSubscribe). It
+// stops at the first failure and says how many passed before it.
+func TestRetainedReplayRejectedRuns(t *testing.T) {
+	n, err := strconv.Atoi(os.Getenv("FENCEGATE_RETAINED_RUNS"))
+	if err != nil || n <= 0 {
+		t.Skip("set FENCEGATE_RETAINED_RUNS=1000 to run TestRetainedReplayRejected/embedded that many times in a row")
+	}
+	for i := range n {
+		if !t.Run(fmt.Sprint(i+1), func(t *testing.T) { retainedReplayRejected(t, testenv.EmbeddedBroker(t)) }) {
+			t.Fatalf("run %d of %d failed; %d in a row passed before it", i+1, n, i)
 		}
-		g.stop()
-		ctl.Drain()
-		g = start(t, broker, dir)
-		// The broker may first redeliver the live copy if its acknowledgement
-		// was still in flight at the stop (at-least-once): that is a duplicate.
-		for {
-			res := ctl.Result(t, "k-1")
-			if res.Outcome == fence.Duplicate {
-				continue
-			}
-			if res.Outcome != fence.Rejected || !strings.Contains(res.Error, "retained") {
-				t.Errorf("replayed retained command = %v %q, want rejected for being retained", res.Outcome, res.Error)
-			}
-			break
+	}
+	t.Logf("%d runs in a row passed", n)
+}
+
+func retainedReplayRejected(t *testing.T, broker string) {
+	dir := t.TempDir()
+	g := start(t, broker, dir)
+	ctl := testctl.Connect(t, broker, g.topics())
+	ctl.Publish(t, "pump", wire.EncodeCommand(cmd("k-1", "pump", 7, 0, fence.StateOn)), true)
+	live := ctl.Result(t, "k-1")
+	wantFence := fence.Fence{Token: 7}
+	switch {
+	case live.Outcome == fence.Applied:
+	case live.Outcome == fence.Rejected && strings.Contains(live.Error, "retained"):
+		wantFence = fence.Fence{}
+	default:
+		t.Fatalf("live retained command = %v %q, want applied or rejected for being retained", live.Outcome, live.Error)
+	}
+	g.stop()
+	ctl.Drain()
+	g = start(t, broker, dir)
+	// The broker may first redeliver the live copy if its acknowledgement
+	// was still in flight at the stop (at-least-once): that is a duplicate.
+	for {
+		res := ctl.Result(t, "k-1")
+		if res.Outcome == fence.Duplicate {
+			continue
 		}
-		ctl.Publish(t, "pump", nil, true) // clear it
-		ctl.Result(t, "")                 // the empty publish is answered (rejected)
-		if fs := g.api(t)["pump"].Fence; fs != wantFence {
-			t.Errorf("fence after replay = %v, want %v", fs, wantFence)
+		if res.Outcome != fence.Rejected || !strings.Contains(res.Error, "retained") {
+			t.Errorf("replayed retained command = %v %q, want rejected for being retained", res.Outcome, res.Error)
 		}
-	})
+		break
+	}
+	ctl.Publish(t, "pump", nil, true) // clear it
+	ctl.Result(t, "")                 // the empty publish is answered (rejected)
+	if fs := g.api(t)["pump"].Fence; fs != wantFence {
+		t.Errorf("fence after replay = %v, want %v", fs, wantFence)
+	}
 }
 
 func TestStoreNeverSilentlyCreated(t *testing.T) {

@@ -162,26 +162,20 @@ const MaxText = 128
 // Command still carries whatever could be read (its ID, for the answer).
 //
 // A payload without "state" is a fence-only command.
+//
+// Nothing is parsed beyond MaxPayload bytes: a larger payload is refused
+// (see Oversized) after a look at its first MaxPayload bytes for its id.
 func DecodeCommand(actuator string, payload []byte) (fence.Command, error) {
-	c := fence.Command{Actuator: actuator}
-	// Read the id first, on its own, so that even a command rejected for its
-	// size or a later field is answered with its id.
-	valid := utf8.Valid(payload)
-	var peek struct {
-		ID any `json:"id"`
-	}
-	if valid && json.Unmarshal(payload, &peek) == nil {
-		if s, ok := peek.ID.(string); ok && len(s) <= MaxText {
-			c.ID = s
-		}
-	}
 	if len(payload) > MaxPayload {
-		return c, fmt.Errorf("payload is %d bytes; the limit is %d", len(payload), MaxPayload)
+		return Oversized(actuator, len(payload), payload[:MaxPayload])
 	}
+	// Read the id first, on its own, so that even a command rejected for a
+	// later field is answered with its id.
+	c := fence.Command{Actuator: actuator, ID: peekID(payload)}
 	if len(bytes.TrimSpace(payload)) == 0 {
 		return c, errors.New("empty payload; want a JSON object with a token")
 	}
-	if !valid {
+	if !utf8.Valid(payload) {
 		return c, errors.New("payload is not valid UTF-8")
 	}
 
@@ -257,6 +251,66 @@ func DecodeCommand(actuator string, payload []byte) (fence.Command, error) {
 		return c, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
 	}
 	return c, nil
+}
+
+// Oversized returns what DecodeCommand returns for a payload of size bytes,
+// more than MaxPayload, that begins with head: an error that says so, and
+// a command that carries the payload's id if head shows it. It reads at
+// most MaxPayload bytes of head, so that the payload's receiver may keep
+// only its beginning (see package mqttlink).
+func Oversized(actuator string, size int, head []byte) (fence.Command, error) {
+	c := fence.Command{Actuator: actuator, ID: peekID(head[:min(len(head), MaxPayload)])}
+	return c, fmt.Errorf("payload is %d bytes; the limit is %d", size, MaxPayload)
+}
+
+// peekID returns the string "id" of the JSON object that b holds or
+// begins (b may end anywhere), if it is found among the object's fields
+// before anything malformed, is valid UTF-8 and at most MaxText bytes; ""
+// otherwise. It reads no further than the id.
+func peekID(b []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for {
+		k, err := dec.Token()
+		key, ok := k.(string)
+		if err != nil || !ok {
+			return ""
+		}
+		if key == "id" {
+			v, err := dec.Token()
+			s, ok := v.(string)
+			if err != nil || !ok || len(s) > MaxText || !utf8.Valid(b[:dec.InputOffset()]) {
+				return ""
+			}
+			return s
+		}
+		if skipValue(dec) != nil {
+			return ""
+		}
+	}
+}
+
+// skipValue reads one JSON value from dec, however deeply nested, without
+// recursion.
+func skipValue(dec *json.Decoder) error {
+	depth := 0
+	for {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch t {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
 }
 
 // SigSize is the size of a command's signature (Ed25519).

@@ -537,6 +537,40 @@ var mutants = []mutant{
 		new:  "if err := CheckFence(ctx, cli, fence); err != nil || fence < l.token || true {",
 		pkgs: []string{"./cmd/gateway"}, run: "TestEtcdRestoredFromSnapshot",
 	},
+	// The MQTT link (issue 10, i10-broker): each caught by a test whose
+	// interleaving hooks force.
+	{
+		name: "retained-check-removed",
+		why:  "a command delivered with the retain flag (a stored retained message) is decided",
+		file: "mqttlink/link.go",
+		old:  "\tcase m.Retained():\n",
+		new:  "\tcase false && m.Retained():\n",
+		pkgs: []string{"./mqttlink"}, run: "TestRetainedCommandRefused",
+	},
+	{
+		name: "ack-before-decide",
+		why:  "a command is acknowledged when the worker takes it, before it is decided: a stop or crash loses it",
+		file: "mqttlink/link.go",
+		old:  "\tl.serving.RLock()\n\tdefer l.serving.RUnlock()\n\tif ctx.Err() != nil {\n\t\treturn // stopping: not decided\n",
+		new:  "\tm.Ack()\n\tl.serving.RLock()\n\tdefer l.serving.RUnlock()\n\tif ctx.Err() != nil {\n\t\treturn // stopping: not decided\n",
+		pkgs: []string{"./mqttlink"}, run: "TestUndecidedCommandDeliveredAgain",
+	},
+	{
+		name: "actuator-order-lost",
+		why:  "each command is handled in a goroutine of its own: one actuator's commands can overtake each other",
+		file: "mqttlink/link.go",
+		old:  "\t\tselect {\n\t\tcase ch <- delivery{name, m}:\n",
+		new:  "\t\tif ch != nil {\n\t\t\tgo l.serve(ctx, name, m)\n\t\t\treturn\n\t\t}\n\t\tselect {\n\t\tcase ch <- delivery{name, m}:\n",
+		pkgs: []string{"./mqttlink"}, run: "TestActuatorOrder",
+	},
+	{
+		name: "no-default-publish-handler",
+		why:  "commands the broker delivers again from the session before the subscription is in place are dropped",
+		file: "mqttlink/link.go",
+		old:  "\tco.SetDefaultPublishHandler(dispatch)\n",
+		new:  "",
+		pkgs: []string{"./mqttlink"}, run: "TestUndecidedCommandDeliveredAgain",
+	},
 }
 
 func TestMutantsAreCaught(t *testing.T) {

@@ -27,14 +27,22 @@ type PersistentBroker struct {
 // SIGKILL rolls it back to the last clean stop. It is killed when t ends.
 func MosquittoPersistent(t testing.TB) *PersistentBroker {
 	t.Helper()
+	return restartable(t, func(b *PersistentBroker) string {
+		return fmt.Sprintf("persistence true\npersistence_location %s/\nautosave_interval 0\n", b.dir)
+	})
+}
+
+// restartable starts a Mosquitto that Stop and Start stop and start again
+// on its port, with the configuration lines that conf returns for it.
+func restartable(t testing.TB, conf func(*PersistentBroker) string) *PersistentBroker {
+	t.Helper()
 	b := &PersistentBroker{port: Port(t), dir: t.TempDir()}
 	b.URL = fmt.Sprintf("tcp://127.0.0.1:%d", b.port)
-	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\npersistence true\npersistence_location %s/\nautosave_interval 0\n",
-		b.port, b.dir)
+	lines := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n%s", b.port, conf(b))
 	if os.Geteuid() == 0 {
-		conf += "user root\n" // as root, Mosquitto becomes user mosquitto, who cannot write here
+		lines += "user root\n" // as root, Mosquitto becomes user mosquitto, who cannot write here
 	}
-	if err := os.WriteFile(filepath.Join(b.dir, "mosquitto.conf"), []byte(conf), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(b.dir, "mosquitto.conf"), []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -1,0 +1,188 @@
+package mqttlink
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/testctl"
+	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/wire"
+)
+
+// logHandler applies every command and notes the ids in the order the core
+// got them; before[id], if set, runs first (an error leaves the command
+// undecided).
+type logHandler struct {
+	countHandler
+	before  map[string]func(context.Context) error
+	mu      sync.Mutex
+	ids     []string
+	changed chan struct{} // closed and replaced at every note
+}
+
+func newLogHandler() *logHandler {
+	return &logHandler{before: map[string]func(context.Context) error{}, changed: make(chan struct{})}
+}
+
+func (h *logHandler) Handle(ctx context.Context, c fence.Command) (fence.Result, error) {
+	if f := h.before[c.ID]; f != nil {
+		if err := f(ctx); err != nil {
+			return fence.Result{}, err
+		}
+	}
+	h.mu.Lock()
+	h.ids = append(h.ids, c.ID)
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+	return h.countHandler.Handle(ctx, c)
+}
+
+// waitFor waits until the core got id, and returns the ids so far.
+func (h *logHandler) waitFor(t *testing.T, id string) []string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		h.mu.Lock()
+		ids, changed := slices.Clone(h.ids), h.changed
+		h.mu.Unlock()
+		if slices.Contains(ids, id) {
+			return ids
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the core did not get %s within 30 s (it got %v)", id, ids)
+		}
+	}
+}
+
+func idOf(payload []byte) string {
+	c, _ := wire.DecodeCommand("", payload)
+	return c.ID
+}
+
+func command(id string, seq uint64) fence.Command {
+	return fence.Command{ID: id, Actuator: "a", Fence: fence.Fence{Token: 1, Seq: seq}, State: fence.StateOn}
+}
+
+// TestRetainedCommandRefused: a command the broker delivers with the
+// retain flag (a stored retained message, sent to a new subscription) is
+// answered rejected (retained) and never reaches the core.
+func TestRetainedCommandRefused(t *testing.T) {
+	for bname, start := range testenv.Brokers() {
+		t.Run(bname, func(t *testing.T) {
+			broker := start(t)
+			topics := wire.Topics{GatewayID: testenv.ID(t, "retained")}
+			ctl := testctl.Connect(t, broker, topics)
+			ctl.Publish(t, "a", wire.EncodeCommand(command("r-1", 1)), true)
+			h := &countHandler{}
+			startLink(t, Options{Broker: broker, Topics: topics, Actuators: []string{"a"}, Store: "s"}, h)
+			res := ctl.Result(t, "r-1")
+			if res.Outcome != fence.Rejected || res.Reason != fence.ReasonRetained {
+				t.Errorf("a retained command: %s (%s) %s; want rejected (%s)", res.Outcome, res.Reason, res.Error, fence.ReasonRetained)
+			}
+			if n := h.n.Load(); n != 0 {
+				t.Errorf("the core decided %d commands, want none", n)
+			}
+			ctl.Publish(t, "a", nil, true) // clear it
+		})
+	}
+}
+
+// TestUndecidedCommandDeliveredAgain: a command the gateway took but did
+// not decide (it stopped first) is not acknowledged, so the broker
+// delivers it again to the next process, from the session, right after its
+// connect: before that process subscribes. A hook holds the next process
+// until the command is in its actuator's queue (or 10 s): a link that
+// acknowledged commands before deciding them, or that had no handler for
+// messages on topics it has not subscribed to yet (paho drops those), would
+// lose it, and the core would get the next command first.
+func TestUndecidedCommandDeliveredAgain(t *testing.T) {
+	broker := testenv.Mosquitto(t)
+	topics := wire.Topics{GatewayID: testenv.ID(t, "undecided")}
+	opts := Options{Broker: broker, Topics: topics, Actuators: []string{"a"}, Store: "s"}
+	ctl := testctl.Connect(t, broker, topics)
+
+	taken := make(chan struct{})
+	first := newLogHandler()
+	first.before["u-1"] = func(ctx context.Context) error {
+		close(taken)
+		<-ctx.Done() // the process stops while it decides
+		return ctx.Err()
+	}
+	a := startLink(t, opts, first)
+	ctl.Publish(t, "a", wire.EncodeCommand(command("u-1", 1)), false)
+	select {
+	case <-taken:
+	case <-time.After(20 * time.Second):
+		t.Fatal("u-1 did not reach the core within 20 s")
+	}
+	if err, _ := a.stop(t, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	queued := make(chan struct{})
+	var once sync.Once
+	testHookQueued = func(_ string, payload []byte) {
+		if idOf(payload) == "u-1" {
+			once.Do(func() { close(queued) })
+		}
+	}
+	testHookEstablish = func(int) {
+		select {
+		case <-queued:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	t.Cleanup(func() { testHookQueued, testHookEstablish = nil, nil }) // after the link stops
+	second := newLogHandler()
+	startLink(t, opts, second)
+	ctl.Publish(t, "a", wire.EncodeCommand(command("u-2", 2)), false)
+	if ids := second.waitFor(t, "u-2"); !slices.Equal(ids, []string{"u-1", "u-2"}) {
+		t.Errorf("the next process's core got %v, want [u-1 u-2]: u-1, taken but not decided, was lost", ids)
+	}
+}
+
+// TestActuatorOrder: one actuator's commands are decided in the order they
+// arrived. Hooks hold the worker's first command (u-1) before its decision
+// until the second (u-2) is in the actuator's queue, or has reached the
+// core: a link that handled each message in a goroutine of its own would
+// let u-2 overtake u-1.
+func TestActuatorOrder(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	topics := wire.Topics{GatewayID: testenv.ID(t, "order")}
+	queued, decided := make(chan struct{}), make(chan struct{})
+	testHookQueued = func(_ string, payload []byte) {
+		if idOf(payload) == "o-2" {
+			close(queued)
+		}
+	}
+	testHookServe = func(_ string, payload []byte) {
+		if idOf(payload) == "o-1" {
+			select {
+			case <-queued:
+			case <-decided:
+			case <-time.After(20 * time.Second):
+			}
+		}
+	}
+	t.Cleanup(func() { testHookQueued, testHookServe = nil, nil }) // after the link stops
+	h := newLogHandler()
+	h.before["o-2"] = func(context.Context) error {
+		close(decided)
+		return nil
+	}
+	startLink(t, Options{Broker: broker, Topics: topics, Actuators: []string{"a"}, Store: "s"}, h)
+	ctl := testctl.Connect(t, broker, topics)
+	ctl.Publish(t, "a", wire.EncodeCommand(command("o-1", 1)), false)
+	ctl.Publish(t, "a", wire.EncodeCommand(command("o-2", 2)), false)
+	h.waitFor(t, "o-1")
+	if ids := h.waitFor(t, "o-2"); !slices.Equal(ids, []string{"o-1", "o-2"}) {
+		t.Errorf("the core got %v, want [o-1 o-2] (their order of arrival)", ids)
+	}
+}
