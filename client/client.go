@@ -118,9 +118,9 @@ type Client struct {
 	key    ed25519.PrivateKey
 
 	mu      sync.Mutex
-	waiting map[string]chan fence.Result // Send and Await calls, by command id
-	unread  map[string]fence.Result      // answers nobody waited for yet, by command id
-	order   []string                     // ids in unread, oldest first
+	waiting map[string][]*waiter    // Send and Await calls, by command id, oldest first
+	unread  map[string]fence.Result // answers nobody waited for yet, by command id
+	order   []string                // ids in unread, oldest first
 	states  map[string]fence.Output
 	status  string
 	changed chan struct{} // closed and replaced on every state or status message
@@ -146,7 +146,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		return nil, err
 	}
 	cl := &Client{topics: wire.Topics{Prefix: o.Prefix, GatewayID: o.GatewayID},
-		waiting: map[string]chan fence.Result{}, unread: map[string]fence.Result{},
+		waiting: map[string][]*waiter{}, unread: map[string]fence.Result{},
 		states: map[string]fence.Output{}, changed: make(chan struct{}),
 		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000), signer: o.Signer, key: o.Key}
 	if err := o.Check(); err != nil {
@@ -201,9 +201,8 @@ func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
 		if err != nil {
 			return
 		}
-		if ch := cl.waiting[r.ID]; ch != nil {
-			delete(cl.waiting, r.ID)
-			ch <- r
+		if w := cl.claim(r); w != nil {
+			w.ch <- r
 			return
 		}
 		if _, dup := cl.unread[r.ID]; !dup {
@@ -222,8 +221,9 @@ func (cl *Client) notify() {
 	cl.changed = make(chan struct{})
 }
 
-// Send publishes c (QoS 1) and waits for its answer. An empty c.ID is
-// replaced by a unique one. With Options.Key, c is signed (after its id
+// Send publishes c (QoS 1) and waits for its answer: the first answer
+// with c's id, actuator, token and seq (see Answers) that arrives after
+// the publish. An empty c.ID is replaced by a unique one. With Options.Key, c is signed (after its id
 // is set); otherwise it is sent as it is. The answer is always returned when there is
 // one; the error is nil for applied and duplicate, a *StaleError,
 // *RejectedError or *FailedError for those answers, ErrTimeout when the
@@ -234,12 +234,30 @@ func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, erro
 		c.ID = cl.prefix + fmt.Sprint(cl.ids.Add(1))
 	}
 	c = cl.sign(c)
-	ch := cl.expect(c.ID)
-	defer cl.forget(c.ID, ch)
+	w := cl.expect(c.ID, func(r fence.Result) bool { return Answers(c, r) }, false)
+	defer cl.forget(w)
 	if err := wait(ctx, cl.c.Publish(cl.topics.Set(c.Actuator), 1, false, wire.EncodeCommand(c))); err != nil {
 		return fence.Result{}, fmt.Errorf("client: publish: %w", err)
 	}
-	return answer(ctx, ch)
+	return answer(ctx, w.ch)
+}
+
+// Answers reports whether r is an answer to command c: it has c's id,
+// actuator, token and seq, as docs/protocol.md asks controllers to match
+// answers (every subscriber sees every answer of the gateway, and an id
+// alone may be reused for another actuator or pair). A command rejected as
+// invalid is answered with the token and seq the gateway read before the
+// error, 0 for those it did not read; such an answer matches too.
+func Answers(c fence.Command, r fence.Result) bool {
+	if r.ID != c.ID || r.Actuator != c.Actuator {
+		return false
+	}
+	if r.Command == c.Fence {
+		return true
+	}
+	return r.Outcome == fence.Rejected && r.Reason == fence.ReasonInvalid &&
+		(r.Command.Token == 0 || r.Command.Token == c.Fence.Token) &&
+		(r.Command.Seq == 0 || r.Command.Seq == c.Fence.Seq)
 }
 
 // PublishRaw publishes payload on actuator's command topic (QoS 1), as it
@@ -256,9 +274,9 @@ func (cl *Client) PublishRaw(ctx context.Context, actuator string, payload []byt
 // already arrived unclaimed (the newest 1024 are kept), or the next one.
 // Its result and error are as Send's.
 func (cl *Client) Await(ctx context.Context, id string) (fence.Result, error) {
-	ch := cl.expect(id)
-	defer cl.forget(id, ch)
-	return answer(ctx, ch)
+	w := cl.expect(id, nil, true)
+	defer cl.forget(w)
+	return answer(ctx, w.ch)
 }
 
 // Discard forgets every answer that arrived unclaimed.
@@ -269,27 +287,60 @@ func (cl *Client) Discard() {
 	cl.order = nil
 }
 
-// expect registers a waiter for id; an answer that already arrived is
-// delivered at once.
-func (cl *Client) expect(id string) chan fence.Result {
-	ch := make(chan fence.Result, 1)
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	if r, ok := cl.unread[id]; ok {
-		delete(cl.unread, id)
-		cl.order = slices.DeleteFunc(cl.order, func(s string) bool { return s == id })
-		ch <- r
-		return ch
-	}
-	cl.waiting[id] = ch
-	return ch
+// waiter is a Send or Await call waiting for an answer.
+type waiter struct {
+	id    string
+	match func(fence.Result) bool // nil: any answer with the id
+	ch    chan fence.Result       // buffered: receives at most one answer
 }
 
-func (cl *Client) forget(id string, ch chan fence.Result) {
+// expect registers a waiter for answers with id that match (nil: every
+// one). With unread, an answer that already arrived unclaimed is delivered
+// at once: Await's answer may come before Await is called. Send does not
+// take those: they answer earlier copies of its command, not the one it
+// is about to publish.
+func (cl *Client) expect(id string, match func(fence.Result) bool, unread bool) *waiter {
+	w := &waiter{id: id, match: match, ch: make(chan fence.Result, 1)}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	if cl.waiting[id] == ch {
+	if r, ok := cl.unread[id]; ok && unread {
+		delete(cl.unread, id)
+		cl.order = slices.DeleteFunc(cl.order, func(s string) bool { return s == id })
+		w.ch <- r
+		return w
+	}
+	cl.waiting[id] = append(cl.waiting[id], w)
+	return w
+}
+
+// claim removes and returns the oldest waiter that r answers, or nil.
+// cl.mu must be held.
+func (cl *Client) claim(r fence.Result) *waiter {
+	ws := cl.waiting[r.ID]
+	for i, w := range ws {
+		if w.match == nil || w.match(r) {
+			cl.drop(r.ID, i)
+			return w
+		}
+	}
+	return nil
+}
+
+// drop removes the i-th waiter for id. cl.mu must be held.
+func (cl *Client) drop(id string, i int) {
+	ws := slices.Delete(cl.waiting[id], i, i+1)
+	if len(ws) == 0 {
 		delete(cl.waiting, id)
+		return
+	}
+	cl.waiting[id] = ws
+}
+
+func (cl *Client) forget(w *waiter) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if i := slices.Index(cl.waiting[w.id], w); i >= 0 {
+		cl.drop(w.id, i)
 	}
 }
 
