@@ -23,10 +23,11 @@ import (
 	"github.com/fencegate/fencegate/wire"
 )
 
-// ErrTimeout is returned by Send when no answer arrived in time. The
-// command may or may not have been decided: reread the state, and resend
-// with the same id, token and seq (a duplicate is answered, never driven
-// twice).
+// ErrTimeout is returned by Send when no answer arrived in time, although
+// Send published the command again and again (see Options.Resend). The
+// command may or may not have been decided, and a copy still queued in
+// the broker may be decided later: reread the state, and send the same
+// id, token and seq again (a duplicate is answered, never driven twice).
 var ErrTimeout = errors.New("client: no answer from the gateway")
 
 // StaleError is Send's error for a stale answer: the gateway's fence is at
@@ -106,7 +107,25 @@ type Options struct {
 	// reads the PATH.key of gateway keygen).
 	Signer string
 	Key    ed25519.PrivateKey
+	// Resend is how long Send waits for an answer before it publishes its
+	// command again, unchanged (the same id, token, seq and signature). It
+	// goes on resending, the wait doubling up to MaxResend, until an answer
+	// comes or its context ends, and resends at once when the gateway comes
+	// online and when this client has reconnected to the broker. A command
+	// published while the gateway is stopped, one the broker dropped (its
+	// queue for the gateway full, or its session lost) and an answer lost
+	// with a connection are so recovered; a copy of a command that was
+	// already applied is answered duplicate and drives nothing (or, once
+	// 32 later commands of its scope were applied, stale). 0 means
+	// DefaultResend; negative never resends.
+	Resend time.Duration
 }
+
+// DefaultResend is Options.Resend's default.
+const DefaultResend = time.Second
+
+// MaxResend bounds the wait between two resends of a command.
+const MaxResend = 8 * time.Second
 
 // Client is a connected controller. Its methods are safe for concurrent use.
 type Client struct {
@@ -116,6 +135,7 @@ type Client struct {
 	prefix string
 	signer string
 	key    ed25519.PrivateKey
+	resend time.Duration // < 0: never
 
 	mu      sync.Mutex
 	waiting map[string][]*waiter    // Send and Await calls, by command id, oldest first
@@ -124,6 +144,10 @@ type Client struct {
 	states  map[string]fence.Output
 	status  string
 	changed chan struct{} // closed and replaced on every state or status message
+	// retry is closed and replaced when a resend is worth it at once: the
+	// gateway came online, or this client subscribed again after a
+	// reconnect (answers published meanwhile are lost).
+	retry chan struct{}
 }
 
 // keepUnread is how many answers nobody waits for are kept for a later Await.
@@ -147,8 +171,11 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	}
 	cl := &Client{topics: wire.Topics{Prefix: o.Prefix, GatewayID: o.GatewayID},
 		waiting: map[string][]*waiter{}, unread: map[string]fence.Result{},
-		states: map[string]fence.Output{}, changed: make(chan struct{}),
-		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000), signer: o.Signer, key: o.Key}
+		states: map[string]fence.Output{}, changed: make(chan struct{}), retry: make(chan struct{}),
+		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000), signer: o.Signer, key: o.Key, resend: o.Resend}
+	if cl.resend == 0 {
+		cl.resend = DefaultResend
+	}
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
@@ -156,20 +183,45 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A clean session: the subscriptions are made again on every connect,
+	// since a broker that restarted may have lost them.
+	subscribed := make(chan error, 1)
+	subs := map[string]byte{cl.topics.ResultFilter(): 1, cl.topics.StateFilter(): 1, cl.topics.Status(): 1}
 	opts := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID).
 		SetUsername(o.Username).SetPassword(password).SetCleanSession(true).
-		SetAutoReconnect(true).SetConnectTimeout(5 * time.Second).SetOrderMatters(true)
+		SetAutoReconnect(true).SetMaxReconnectInterval(10 * time.Second).
+		SetConnectTimeout(5 * time.Second).SetOrderMatters(true).
+		SetOnConnectHandler(func(c mqtt.Client) {
+			go func() { // not in paho's connect handler, which must not block
+				tok := c.SubscribeMultiple(subs, cl.receive)
+				var err error
+				if !tok.WaitTimeout(10 * time.Second) {
+					err = errors.New("no answer from the broker within 10s")
+				} else if err = tok.Error(); err == nil {
+					cl.retryNow()
+				}
+				select {
+				case subscribed <- err: // Dial waits for the first
+				default:
+				}
+			}()
+		})
 	pahosec.SetTLS(opts, tlsConf)
 	cl.c = mqtt.NewClient(opts)
 	if err := wait(ctx, cl.c.Connect()); err != nil {
 		return nil, fmt.Errorf("client: connect %s: %w", o.Broker, pahosec.Explained(err, set))
 	}
-	subs := map[string]byte{cl.topics.ResultFilter(): 1, cl.topics.StateFilter(): 1, cl.topics.Status(): 1}
-	if err := wait(ctx, cl.c.SubscribeMultiple(subs, cl.receive)); err != nil {
+	select {
+	case err := <-subscribed:
+		if err == nil {
+			return cl, nil
+		}
 		cl.c.Disconnect(0)
 		return nil, fmt.Errorf("client: subscribe: %w", err)
+	case <-ctx.Done():
+		cl.c.Disconnect(0)
+		return nil, fmt.Errorf("client: subscribe: %w", ctx.Err())
 	}
-	return cl, nil
 }
 
 func wait(ctx context.Context, t mqtt.Token) error {
@@ -186,7 +238,11 @@ func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if topic == cl.topics.Status() {
-		cl.status = string(m.Payload())
+		s := string(m.Payload())
+		if s == wire.StatusOnline && cl.status != s {
+			cl.retryLocked()
+		}
+		cl.status = s
 		cl.notify()
 		return
 	}
@@ -221,14 +277,27 @@ func (cl *Client) notify() {
 	cl.changed = make(chan struct{})
 }
 
+// retryNow wakes every Send to resend at once.
+func (cl *Client) retryNow() {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.retryLocked()
+}
+
+func (cl *Client) retryLocked() {
+	close(cl.retry)
+	cl.retry = make(chan struct{})
+}
+
 // Send publishes c (QoS 1) and waits for its answer: the first answer
 // with c's id, actuator, token and seq (see Answers) that arrives after
-// the publish. An empty c.ID is replaced by a unique one. With Options.Key, c is signed (after its id
-// is set); otherwise it is sent as it is. The answer is always returned when there is
-// one; the error is nil for applied and duplicate, a *StaleError,
-// *RejectedError or *FailedError for those answers, ErrTimeout when the
-// context's deadline passed without an answer, or a transport or context
-// error.
+// the publish. Until it comes, Send publishes c again (Options.Resend).
+// An empty c.ID is replaced by a unique one. With Options.Key, c is
+// signed (after its id is set); otherwise it is sent as it is. The answer
+// is always returned when there is one; the error is nil for applied and
+// duplicate, a *StaleError, *RejectedError or *FailedError for those
+// answers, ErrTimeout when the context's deadline passed without an
+// answer, or a transport or context error.
 func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, error) {
 	if c.ID == "" {
 		c.ID = cl.prefix + fmt.Sprint(cl.ids.Add(1))
@@ -236,10 +305,59 @@ func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, erro
 	c = cl.sign(c)
 	w := cl.expect(c.ID, func(r fence.Result) bool { return Answers(c, r) }, false)
 	defer cl.forget(w)
-	if err := wait(ctx, cl.c.Publish(cl.topics.Set(c.Actuator), 1, false, wire.EncodeCommand(c))); err != nil {
-		return fence.Result{}, fmt.Errorf("client: publish: %w", err)
+	topic, payload := cl.topics.Set(c.Actuator), wire.EncodeCommand(c)
+	if cl.resend < 0 {
+		if err := wait(ctx, cl.c.Publish(topic, 1, false, payload)); err != nil {
+			return fence.Result{}, fmt.Errorf("client: publish: %w", err)
+		}
+		return answer(ctx, w.ch)
 	}
-	return answer(ctx, w.ch)
+	return cl.resending(ctx, w, topic, payload)
+}
+
+// resending publishes payload on topic, and again after each wait without
+// an answer for w (see Options.Resend), until the answer comes or ctx
+// ends. It returns the last publish's error if no publish ever succeeded.
+func (cl *Client) resending(ctx context.Context, w *waiter, topic string, payload []byte) (fence.Result, error) {
+	var published bool
+	var pubErr error
+	interval := cl.resend
+	for {
+		cl.mu.Lock()
+		retry := cl.retry
+		cl.mu.Unlock()
+		tok := cl.c.Publish(topic, 1, false, payload)
+		done := tok.Done()
+		timer := time.NewTimer(interval)
+	waiting:
+		for {
+			select {
+			case r := <-w.ch:
+				timer.Stop()
+				return r, answerErr(r)
+			case <-done:
+				done = nil
+				if err := tok.Error(); err != nil {
+					pubErr = err
+				} else {
+					published = true
+				}
+			case <-timer.C:
+				interval = min(2*interval, MaxResend)
+				break waiting
+			case <-retry:
+				timer.Stop()
+				interval = cl.resend
+				break waiting
+			case <-ctx.Done():
+				timer.Stop()
+				if !published && pubErr != nil {
+					return fence.Result{}, fmt.Errorf("client: publish: %w", pubErr)
+				}
+				return fence.Result{}, ctxErr(ctx)
+			}
+		}
+	}
 }
 
 // Answers reports whether r is an answer to command c: it has c's id,
@@ -349,11 +467,16 @@ func answer(ctx context.Context, ch chan fence.Result) (fence.Result, error) {
 	case r := <-ch:
 		return r, answerErr(r)
 	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fence.Result{}, ErrTimeout
-		}
-		return fence.Result{}, ctx.Err()
+		return fence.Result{}, ctxErr(ctx)
 	}
+}
+
+// ctxErr is the error of a wait for an answer that ctx ended.
+func ctxErr(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ErrTimeout
+	}
+	return ctx.Err()
 }
 
 // State returns the latest retained state seen for actuator.
