@@ -29,8 +29,8 @@ func MosquittoPersistent(t testing.TB) *PersistentBroker {
 	t.Helper()
 	b := &PersistentBroker{port: Port(t), dir: t.TempDir()}
 	b.URL = fmt.Sprintf("tcp://127.0.0.1:%d", b.port)
-	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\npersistence true\npersistence_location %s/\nautosave_interval 0\n",
-		b.port, b.dir)
+	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\npersistence true\npersistence_location %s/\nautosave_interval 0\nmax_queued_messages %d\n",
+		b.port, b.dir, QueuedMessages)
 	if os.Geteuid() == 0 {
 		conf += "user root\n" // as root, Mosquitto becomes user mosquitto, who cannot write here
 	}
