@@ -15,9 +15,10 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
 
-## torture: the crash torture (internal/torture) with 50 gateway stops (FENCEGATE_TORTURE_CYCLES), checked after each;
-##          it prints its seed, FENCEGATE_TORTURE_SEED=N replays it; a failed run leaves its logs in
-##          FENCEGATE_TORTURE_OUT (default: the temporary directory)
+## torture: the crash torture (internal/torture) with 50 gateway stops (FENCEGATE_TORTURE_CYCLES), checked after each
+##          and, at the end, its whole history with porcupine; it prints its seed, FENCEGATE_TORTURE_SEED=N replays it;
+##          a failed run leaves its logs and the history's visualization in FENCEGATE_TORTURE_OUT (default: the
+##          temporary directory)
 torture:
 	FENCEGATE_TORTURE_CYCLES=$${FENCEGATE_TORTURE_CYCLES:-50} $(GO) test -count=1 -v -timeout 30m -run '^TestTorture$$' ./internal/torture
 

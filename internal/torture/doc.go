@@ -5,9 +5,12 @@
 // at random moments and started again. After every cycle the test checks
 // that no fence went back, that every command answered applied is
 // covered by the recorded fence, that the outputs equal the recorded
-// states after reconciliation and that no command was lost.
+// states after reconciliation and that no command was lost; at the end
+// it checks the whole history of commands and answers for
+// linearizability with porcupine, each scope a fenced register.
 //
-// Its code is all in _test.go files. `make test` runs a short version;
+// Its code is all in _test.go files: porcupine, which only the tests use,
+// is never linked into the gateway. `make test` runs a short version;
 // `make torture` runs 50 cycles (FENCEGATE_TORTURE_CYCLES), and
 // FENCEGATE_TORTURE_SEED replays a run's choices.
 package torture

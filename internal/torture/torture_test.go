@@ -32,7 +32,7 @@ import (
 const (
 	envCycles  = "FENCEGATE_TORTURE_CYCLES" // gateway stops and restarts; default shortCycles
 	envRunSeed = "FENCEGATE_TORTURE_SEED"   // replays a run's choices
-	envOut     = "FENCEGATE_TORTURE_OUT"    // where a failed run leaves its logs; default the temporary directory
+	envOut     = "FENCEGATE_TORTURE_OUT"    // where a failed run leaves its logs and history visualization; default the temporary directory
 )
 
 // shortCycles is the cycles of the short version, which make test runs.
@@ -80,6 +80,7 @@ func TestTorture(t *testing.T) {
 	h.finish()
 	elapsed := time.Since(start)
 	t.Logf("%d cycles in %v (%.2f cycles/s): %s", cycles, elapsed.Round(time.Millisecond), float64(cycles)/elapsed.Seconds(), h.summary())
+	h.checkHistory()
 }
 
 // harness runs the gateway and the controllers and checks them.
@@ -174,7 +175,8 @@ func (h *harness) fatalf(format string, a ...any) {
 	h.t.Fatalf("%s\n(seed %d: %s=%d replays this run's choices)", msg, h.seed, envRunSeed, h.seed)
 }
 
-// outDir is where a failed run leaves its logs.
+// outDir is where a failed run leaves its logs and its history's
+// visualization.
 func outDir() string {
 	if d := os.Getenv(envOut); d != "" {
 		return d
@@ -771,11 +773,15 @@ func (o *observer) sync(t *testing.T) {
 func (o *observer) allCopies() map[key][]int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	m := make(map[key][]int64, len(o.copies))
-	for k, v := range o.copies {
-		m[k] = slices.Clone(v)
+	return cloneAll(o.copies)
+}
+
+func cloneAll[V any](m map[key][]V) map[key][]V {
+	c := make(map[key][]V, len(m))
+	for k, v := range m {
+		c[k] = slices.Clone(v)
 	}
-	return m
+	return c
 }
 
 // onlineSince returns when the gateway said online after t, or 0.
@@ -805,11 +811,7 @@ func (o *observer) copiesOf(k key) []int64 {
 func (o *observer) allAnswers() map[key][]seen {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	m := make(map[key][]seen, len(o.answers))
-	for k, v := range o.answers {
-		m[k] = slices.Clone(v)
-	}
-	return m
+	return cloneAll(o.answers)
 }
 
 // counts returns how many answers and how many copies of commands o saw.
