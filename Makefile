@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/gateway
 PKGS    ?= ./...
 
-.PHONY: mutants all build test test-short lint fuzz bench screenshot scenarios sim clean
+.PHONY: mutants all build test test-short lint fuzz bench screenshot scenarios sim clean torture
 
 all: build
 
@@ -14,6 +14,13 @@ build:
 ## test: every test, with the race detector (CI=true makes missing programs fail instead of skip)
 test:
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+
+## torture: the crash torture (internal/torture) with 50 gateway stops (FENCEGATE_TORTURE_CYCLES), checked after each
+##          and, at the end, its whole history with porcupine; it prints its seed, FENCEGATE_TORTURE_SEED=N replays it;
+##          a failed run leaves its logs and the history's visualization in FENCEGATE_TORTURE_OUT (default: the
+##          temporary directory)
+torture:
+	FENCEGATE_TORTURE_CYCLES=$${FENCEGATE_TORTURE_CYCLES:-50} $(GO) test -count=1 -v -timeout 30m -run '^TestTorture$$' ./internal/torture
 
 ## test-short: the tests without the race detector, faster on a laptop
 test-short:

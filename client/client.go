@@ -23,10 +23,11 @@ import (
 	"github.com/fencegate/fencegate/wire"
 )
 
-// ErrTimeout is returned by Send when no answer arrived in time. The
-// command may or may not have been decided: reread the state, and resend
-// with the same id, token and seq (a duplicate is answered, never driven
-// twice).
+// ErrTimeout is returned by Send when no answer arrived in time, although
+// Send published the command again and again (see Options.Resend). The
+// command may or may not have been decided, and a copy still queued in
+// the broker may be decided later: reread the state, and send the same
+// id, token and seq again (a duplicate is answered, never driven twice).
 var ErrTimeout = errors.New("client: no answer from the gateway")
 
 // StaleError is Send's error for a stale answer: the gateway's fence is at
@@ -106,7 +107,25 @@ type Options struct {
 	// reads the PATH.key of gateway keygen).
 	Signer string
 	Key    ed25519.PrivateKey
+	// Resend is how long Send waits for an answer before it publishes its
+	// command again, unchanged (the same id, token, seq and signature). It
+	// goes on resending, the wait doubling up to MaxResend, until an answer
+	// comes or its context ends, and resends at once when the gateway comes
+	// online and when this client has reconnected to the broker. A command
+	// published while the gateway is stopped, one the broker dropped (its
+	// queue for the gateway full, or its session lost) and an answer lost
+	// with a connection are so recovered; a copy of a command that was
+	// already applied is answered duplicate and drives nothing (or, once
+	// 32 later commands of its scope were applied, stale). 0 means
+	// DefaultResend; negative never resends.
+	Resend time.Duration
 }
+
+// DefaultResend is Options.Resend's default.
+const DefaultResend = time.Second
+
+// MaxResend bounds the wait between two resends of a command.
+const MaxResend = 8 * time.Second
 
 // Client is a connected controller. Its methods are safe for concurrent use.
 type Client struct {
@@ -116,14 +135,19 @@ type Client struct {
 	prefix string
 	signer string
 	key    ed25519.PrivateKey
+	resend time.Duration // < 0: never
 
 	mu      sync.Mutex
-	waiting map[string]chan fence.Result // Send and Await calls, by command id
-	unread  map[string]fence.Result      // answers nobody waited for yet, by command id
-	order   []string                     // ids in unread, oldest first
+	waiting map[string][]*waiter    // Send and Await calls, by command id, oldest first
+	unread  map[string]fence.Result // answers nobody waited for yet, by command id
+	order   []string                // ids in unread, oldest first
 	states  map[string]fence.Output
 	status  string
 	changed chan struct{} // closed and replaced on every state or status message
+	// retry is closed and replaced when a resend is worth it at once: the
+	// gateway came online, or this client subscribed again after a
+	// reconnect (answers published meanwhile are lost).
+	retry chan struct{}
 }
 
 // keepUnread is how many answers nobody waits for are kept for a later Await.
@@ -146,9 +170,12 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		return nil, err
 	}
 	cl := &Client{topics: wire.Topics{Prefix: o.Prefix, GatewayID: o.GatewayID},
-		waiting: map[string]chan fence.Result{}, unread: map[string]fence.Result{},
-		states: map[string]fence.Output{}, changed: make(chan struct{}),
-		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000), signer: o.Signer, key: o.Key}
+		waiting: map[string][]*waiter{}, unread: map[string]fence.Result{},
+		states: map[string]fence.Output{}, changed: make(chan struct{}), retry: make(chan struct{}),
+		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000), signer: o.Signer, key: o.Key, resend: o.Resend}
+	if cl.resend == 0 {
+		cl.resend = DefaultResend
+	}
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
@@ -156,20 +183,45 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A clean session: the subscriptions are made again on every connect,
+	// since a broker that restarted may have lost them.
+	subscribed := make(chan error, 1)
+	subs := map[string]byte{cl.topics.ResultFilter(): 1, cl.topics.StateFilter(): 1, cl.topics.Status(): 1}
 	opts := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID).
 		SetUsername(o.Username).SetPassword(password).SetCleanSession(true).
-		SetAutoReconnect(true).SetConnectTimeout(5 * time.Second).SetOrderMatters(true)
+		SetAutoReconnect(true).SetMaxReconnectInterval(10 * time.Second).
+		SetConnectTimeout(5 * time.Second).SetOrderMatters(true).
+		SetOnConnectHandler(func(c mqtt.Client) {
+			go func() { // not in paho's connect handler, which must not block
+				tok := c.SubscribeMultiple(subs, cl.receive)
+				var err error
+				if !tok.WaitTimeout(10 * time.Second) {
+					err = errors.New("no answer from the broker within 10s")
+				} else if err = tok.Error(); err == nil {
+					cl.retryNow()
+				}
+				select {
+				case subscribed <- err: // Dial waits for the first
+				default:
+				}
+			}()
+		})
 	pahosec.SetTLS(opts, tlsConf)
 	cl.c = mqtt.NewClient(opts)
 	if err := wait(ctx, cl.c.Connect()); err != nil {
 		return nil, fmt.Errorf("client: connect %s: %w", o.Broker, pahosec.Explained(err, set))
 	}
-	subs := map[string]byte{cl.topics.ResultFilter(): 1, cl.topics.StateFilter(): 1, cl.topics.Status(): 1}
-	if err := wait(ctx, cl.c.SubscribeMultiple(subs, cl.receive)); err != nil {
+	select {
+	case err := <-subscribed:
+		if err == nil {
+			return cl, nil
+		}
 		cl.c.Disconnect(0)
 		return nil, fmt.Errorf("client: subscribe: %w", err)
+	case <-ctx.Done():
+		cl.c.Disconnect(0)
+		return nil, fmt.Errorf("client: subscribe: %w", ctx.Err())
 	}
-	return cl, nil
 }
 
 func wait(ctx context.Context, t mqtt.Token) error {
@@ -186,7 +238,11 @@ func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if topic == cl.topics.Status() {
-		cl.status = string(m.Payload())
+		s := string(m.Payload())
+		if s == wire.StatusOnline && cl.status != s {
+			cl.retryLocked()
+		}
+		cl.status = s
 		cl.notify()
 		return
 	}
@@ -201,9 +257,8 @@ func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
 		if err != nil {
 			return
 		}
-		if ch := cl.waiting[r.ID]; ch != nil {
-			delete(cl.waiting, r.ID)
-			ch <- r
+		if w := cl.claim(r); w != nil {
+			w.ch <- r
 			return
 		}
 		if _, dup := cl.unread[r.ID]; !dup {
@@ -222,26 +277,109 @@ func (cl *Client) notify() {
 	cl.changed = make(chan struct{})
 }
 
-// Send publishes c (QoS 1) and waits for its answer. An empty c.ID is
-// replaced by a unique one. With Options.Key, c is signed (after its id
-// is set); otherwise it is sent as it is. The answer is always returned when there is
-// one; the error is nil for applied and duplicate, a *StaleError,
-// *RejectedError or *FailedError for those answers, an *OutputError for an
-// applied or duplicate answer that says the actuator is not in the state c
-// asked for, ErrTimeout when the context's deadline passed without an
+// retryNow wakes every Send to resend at once.
+func (cl *Client) retryNow() {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.retryLocked()
+}
+
+func (cl *Client) retryLocked() {
+	close(cl.retry)
+	cl.retry = make(chan struct{})
+}
+
+// Send publishes c (QoS 1) and waits for its answer: the first answer
+// with c's id, actuator, token and seq (see Answers) that arrives after
+// the publish. Until it comes, Send publishes c again (Options.Resend).
+// An empty c.ID is replaced by a unique one. With Options.Key, c is
+// signed (after its id is set); otherwise it is sent as it is. The answer
+// is always returned when there is one; the error is nil for applied and
+// duplicate, a *StaleError, *RejectedError or *FailedError for those
+// answers, an *OutputError for an applied or duplicate answer that says
+// the actuator is not in the state c asked for, ErrTimeout when the
+// context's deadline passed without an
 // answer, or a transport or context error.
 func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, error) {
 	if c.ID == "" {
 		c.ID = cl.prefix + fmt.Sprint(cl.ids.Add(1))
 	}
 	c = cl.sign(c)
-	ch := cl.expect(c.ID)
-	defer cl.forget(c.ID, ch)
-	if err := wait(ctx, cl.c.Publish(cl.topics.Set(c.Actuator), 1, false, wire.EncodeCommand(c))); err != nil {
-		return fence.Result{}, fmt.Errorf("client: publish: %w", err)
+	w := cl.expect(c.ID, func(r fence.Result) bool { return Answers(c, r) }, false)
+	defer cl.forget(w)
+	topic, payload := cl.topics.Set(c.Actuator), wire.EncodeCommand(c)
+	if cl.resend < 0 {
+		if err := wait(ctx, cl.c.Publish(topic, 1, false, payload)); err != nil {
+			return fence.Result{}, fmt.Errorf("client: publish: %w", err)
+		}
+		r, err := answer(ctx, w.ch)
+		return r, checkOutput(c, r, err)
 	}
-	r, err := answer(ctx, ch)
+	r, err := cl.resending(ctx, w, topic, payload)
 	return r, checkOutput(c, r, err)
+}
+
+// resending publishes payload on topic, and again after each wait without
+// an answer for w (see Options.Resend), until the answer comes or ctx
+// ends. It returns the last publish's error if no publish ever succeeded.
+func (cl *Client) resending(ctx context.Context, w *waiter, topic string, payload []byte) (fence.Result, error) {
+	var published bool
+	var pubErr error
+	interval := cl.resend
+	for {
+		cl.mu.Lock()
+		retry := cl.retry
+		cl.mu.Unlock()
+		tok := cl.c.Publish(topic, 1, false, payload)
+		done := tok.Done()
+		timer := time.NewTimer(interval)
+	waiting:
+		for {
+			select {
+			case r := <-w.ch:
+				timer.Stop()
+				return r, answerErr(r)
+			case <-done:
+				done = nil
+				if err := tok.Error(); err != nil {
+					pubErr = err
+				} else {
+					published = true
+				}
+			case <-timer.C:
+				interval = min(2*interval, MaxResend)
+				break waiting
+			case <-retry:
+				timer.Stop()
+				interval = cl.resend
+				break waiting
+			case <-ctx.Done():
+				timer.Stop()
+				if !published && pubErr != nil {
+					return fence.Result{}, fmt.Errorf("client: publish: %w", pubErr)
+				}
+				return fence.Result{}, ctxErr(ctx)
+			}
+		}
+	}
+}
+
+// Answers reports whether r is an answer to command c: it has c's id,
+// actuator, token and seq, as docs/protocol.md asks controllers to match
+// answers (every subscriber sees every answer of the gateway, and an id
+// alone may be reused for another actuator or pair). A command rejected as
+// invalid is answered with the token and seq the gateway read before the
+// error, 0 for those it did not read; such an answer matches too.
+func Answers(c fence.Command, r fence.Result) bool {
+	if r.ID != c.ID || r.Actuator != c.Actuator {
+		return false
+	}
+	if r.Command == c.Fence {
+		return true
+	}
+	return r.Outcome == fence.Rejected && r.Reason == fence.ReasonInvalid &&
+		(r.Command.Token == 0 || r.Command.Token == c.Fence.Token) &&
+		(r.Command.Seq == 0 || r.Command.Seq == c.Fence.Seq)
 }
 
 // PublishRaw publishes payload on actuator's command topic (QoS 1), as it
@@ -258,9 +396,9 @@ func (cl *Client) PublishRaw(ctx context.Context, actuator string, payload []byt
 // already arrived unclaimed (the newest 1024 are kept), or the next one.
 // Its result and error are as Send's.
 func (cl *Client) Await(ctx context.Context, id string) (fence.Result, error) {
-	ch := cl.expect(id)
-	defer cl.forget(id, ch)
-	return answer(ctx, ch)
+	w := cl.expect(id, nil, true)
+	defer cl.forget(w)
+	return answer(ctx, w.ch)
 }
 
 // Discard forgets every answer that arrived unclaimed.
@@ -271,27 +409,60 @@ func (cl *Client) Discard() {
 	cl.order = nil
 }
 
-// expect registers a waiter for id; an answer that already arrived is
-// delivered at once.
-func (cl *Client) expect(id string) chan fence.Result {
-	ch := make(chan fence.Result, 1)
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	if r, ok := cl.unread[id]; ok {
-		delete(cl.unread, id)
-		cl.order = slices.DeleteFunc(cl.order, func(s string) bool { return s == id })
-		ch <- r
-		return ch
-	}
-	cl.waiting[id] = ch
-	return ch
+// waiter is a Send or Await call waiting for an answer.
+type waiter struct {
+	id    string
+	match func(fence.Result) bool // nil: any answer with the id
+	ch    chan fence.Result       // buffered: receives at most one answer
 }
 
-func (cl *Client) forget(id string, ch chan fence.Result) {
+// expect registers a waiter for answers with id that match (nil: every
+// one). With unread, an answer that already arrived unclaimed is delivered
+// at once: Await's answer may come before Await is called. Send does not
+// take those: they answer earlier copies of its command, not the one it
+// is about to publish.
+func (cl *Client) expect(id string, match func(fence.Result) bool, unread bool) *waiter {
+	w := &waiter{id: id, match: match, ch: make(chan fence.Result, 1)}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	if cl.waiting[id] == ch {
+	if r, ok := cl.unread[id]; ok && unread {
+		delete(cl.unread, id)
+		cl.order = slices.DeleteFunc(cl.order, func(s string) bool { return s == id })
+		w.ch <- r
+		return w
+	}
+	cl.waiting[id] = append(cl.waiting[id], w)
+	return w
+}
+
+// claim removes and returns the oldest waiter that r answers, or nil.
+// cl.mu must be held.
+func (cl *Client) claim(r fence.Result) *waiter {
+	ws := cl.waiting[r.ID]
+	for i, w := range ws {
+		if w.match == nil || w.match(r) {
+			cl.drop(r.ID, i)
+			return w
+		}
+	}
+	return nil
+}
+
+// drop removes the i-th waiter for id. cl.mu must be held.
+func (cl *Client) drop(id string, i int) {
+	ws := slices.Delete(cl.waiting[id], i, i+1)
+	if len(ws) == 0 {
 		delete(cl.waiting, id)
+		return
+	}
+	cl.waiting[id] = ws
+}
+
+func (cl *Client) forget(w *waiter) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if i := slices.Index(cl.waiting[w.id], w); i >= 0 {
+		cl.drop(w.id, i)
 	}
 }
 
@@ -300,11 +471,16 @@ func answer(ctx context.Context, ch chan fence.Result) (fence.Result, error) {
 	case r := <-ch:
 		return r, answerErr(r)
 	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fence.Result{}, ErrTimeout
-		}
-		return fence.Result{}, ctx.Err()
+		return fence.Result{}, ctxErr(ctx)
 	}
+}
+
+// ctxErr is the error of a wait for an answer that ctx ended.
+func ctxErr(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ErrTimeout
+	}
+	return ctx.Err()
 }
 
 // State returns the latest retained state seen for actuator.

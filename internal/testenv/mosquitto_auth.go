@@ -29,8 +29,8 @@ func MosquittoAuth(t testing.TB, users map[string]string, acl string) *AuthBroke
 	writePasswd(t, pw, users)
 	b := &AuthBroker{dir: dir}
 	b.WriteACL(t, acl)
-	text := fmt.Sprintf("allow_anonymous false\npassword_file %s\nacl_file %s\nset_tcp_nodelay true\npersistence false\n",
-		pw, filepath.Join(dir, "acl"))
+	text := fmt.Sprintf("allow_anonymous false\npassword_file %s\nacl_file %s\nset_tcp_nodelay true\npersistence false\nmax_queued_messages %d\n",
+		pw, filepath.Join(dir, "acl"), QueuedMessages)
 	if os.Geteuid() == 0 {
 		// Started as root, Mosquitto becomes user mosquitto, who cannot
 		// read this test's files.

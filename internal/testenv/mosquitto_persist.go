@@ -38,7 +38,7 @@ func restartable(t testing.TB, conf func(*PersistentBroker) string) *PersistentB
 	t.Helper()
 	b := &PersistentBroker{port: Port(t), dir: t.TempDir()}
 	b.URL = fmt.Sprintf("tcp://127.0.0.1:%d", b.port)
-	lines := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n%s", b.port, conf(b))
+	lines := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\nmax_queued_messages %d\n%s", b.port, QueuedMessages, conf(b))
 	if os.Geteuid() == 0 {
 		lines += "user root\n" // as root, Mosquitto becomes user mosquitto, who cannot write here
 	}

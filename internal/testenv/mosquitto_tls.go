@@ -43,8 +43,8 @@ func MosquittoTLS(t testing.TB, o TLSBrokerOptions) *TLSBroker {
 	if o.Expired {
 		cert, key = o.Certs.Expired, o.Certs.ExpiredKey
 	}
-	text := fmt.Sprintf("cafile %s\ncertfile %s\nkeyfile %s\nrequire_certificate %v\nset_tcp_nodelay true\npersistence false\n",
-		o.Certs.CA, cert, key, o.RequireCertificate)
+	text := fmt.Sprintf("cafile %s\ncertfile %s\nkeyfile %s\nrequire_certificate %v\nset_tcp_nodelay true\npersistence false\nmax_queued_messages %d\n",
+		o.Certs.CA, cert, key, o.RequireCertificate, QueuedMessages)
 	if o.Users == nil {
 		text += "allow_anonymous true\n"
 	} else {

@@ -48,7 +48,7 @@ func Program(t testing.TB, name string) string {
 // listens there. It is killed when t ends.
 func Mosquitto(t testing.TB) string {
 	t.Helper()
-	url, _ := mosquitto(t, "allow_anonymous true\nset_tcp_nodelay true\npersistence false\nmax_inflight_messages 100\n")
+	url, _ := mosquitto(t, fmt.Sprintf("allow_anonymous true\nset_tcp_nodelay true\npersistence false\nmax_inflight_messages 100\nmax_queued_messages %d\n", QueuedMessages))
 	return url
 }
 

@@ -1,0 +1,204 @@
+//go:build linux
+
+package torture
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/fencegate/fencegate/client"
+)
+
+// actuator is one of the torture gateway's actuators.
+type actuator struct {
+	name, pin, scope string
+	activeLow        bool
+}
+
+// actuators are the torture gateway's: scopes of one actuator (one of
+// them active low), a scope of two, and an interlocked pair.
+var actuators = []actuator{
+	{"pump", "GPIO17", "pump", false},
+	{"valve", "GPIO27", "valve", true},
+	{"fan", "GPIO22", "climate", false},
+	{"heater", "GPIO23", "climate", true},
+	{"vent-open", "GPIO5", "vent", false},
+	{"vent-close", "GPIO6", "vent", false},
+}
+
+// interlocked are the members of the one interlock, in scope vent.
+var interlocked = []string{"vent-open", "vent-close"}
+
+// The controller's settings, from the environment the harness sets.
+const (
+	envBroker  = "FENCEGATE_TORTURE_BROKER"
+	envGateway = "FENCEGATE_TORTURE_GATEWAY"
+	envIndex   = "FENCEGATE_TORTURE_INDEX"
+	envSeed    = "FENCEGATE_TORTURE_CONTROLLER_SEED"
+	envResend  = "FENCEGATE_TORTURE_RESEND"
+	envLog     = "FENCEGATE_TORTURE_LOG"
+)
+
+// Send's time limits: a resending controller waits for its answer through
+// any restart; one that does not resend gives up on a command that a
+// clean stop's broker dropped.
+const (
+	resendingWait = 60 * time.Second
+	onceWait      = 5 * time.Second
+)
+
+// controllerMain is a controller process: it sends commands until its
+// standard input closes, then finishes the command it is sending and
+// exits. Each command and each answer goes to its log (JSON lines).
+func controllerMain() int {
+	if err := runController(); err != nil {
+		fmt.Fprintln(os.Stderr, "torture controller:", err)
+		return 1
+	}
+	return 0
+}
+
+func runController() error {
+	idx, err := strconv.Atoi(os.Getenv(envIndex))
+	if err != nil || idx < 0 || idx > 15 {
+		return fmt.Errorf("%s=%q: want 0 to 15", envIndex, os.Getenv(envIndex))
+	}
+	seed, err := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s: %w", envSeed, err)
+	}
+	resend := os.Getenv(envResend) == "1"
+	logf, err := os.OpenFile(os.Getenv(envLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	write := func(l logLine) {
+		l.Ctl = idx
+		b, _ := json.Marshal(l)
+		logf.Write(append(b, '\n')) // one write per line: the harness reads while it grows
+	}
+
+	stop := make(chan struct{})
+	go func() {
+		bufio.NewReader(os.Stdin).ReadByte() // EOF: the harness says stop
+		close(stop)
+	}()
+	opts := client.Options{Broker: os.Getenv(envBroker), GatewayID: os.Getenv(envGateway),
+		ClientID: fmt.Sprintf("%s-ctl%d", os.Getenv(envGateway), idx), Resend: -1}
+	wait := onceWait
+	if resend {
+		opts.Resend, wait = 200*time.Millisecond, resendingWait
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	cl, err := client.Dial(dctx, opts)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	p := newPlanner(idx, seed)
+	for op := 0; ; op++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		kind, c := p.next()
+		write(logLine{Ev: "call", Op: op, T: now(), Kind: kind, Cmd: &c})
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		res, err := cl.Send(ctx, c.fence())
+		cancel()
+		l := logLine{Ev: "ret", Op: op, T: now()}
+		if res.Outcome != "" {
+			a := answerOf(res)
+			l.Res = &a
+		}
+		var stale *client.StaleError
+		var rejected *client.RejectedError
+		if err != nil && !errors.As(err, &stale) && !errors.As(err, &rejected) {
+			l.Err = err.Error()
+		}
+		write(l)
+		p.sent(c)
+		time.Sleep(time.Duration(p.rng.IntN(3)) * time.Millisecond)
+	}
+}
+
+// planner chooses a controller's commands: mostly fresh ones under its
+// current lease, sometimes a new lease (a fence-only command first),
+// sometimes a command under one of its older tokens (stale unless nobody
+// has moved that scope's fence since), sometimes one of its earlier
+// commands again, unchanged (a duplicate).
+type planner struct {
+	idx    int
+	rng    *rand.Rand
+	token  uint64
+	tokens []uint64          // every token it held, oldest first
+	seq    map[uint64]uint64 // the next seq of each token
+	recent []command         // its last commands, for duplicates
+	ops    int
+}
+
+func newPlanner(idx int, seed uint64) *planner {
+	return &planner{idx: idx, rng: rand.New(rand.NewPCG(seed, uint64(idx))), seq: map[uint64]uint64{}}
+}
+
+// newToken is a lease grant's token: the monotonic clock in microseconds,
+// times 16, plus the controller's index, so that every controller's tokens
+// differ and later grants get higher ones, as from a lease service.
+func (p *planner) newToken() uint64 {
+	t := uint64(now()/1000)*16 + uint64(p.idx)
+	if len(p.tokens) > 0 && t <= p.token {
+		t = p.token + 16
+	}
+	p.token = t
+	p.tokens = append(p.tokens, t)
+	return t
+}
+
+func (p *planner) next() (kind string, c command) {
+	p.ops++
+	a := actuators[p.rng.IntN(len(actuators))]
+	state := []string{"on", "off"}[p.rng.IntN(2)]
+	if p.rng.IntN(20) == 0 {
+		state = "" // fence-only
+	}
+	r := p.rng.IntN(100)
+	switch {
+	case p.token == 0 || r < 10:
+		kind, state = "lease", ""
+		p.newToken()
+	case r < 25 && len(p.tokens) > 1:
+		kind = "stale"
+		old := p.tokens[p.rng.IntN(len(p.tokens)-1)]
+		return kind, p.command(a, old, state)
+	case r < 35 && len(p.recent) > 0:
+		return "duplicate", p.recent[p.rng.IntN(len(p.recent))]
+	default:
+		kind = "fresh"
+	}
+	return kind, p.command(a, p.token, state)
+}
+
+func (p *planner) command(a actuator, token uint64, state string) command {
+	seq := p.seq[token]
+	p.seq[token] = seq + 1
+	return command{ID: fmt.Sprintf("c%d-%d", p.idx, p.ops), Actuator: a.name, Scope: a.scope, Pair: pair{token, seq}, State: state}
+}
+
+// sent remembers c for later duplicates.
+func (p *planner) sent(c command) {
+	p.recent = append(p.recent, c)
+	if len(p.recent) > 50 {
+		p.recent = p.recent[1:]
+	}
+}
