@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -232,7 +231,7 @@ func (m *EtcdMember) start() {
 	go func() { cmd.Wait(); logf.Close(); close(exited) }()
 	m.cmd, m.exited = cmd, exited
 	c.t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGCONT)
+		resume(cmd.Process)
 		cmd.Process.Kill()
 		<-exited
 	})
