@@ -494,10 +494,7 @@ func (c *Config) checkScopes() []error {
 	}
 	seen := map[string]int{}
 	for i, s := range c.Scopes {
-		where := fmt.Sprintf("scopes[%d]", i)
-		if s.line > 0 {
-			where = fmt.Sprintf("line %d: scope %q", s.line, s.Name)
-		}
+		where := itemWhere("scope", i, s.line, s.Name)
 		switch {
 		case s.Name == "":
 			errs = append(errs, fmt.Errorf("%s: name is required (an actuator's scope, or its name if it sets none)", where))
