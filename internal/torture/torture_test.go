@@ -104,10 +104,10 @@ type harness struct {
 }
 
 // down is a time the gateway was down: stopped at at (cleanly or killed),
-// back online at online (0 while it is down).
+// its process gone at gone, back online at online (0 while it is down).
 type down struct {
-	at, online int64
-	clean      bool
+	at, gone, online int64
+	clean            bool
 }
 
 func newHarness(t *testing.T, seed uint64, broker string) *harness {
@@ -193,8 +193,8 @@ type ctlProc struct {
 	log    string
 	stderr bytes.Buffer
 	done   chan struct{}
-	read   int64 // how much of the log ops has read
-	ops    []*op // its commands, in the order it sent them
+	read   int64       // how much of the log ops has read
+	ops    map[int]*op // its commands, by number
 }
 
 func (h *harness) startControllers() {
@@ -203,7 +203,7 @@ func (h *harness) startControllers() {
 		h.t.Fatal(err)
 	}
 	for i, c := range controllers {
-		p := &ctlProc{idx: i, resend: c.resend, log: filepath.Join(h.dir, fmt.Sprintf("ctl%d.jsonl", i)), done: make(chan struct{})}
+		p := &ctlProc{idx: i, resend: c.resend, log: filepath.Join(h.dir, fmt.Sprintf("ctl%d.jsonl", i)), done: make(chan struct{}), ops: map[int]*op{}}
 		p.cmd = exec.Command(self, "-test.run=^$")
 		resend := "0"
 		if c.resend {
@@ -296,6 +296,7 @@ func (h *harness) stopGateway(clean bool) {
 		p.cmd.Process.Kill()
 		<-p.done
 	}
+	h.downs[len(h.downs)-1].gone = now()
 	h.gw = nil
 }
 
@@ -312,10 +313,53 @@ func (h *harness) cycle(n int) {
 	time.Sleep(time.Duration(200+h.rng.IntN(1300)) * time.Millisecond) // the load runs
 	h.stopGateway(n%4 == 1)
 	h.checkStopped(n)
+	h.awaitSentWhileDown(n)
 	time.Sleep(time.Duration(h.rng.IntN(400)) * time.Millisecond) // commands queue (or are dropped, after a clean stop)
 	h.startGateway()
 	h.checkRestart(n)
 	h.checkAnswered(n, h.downs[len(h.downs)-1].at)
+}
+
+// sentWhileDownWait bounds awaitSentWhileDown.
+const sentWhileDownWait = 5 * time.Second
+
+// awaitSentWhileDown makes, after a clean stop, every controller that
+// resends send a new command (besides the one it may be waiting for) and
+// waits until they have, so that every such cycle has commands the broker
+// drops, since the stop removed the gateway's subscription, and only a
+// resend brings to the gateway. (After a kill, the commands in flight
+// wait in the broker's session.)
+func (h *harness) awaitSentWhileDown(n int) {
+	h.t.Helper()
+	d := h.downs[len(h.downs)-1]
+	if !d.clean {
+		return
+	}
+	for _, c := range h.ctls {
+		if c.resend {
+			io.WriteString(c.stdin, "now\n")
+		}
+	}
+	deadline := time.Now().Add(sentWhileDownWait)
+	for {
+		sent := map[int]bool{}
+		for _, op := range h.ops() {
+			sent[op.ctl] = sent[op.ctl] || op.call > d.gone && op.kind == "now"
+		}
+		missing := 0
+		for _, c := range h.ctls {
+			if c.resend && !sent[c.idx] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.fatalf("cycle %d: %d controllers did not send a command within %v of being told to", n, missing, sentWhileDownWait)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // checkStopped checks what a stopped gateway left: at most one member of
@@ -637,10 +681,11 @@ func (h *harness) ops() []*op {
 			}
 			switch l.Ev {
 			case "call":
-				c.ops = append(c.ops, &op{ctl: l.Ctl, n: l.Op, kind: l.Kind, cmd: *l.Cmd, call: l.T})
-				h.all = append(h.all, c.ops[len(c.ops)-1])
+				o := &op{ctl: l.Ctl, n: l.Op, kind: l.Kind, cmd: *l.Cmd, call: l.T}
+				c.ops[l.Op] = o
+				h.all = append(h.all, o)
 			case "ret":
-				if o := c.ops[len(c.ops)-1]; o.n == l.Op {
+				if o := c.ops[l.Op]; o != nil {
 					o.ret, o.res, o.err = l.T, l.Res, l.Err
 				}
 			}
