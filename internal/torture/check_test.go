@@ -227,9 +227,9 @@ func model() porcupine.Model {
 // history builds the operations of the run: one per command, from its
 // first publication to the answer that tells most (applied, else the
 // interlock's refusal, else duplicate, else the first stale answer), or
-// to the last stop of the gateway before that answer if the decision
-// that raised the fence was never answered; a command never answered
-// ends after everything.
+// to the last stop of the gateway before that answer if it is a
+// duplicate and the decision that applied the command was never
+// answered; a command never answered ends after everything.
 func (h *harness) history() []porcupine.Operation {
 	h.obs.sync(h.t)
 	first := map[key]*op{}
@@ -261,11 +261,12 @@ func (h *harness) history() []porcupine.Operation {
 		}
 		a := as[0].a
 		ret := as[0].t
-		if a.Outcome != "stale" && a.Outcome != "applied" {
-			// A duplicate, or the interlock's refusal of a redelivery,
-			// and no answer to the decision that raised the fence: the
-			// process that took it was killed before it answered, so
-			// it took it before that process stopped.
+		if a.Outcome == "duplicate" {
+			// A duplicate, and no answer to the decision that applied
+			// the command: the process that took it was killed before
+			// it answered, so it took it before that process stopped.
+			// (Not so for the interlock's refusal: its first decision
+			// is a refusal too.)
 			for _, d := range h.downs {
 				if d.at > f.call && d.at < as[0].t {
 					ret = d.at
