@@ -219,7 +219,7 @@ func (h *harness) startControllers() {
 		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 			h.t.Fatal(err)
 		}
-		if err := p.cmd.Start(); err != nil {
+		if err := testenv.StartChild(p.cmd); err != nil {
 			h.t.Fatal(err)
 		}
 		go func() { p.cmd.Wait(); close(p.done) }()
@@ -250,7 +250,7 @@ func (h *harness) startGateway() {
 	}
 	p := &gwProc{cmd: exec.Command(gatewayBin, args...), started: now(), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
+	if err := testenv.StartChild(p.cmd); err != nil {
 		h.t.Fatal(err)
 	}
 	go func() { p.cmd.Wait(); logf.Close(); close(p.done) }()
