@@ -26,11 +26,12 @@ import (
 // is a duplicate of a remembered command with its id and pair, or stale.
 // porcupine then looks for one order of all decisions, each within the
 // time between its command's first publication and the arrival of its
-// answer, that explains every answer. (A command's further answers, to
-// its redeliveries and copies, are checked by checkAnswers.) Applied effects are thereby
+// answer, that explains every answer. Applied effects are thereby
 // ordered by their fences (an effect never follows one of a higher
 // fence), and every answer, with the fence and state it reports, must be
-// what the register says at its place in that order.
+// what the register says at its place in that order. (A command's
+// further answers, to its redeliveries and copies, are checked by
+// checkAnswers.)
 
 // window is how many commands that raised a scope's fence the gateway
 // remembers for duplicates (docs/protocol.md: "the last 32 applied
