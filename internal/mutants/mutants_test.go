@@ -571,6 +571,31 @@ var mutants = []mutant{
 		new:  "",
 		pkgs: []string{"./mqttlink"}, run: "TestUndecidedCommandDeliveredAgain",
 	},
+	// Reliability under faults (issue 10): the controller side.
+	{
+		name: "client-does-not-resend",
+		why:  "package client never publishes an unanswered command again: commands published while the gateway was stopped cleanly are lost",
+		file: "client/client.go",
+		old:  "\tif cl.resend < 0 {\n",
+		new:  "\tif true || cl.resend < 0 {\n",
+		pkgs: []string{"./internal/torture"}, run: "^TestTorture$",
+	},
+	{
+		name: "client-matches-id-only",
+		why:  "client.Send takes an answer with its command's id for another actuator or pair",
+		file: "client/client.go",
+		old:  "w := cl.expect(c.ID, func(r fence.Result) bool { return Answers(c, r) }, false)",
+		new:  "w := cl.expect(c.ID, nil, false)",
+		pkgs: []string{"./client"}, run: "TestSendMatchesActuatorAndPair",
+	},
+	{
+		name: "client-subscribes-once",
+		why:  "package client does not subscribe again after a reconnect: after a broker restart it hears no answer, and its resends are never answered",
+		file: "client/client.go",
+		old:  "\t\tSetOnConnectHandler(func(c mqtt.Client) {\n",
+		new:  "\t\tSetOnConnectHandler(func(c mqtt.Client) {\n\t\t\tcl.mu.Lock()\n\t\t\tseen := cl.status != \"\"\n\t\t\tcl.mu.Unlock()\n\t\t\tif seen {\n\t\t\t\treturn\n\t\t\t}\n",
+		pkgs: []string{"./cmd/gateway"}, run: "TestResendAfterSessionLost",
+	},
 }
 
 func TestMutantsAreCaught(t *testing.T) {

@@ -26,11 +26,12 @@ import (
 // is a duplicate of a remembered command with its id and pair, or stale.
 // porcupine then looks for one order of all decisions, each within the
 // time between its command's first publication and the arrival of its
-// answer, that explains every answer. (A command's further answers, to
-// its redeliveries and copies, are checked by checkAnswers.) Applied effects are thereby
+// answer, that explains every answer. Applied effects are thereby
 // ordered by their fences (an effect never follows one of a higher
 // fence), and every answer, with the fence and state it reports, must be
-// what the register says at its place in that order.
+// what the register says at its place in that order. (A command's
+// further answers, to its redeliveries and copies, are checked by
+// checkAnswers.)
 
 // window is how many commands that raised a scope's fence the gateway
 // remembers for duplicates (docs/protocol.md: "the last 32 applied
@@ -227,9 +228,9 @@ func model() porcupine.Model {
 // history builds the operations of the run: one per command, from its
 // first publication to the answer that tells most (applied, else the
 // interlock's refusal, else duplicate, else the first stale answer), or
-// to the last stop of the gateway before that answer if the decision
-// that raised the fence was never answered; a command never answered
-// ends after everything.
+// to the last stop of the gateway before that answer if it is a
+// duplicate and the decision that applied the command was never
+// answered; a command never answered ends after everything.
 func (h *harness) history() []porcupine.Operation {
 	h.obs.sync(h.t)
 	first := map[key]*op{}
@@ -261,11 +262,12 @@ func (h *harness) history() []porcupine.Operation {
 		}
 		a := as[0].a
 		ret := as[0].t
-		if a.Outcome != "stale" && a.Outcome != "applied" {
-			// A duplicate, or the interlock's refusal of a redelivery,
-			// and no answer to the decision that raised the fence: the
-			// process that took it was killed before it answered, so
-			// it took it before that process stopped.
+		if a.Outcome == "duplicate" {
+			// A duplicate, and no answer to the decision that applied
+			// the command: the process that took it was killed before
+			// it answered, so it took it before that process stopped.
+			// (Not so for the interlock's refusal: its first decision
+			// is a refusal too.)
 			for _, d := range h.downs {
 				if d.at > f.call && d.at < as[0].t {
 					ret = d.at

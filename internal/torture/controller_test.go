@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencegate/fencegate/client"
@@ -55,8 +57,11 @@ const (
 )
 
 // controllerMain is a controller process: it sends commands until its
-// standard input closes, then finishes the command it is sending and
-// exits. Each command and each answer goes to its log (JSON lines).
+// standard input closes, then finishes the commands it is sending and
+// exits. Each line "now" on its standard input makes it send one more
+// command at once, besides the one it may be waiting for: a new lease's
+// fence-only command. Each command and each answer goes to its log (JSON
+// lines).
 func controllerMain() int {
 	if err := runController(); err != nil {
 		fmt.Fprintln(os.Stderr, "torture controller:", err)
@@ -80,17 +85,15 @@ func runController() error {
 		return err
 	}
 	defer logf.Close()
+	var logMu sync.Mutex
 	write := func(l logLine) {
 		l.Ctl = idx
 		b, _ := json.Marshal(l)
+		logMu.Lock()
+		defer logMu.Unlock()
 		logf.Write(append(b, '\n')) // one write per line: the harness reads while it grows
 	}
 
-	stop := make(chan struct{})
-	go func() {
-		bufio.NewReader(os.Stdin).ReadByte() // EOF: the harness says stop
-		close(stop)
-	}()
 	opts := client.Options{Broker: os.Getenv(envBroker), GatewayID: os.Getenv(envGateway),
 		ClientID: fmt.Sprintf("%s-ctl%d", os.Getenv(envGateway), idx), Resend: -1}
 	wait := onceWait
@@ -106,13 +109,9 @@ func runController() error {
 	defer cl.Close()
 
 	p := newPlanner(idx, seed)
-	for op := 0; ; op++ {
-		select {
-		case <-stop:
-			return nil
-		default:
-		}
-		kind, c := p.next()
+	var ops atomic.Int64
+	send := func(kind string, c command) {
+		op := int(ops.Add(1))
 		write(logLine{Ev: "call", Op: op, T: now(), Kind: kind, Cmd: &c})
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		res, err := cl.Send(ctx, c.fence())
@@ -129,7 +128,31 @@ func runController() error {
 		}
 		write(l)
 		p.sent(c)
-		time.Sleep(time.Duration(p.rng.IntN(3)) * time.Millisecond)
+	}
+	stop := make(chan struct{})
+	var extras sync.WaitGroup
+	defer extras.Wait()
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if sc.Text() == "now" {
+				extras.Add(1)
+				go func() {
+					defer extras.Done()
+					send("now", p.lease())
+				}()
+			}
+		}
+		close(stop) // EOF: the harness says stop
+	}()
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		send(p.next())
+		time.Sleep(time.Duration(p.intN(3)) * time.Millisecond)
 	}
 }
 
@@ -139,6 +162,7 @@ func runController() error {
 // has moved that scope's fence since), sometimes one of its earlier
 // commands again, unchanged (a duplicate).
 type planner struct {
+	mu     sync.Mutex // its methods are called from concurrent sends
 	idx    int
 	rng    *rand.Rand
 	token  uint64
@@ -165,7 +189,23 @@ func (p *planner) newToken() uint64 {
 	return t
 }
 
+// lease is a new lease's fence-only command.
+func (p *planner) lease() command {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ops++
+	return p.command(actuators[p.rng.IntN(len(actuators))], p.newToken(), "")
+}
+
+func (p *planner) intN(n int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rng.IntN(n)
+}
+
 func (p *planner) next() (kind string, c command) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.ops++
 	a := actuators[p.rng.IntN(len(actuators))]
 	state := []string{"on", "off"}[p.rng.IntN(2)]
@@ -197,6 +237,8 @@ func (p *planner) command(a actuator, token uint64, state string) command {
 
 // sent remembers c for later duplicates.
 func (p *planner) sent(c command) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.recent = append(p.recent, c)
 	if len(p.recent) > 50 {
 		p.recent = p.recent[1:]
