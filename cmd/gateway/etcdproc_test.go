@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -118,7 +117,7 @@ func startSend(t *testing.T, args ...string) *stoppedSend {
 		t.Fatal(err)
 	}
 	go func() { s.err = s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() { s.cmd.Process.Signal(syscall.SIGCONT); s.cmd.Process.Kill(); <-s.done })
+	t.Cleanup(func() { testenv.Resume(s.cmd.Process); s.cmd.Process.Kill(); <-s.done })
 	return s
 }
 
@@ -160,7 +159,7 @@ func (s *stoppedSend) waitStopped(t *testing.T) {
 // returns its output and exit code.
 func (s *stoppedSend) resume(t *testing.T) (string, int) {
 	t.Helper()
-	s.cmd.Process.Signal(syscall.SIGCONT)
+	testenv.Resume(s.cmd.Process)
 	select {
 	case <-s.done:
 	case <-time.After(120 * time.Second):
@@ -202,7 +201,7 @@ func startExampleCtl(t *testing.T, etcd, broker, actuator, name string) (*exec.C
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { testenv.Resume(cmd.Process); cmd.Process.Kill(); cmd.Wait() })
 	return cmd, w
 }
 
@@ -222,7 +221,7 @@ func startExampleCtlOut(t *testing.T, etcd, broker, actuator, name string) *exam
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.cmd.Process.Signal(syscall.SIGCONT); c.cmd.Process.Kill(); c.cmd.Wait() })
+	t.Cleanup(func() { testenv.Resume(c.cmd.Process); c.cmd.Process.Kill(); c.cmd.Wait() })
 	return c
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,7 +73,9 @@ func TestPausedControllerAcrossEtcdFailover(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond) // its log line follows its grant
 		}
-		active.cmd.Process.Signal(syscall.SIGSTOP)
+		if err := testenv.Pause(active.cmd.Process); err != nil {
+			t.Skip(err)
+		}
 
 		a := startStoppedSend(t, append(base, "--holder", "controller-a", "--id", testenv.ID(t, fmt.Sprint("a", round)), stateA)...)
 		tokens = append(tokens, a.token)
@@ -113,7 +114,7 @@ func TestPausedControllerAcrossEtcdFailover(t *testing.T) {
 		// With 2 s leases a failover can also take the lease of the one
 		// that runs: roles change, tokens still rise.
 		tok := waiting.waitGrantAbove(t, pumpTok)
-		active.cmd.Process.Signal(syscall.SIGCONT)
+		testenv.Resume(active.cmd.Process)
 		if got := lockHolder(t, cli, pumpLock, 2); got < tok {
 			t.Errorf("round %d: the pump's lock is held under token %d, below the grant %d", round, got, tok)
 		}

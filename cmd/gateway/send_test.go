@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -199,7 +198,9 @@ func TestExampleController(t *testing.T) {
 	_, wb := start("ctl-b")
 	wb.wait(t, ctlWaiting, 60*time.Second)
 
-	a.Process.Signal(syscall.SIGSTOP)
+	if err := testenv.Pause(a.Process); err != nil {
+		t.Skip(err)
+	}
 	tokB, _ := strconv.ParseUint(wb.wait(t, granted, 60*time.Second)[1], 10, 64)
 	if tokB <= tokA {
 		t.Fatalf("B's token %d is not above A's %d", tokB, tokA)
@@ -208,7 +209,7 @@ func TestExampleController(t *testing.T) {
 	if tb, _ := strconv.ParseUint(m[2], 10, 64); tb != tokB {
 		t.Fatalf("B applied under token %s, want %d", m[2], tokB)
 	}
-	a.Process.Signal(syscall.SIGCONT)
+	testenv.Resume(a.Process)
 	// A recovers: its old token is refused (stale) or it sees the lost lease
 	// first; either way it goes back to waiting for the lock.
 	wa.wait(t, regexp.MustCompile(`stale; rereading state|lease lost`), 20*time.Second)

@@ -135,7 +135,8 @@ func TestGatewayNosim(t *testing.T) {
 // TestCrossBuild builds every package, and links the gateway, for the
 // laptops the simulator must run on: macOS (Intel and Apple silicon) and
 // Windows. Only the sim board works there, but everything must build, so
-// that `make sim` works on a clean clone of any of them.
+// that `make sim` works on a clean clone of any of them, and the tests must
+// compile (go vet), so that `make test` does too.
 func TestCrossBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cross builds take a while; not in -short")
@@ -150,6 +151,7 @@ func TestCrossBuild(t *testing.T) {
 			for _, args := range [][]string{
 				{"build", "./..."},
 				{"build", "-o", filepath.Join(t.TempDir(), "gateway"), "./cmd/gateway"},
+				{"vet", "./..."},
 			} {
 				cmd := exec.Command("go", args...)
 				cmd.Dir = strings.TrimSpace(string(root))

@@ -231,7 +231,7 @@ func (m *EtcdMember) start() {
 	go func() { cmd.Wait(); logf.Close(); close(exited) }()
 	m.cmd, m.exited = cmd, exited
 	c.t.Cleanup(func() {
-		resume(cmd.Process)
+		Resume(cmd.Process)
 		cmd.Process.Kill()
 		<-exited
 	})
