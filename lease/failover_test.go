@@ -159,9 +159,10 @@ func waitKeys(t *testing.T, ctx context.Context, cli *clientv3.Client, prefix st
 
 // TestAcquireWaitsAgainWhenItsSessionExpires: the lease of a waiter's key
 // runs out while it waits (here revoked, as etcd does when renewals cannot
-// reach it for longer than the TTL during a failover). Acquire waits again
-// in a new session and is granted once the holder lets go, with a token
-// above the holder's; it does not fail with "session is expired".
+// reach it for longer than the TTL during a failover). Acquire queues
+// again at once, in a new session (a new key appears while the holder
+// still holds), and is granted once the holder lets go, with a token above
+// the holder's; it does not fail with "session is expired".
 func TestAcquireWaitsAgainWhenItsSessionExpires(t *testing.T) {
 	url := testenv.Etcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -199,6 +200,8 @@ func TestAcquireWaitsAgainWhenItsSessionExpires(t *testing.T) {
 	if revoked != 1 {
 		t.Fatalf("revoked %d waiters' leases, want 1 (keys %v)", revoked, resp.Kvs)
 	}
+	// The waiter queues again while the holder still holds: a new key.
+	waitKeys(t, ctx, cli, lease.Key(gw, "pump"), 2)
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

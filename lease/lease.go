@@ -24,8 +24,9 @@
 //     ErrLost.
 //   - A waiter's own lease can run out before the lock comes to it, when
 //     etcd is out of reach for longer than the TTL (a leader failover
-//     with a short TTL). Acquire then waits again in a new session, so a
-//     failover delays a grant but does not fail it.
+//     with a short TTL). Acquire then queues again at once, in a new
+//     session behind a new key, so a failover delays a grant but does not
+//     fail it, nor leave the waiter out of the queue.
 //   - A holder must stop acting when its lease is lost: Lost is closed
 //     then. The gateway's fence protects the actuators even if it does not,
 //     since the next holder's token is higher.
@@ -102,12 +103,29 @@ func Acquire(ctx context.Context, cli *clientv3.Client, o Options) (*Lease, erro
 			return nil, fmt.Errorf("lease: session: %w", err)
 		}
 		m = concurrency.NewMutex(s, Key(o.Gateway, o.Scope))
-		err = m.Lock(ctx)
+		// Stop waiting as soon as the session ends: its key is gone (or
+		// going), and waiting on would keep us out of the queue.
+		lctx, stop := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-s.Done():
+				stop()
+			case <-lctx.Done():
+			}
+		}()
+		err = m.Lock(lctx)
+		stop()
 		if err == nil {
 			break
 		}
 		s.Close()
-		if errors.Is(err, concurrency.ErrSessionExpired) && ctx.Err() == nil {
+		expired := errors.Is(err, concurrency.ErrSessionExpired)
+		select {
+		case <-s.Done():
+			expired = true
+		default:
+		}
+		if expired && ctx.Err() == nil {
 			// The lease of our waiting key ran out before the lock came
 			// to us (etcd was out of reach for longer than the TTL, as
 			// in a leader failover). Nothing was granted: wait again in

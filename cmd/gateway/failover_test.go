@@ -42,6 +42,13 @@ func TestPausedControllerAcrossEtcdFailover(t *testing.T) {
 	// Two example controllers on the pump: one acts, the other waits.
 	pumpLock := lease.Key(gatewayID(t), "pump")
 	ctls := []*exampleCtl{startExampleCtlOut(t, etcd, broker, "pump", "ctl-x"), startExampleCtlOut(t, etcd, broker, "pump", "ctl-y")}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, c := range ctls {
+				t.Logf("example controller (pid %d, state %s):\n%s", c.cmd.Process.Pid, processState(c.cmd.Process.Pid), c.out)
+			}
+		}
+	})
 	pumpTok := lockHolder(t, cli, pumpLock, 2)
 
 	// The pause scenario on the fan (scope climate).

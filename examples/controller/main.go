@@ -122,7 +122,9 @@ func run(ctx context.Context, log *slog.Logger, c config) error {
 		if errors.As(err, &se) {
 			// Asked before the lease is released: a fence at or above the
 			// token of a lock we still hold is nobody newer's.
-			cerr := l.CheckFence(ctx, se.Fence().Token)
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			cerr := l.CheckFence(cctx, se.Fence().Token)
+			cancel()
 			if errors.As(cerr, &ahead) {
 				l.Release(context.Background())
 				return ahead

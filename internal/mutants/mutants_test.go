@@ -525,8 +525,16 @@ var mutants = []mutant{
 		name: "acquire-gives-up-when-waiting-lease-expires",
 		why:  "lease.Acquire fails when its waiting key's lease ran out (a failover longer than the TTL) instead of waiting again",
 		file: "lease/lease.go",
-		old:  "if errors.Is(err, concurrency.ErrSessionExpired) && ctx.Err() == nil {",
+		old:  "if expired && ctx.Err() == nil {",
 		new:  "if false {",
+		pkgs: []string{"./lease"}, run: "TestAcquireWaitsAgainWhenItsSessionExpires",
+	},
+	{
+		name: "acquire-waits-on-after-session-ends",
+		why:  "lease.Acquire goes on waiting when its waiting session ends, keyless and out of the queue, until the holder lets go",
+		file: "lease/lease.go",
+		old:  "err = m.Lock(lctx)",
+		new:  "err = m.Lock(ctx)",
 		pkgs: []string{"./lease"}, run: "TestAcquireWaitsAgainWhenItsSessionExpires",
 	},
 	{
