@@ -526,7 +526,7 @@ var mutants = []mutant{
 		why:  "lease.Acquire fails when its waiting key's lease ran out (a failover longer than the TTL) instead of waiting again",
 		file: "lease/lease.go",
 		old:  "if expired && ctx.Err() == nil {",
-		new:  "if false {",
+		new:  "if false && expired {",
 		pkgs: []string{"./lease"}, run: "TestAcquireWaitsAgainWhenItsSessionExpires",
 	},
 	{
