@@ -69,6 +69,7 @@ type connState struct {
 	everOnline bool
 	drops      int
 	dropLogged time.Time
+	refetch    int // commands dropped that the link reconnects to receive again
 }
 
 func newConnState(set mqttsec.Settings, clientID, gateway string, log *slog.Logger) *connState {
@@ -131,14 +132,17 @@ func (s *connState) lost(err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	quick := now.Sub(s.upAt) < takeoverWindow
+	quick := now.Sub(s.upAt) < takeoverWindow && s.refetch == 0
 	if quick {
 		s.quickLoss++
 	} else {
 		s.quickLoss = 0
 	}
 	why := "connection lost: " + explain(err, s.set)
-	if s.quickLoss >= 2 && isEOF(err) {
+	if s.refetch > 0 {
+		why = fmt.Sprintf("reconnecting: the link closed its connection to receive again the %d commands dropped while its backlog was full", s.refetch)
+		s.refetch = 0
+	} else if s.quickLoss >= 2 && isEOF(err) {
 		why = fmt.Sprintf("the broker closed the connection %s after accepting it, %d times in a row: another client with client id %q "+
 			"took over the session; is another gateway running with id %q (or mqtt.client_id)? Give each gateway its own id",
 			now.Sub(s.upAt).Round(time.Millisecond), s.quickLoss, s.st.ClientID, s.gateway)
@@ -155,16 +159,25 @@ func (s *connState) lost(err error) bool {
 	return quick && isEOF(err) && s.quickLoss >= 2
 }
 
-// dropped notes a command dropped because its actuator's queue was full.
+// dropped notes a command dropped because the backlog was full.
 func (s *connState) dropped(actuator string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drops++
 	if time.Since(s.dropLogged) >= repeatEvery || s.drops == 1 {
-		s.log.Warn("commands dropped: the queue of an actuator is full; they stay unacknowledged and come again after a reconnect",
-			"actuator", actuator, "dropped", s.drops, "queue", queueLen)
+		s.log.Warn("commands dropped: the backlog of commands not yet decided is full; they stay unacknowledged, "+
+			"and the link reconnects to receive them again once the backlog is empty",
+			"actuator", actuator, "dropped", s.drops, "backlog_bytes", backlogBytes)
 		s.dropLogged = time.Now()
 	}
+}
+
+// refetching notes that the link closes its connection so that the broker
+// delivers again the n commands dropped from a full backlog.
+func (s *connState) refetching(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refetch = n
 }
 
 func (s *connState) subscribeFailed(err error) {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"golang.org/x/net/proxy"
@@ -73,6 +74,8 @@ type limitConn struct {
 	out  []byte // bytes ready for the reader: a fixed header, or a stand-in
 	pass int    // bytes of the current packet still to pass on unchanged
 	err  error  // the error that ended the stream
+
+	aborted atomic.Pointer[error] // why the link closed it, if it did
 }
 
 func newLimitConn(c net.Conn) *limitConn {
@@ -81,6 +84,25 @@ func newLimitConn(c net.Conn) *limitConn {
 
 // Read implements net.Conn.
 func (c *limitConn) Read(p []byte) (int, error) {
+	n, err := c.read(p)
+	if err != nil {
+		if why := c.aborted.Load(); why != nil {
+			err = *why
+		}
+	}
+	return n, err
+}
+
+// abort closes the connection, and its reader gets err. paho ignores the
+// error of a connection closed under it ("use of closed network
+// connection"), taking it for its own disconnect: it would notice the loss
+// only when a keepalive went unanswered.
+func (c *limitConn) abort(err error) {
+	c.aborted.Store(&err)
+	c.Conn.Close()
+}
+
+func (c *limitConn) read(p []byte) (int, error) {
 	for len(c.out) == 0 && c.pass == 0 {
 		if c.err != nil {
 			return 0, c.err
@@ -194,7 +216,7 @@ func encodeLength(n int) []byte {
 // own way for the broker URL's scheme (or open, if set: package pahosec's
 // for TLS), read through the MaxPacket filter, and wrapped by
 // testHookConn if a test set it.
-func openConn(open mqtt.OpenConnectionFunc) mqtt.OpenConnectionFunc {
+func openConn(open mqtt.OpenConnectionFunc, opened func(*limitConn)) mqtt.OpenConnectionFunc {
 	return func(u *url.URL, o mqtt.ClientOptions) (net.Conn, error) {
 		var c net.Conn
 		var err error
@@ -206,7 +228,9 @@ func openConn(open mqtt.OpenConnectionFunc) mqtt.OpenConnectionFunc {
 		if err != nil {
 			return nil, err
 		}
-		c = newLimitConn(c)
+		lc := newLimitConn(c)
+		opened(lc)
+		c = lc
 		if testHookConn != nil {
 			c = testHookConn(c)
 		}

@@ -106,16 +106,6 @@ type Options struct {
 	Ready func()
 }
 
-// QueueLen is the number of commands buffered per actuator (and for
-// unknown actuators together). Commands wait in these queues while the
-// link does not take commands (it is claiming its id after a connect).
-// The link never stops reading from the broker, since the claims it waits
-// for come the same way: a command beyond a full queue is dropped
-// unacknowledged, and the broker delivers it again after a reconnect.
-const QueueLen = 1024
-
-var queueLen = QueueLen // tests make it small
-
 // Backoff bounds the waits between connection attempts and between retries
 // of a refused subscription.
 const (
@@ -151,6 +141,7 @@ type Link struct {
 
 	mu         sync.Mutex         // guards the fields below
 	client     mqtt.Client        // nil until Run
+	netConn    *limitConn         // the connection paho opened last
 	gen        int                // connection generation: +1 on every connect
 	connEnd    context.CancelFunc // ends the context of connection gen
 	ready      chan struct{}      // closed while commands are taken on connection gen
@@ -215,20 +206,22 @@ func (l *Link) Run(ctx context.Context) error {
 	defer cancel(nil)
 	l.guard.onConflict = func(err error) { cancel(err) }
 
-	type delivery struct {
-		name string
-		m    mqtt.Message
-	}
-	work := make(map[string]chan delivery, len(l.opts.Actuators)+1)
+	names := append(slices.Clone(l.opts.Actuators), "") // "": the unknown actuators
+	work := newBacklog(names)
 	var wg sync.WaitGroup
-	for _, name := range append(slices.Clone(l.opts.Actuators), "") { // "": the unknown actuators
-		ch := make(chan delivery, queueLen)
-		work[name] = ch
+	for _, name := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for d := range ch {
+			for {
+				d, ok := work.take(name)
+				if !ok {
+					return
+				}
 				l.serve(ctx, d.name, d.m)
+				if n := work.done(d); n > 0 {
+					l.refetch(n)
+				}
 			}
 		}()
 	}
@@ -273,25 +266,28 @@ func (l *Link) Run(ctx context.Context) error {
 			m.Ack() // not a command topic of ours
 			return
 		}
-		ch := work[name]
-		if ch == nil {
-			ch = work[""] // rejected in turn: unknown actuator
+		queue := name
+		if !slices.Contains(l.opts.Actuators, name) {
+			queue = "" // rejected in turn: unknown actuator
 		}
-		select {
-		case ch <- delivery{name, m}:
+		if work.put(delivery{queue, name, m}) {
 			if testHookQueued != nil {
 				testHookQueued(name, m.Payload())
 			}
-		default:
+		} else {
 			// The reader must never block: it also delivers the claims
 			// and probes the link may be waiting for. Unacknowledged, the
-			// command comes again after a reconnect; its controller times
-			// out and resends.
+			// command comes again when the link reconnects, as soon as the
+			// backlog is empty (see BacklogBytes).
 			l.conn.dropped(name)
 		}
 	}
 	pahosec.SetTLS(co, l.opts.TLS)
-	co.SetCustomOpenConnectionFn(openConn(co.CustomOpenConnectionFn)) // packets read whole are at most MaxPacket bytes
+	co.SetCustomOpenConnectionFn(openConn(co.CustomOpenConnectionFn, func(c *limitConn) { // packets read whole are at most MaxPacket bytes
+		l.mu.Lock()
+		l.netConn = c
+		l.mu.Unlock()
+	}))
 	co.SetDefaultPublishHandler(dispatch)
 	co.SetConnectionNotificationHandler(func(_ mqtt.Client, n mqtt.ConnectionNotification) {
 		switch n := n.(type) {
@@ -357,15 +353,32 @@ func (l *Link) Run(ctx context.Context) error {
 	}
 	client.Disconnect(250)
 	l.serving.Unlock()
-	for _, ch := range work {
-		close(ch)
-	}
+	work.close()
 	wg.Wait()
 	if errors.Is(conflict, ErrConflict) {
 		return conflict
 	}
 	return nil
 }
+
+// refetch closes the connection, so that paho reconnects and the broker
+// delivers again the n commands dropped while the backlog was full: MQTT
+// redelivers a session's unacknowledged messages at a reconnect, and a
+// broker keeps sending a connected client new ones meanwhile.
+func (l *Link) refetch(n int) {
+	l.log.Warn("reconnecting to receive again the commands dropped while the backlog was full", "dropped", n)
+	l.conn.refetching(n)
+	l.mu.Lock()
+	c := l.netConn
+	l.mu.Unlock()
+	if c != nil {
+		c.abort(errRefetch)
+	}
+}
+
+// errRefetch is what paho reads from a connection the link closed to
+// receive again the commands dropped from a full backlog.
+var errRefetch = errors.New("mqttlink: the link closed the connection to receive again the commands dropped from its full backlog")
 
 // connect makes the first connection, retrying with backoff until it
 // succeeds or ctx ends; later losses are paho's to reconnect.

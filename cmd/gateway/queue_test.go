@@ -105,14 +105,6 @@ func TestQueuedCommandsSurviveRestart(t *testing.T) {
 		{"mosquitto default", "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if !tc.lost && os.Getenv("FENCEGATE_QUEUE_TEST") == "" {
-				// Open defect, found when issue 10's branches were merged:
-				// of 1200 commands queued while the gateway was down, about
-				// 77 stay unanswered until the next reconnect (the restarted
-				// gateway answered all of them before the merge). Run with
-				// FENCEGATE_QUEUE_TEST=1 to see it; see the issue 10 note.
-				t.Skip("open defect: some queued commands unanswered after a restart since the issue 10 merges; FENCEGATE_QUEUE_TEST=1 runs it")
-			}
 			broker := testenv.MosquittoConf(t, "allow_anonymous true\nset_tcp_nodelay true\npersistence false\n"+tc.conf)
 			cfg := writeConfig(t, t.TempDir(), broker, "")
 			topics := wire.Topics{GatewayID: gatewayID(t)}
@@ -141,6 +133,10 @@ func TestQueuedCommandsSurviveRestart(t *testing.T) {
 				if c := answers.count(prefix); c > got {
 					got, last = c, time.Now()
 				}
+			}
+			// And the gateway goes on taking new commands.
+			if res := ctl.Send(t, fence.Command{ID: testenv.ID(t, "after"), Actuator: "pump", Fence: fence.Fence{Token: 101}, State: fence.StateOff}); res.Outcome != fence.Applied {
+				t.Errorf("a new command after the queued ones: %+v, want applied", res)
 			}
 			switch {
 			case !tc.lost && got < n:
