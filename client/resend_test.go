@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -16,7 +15,7 @@ import (
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/httpapi"
+	"github.com/fencegate/fencegate/internal/testctl"
 	"github.com/fencegate/fencegate/internal/testenv"
 	"github.com/fencegate/fencegate/service"
 	"github.com/fencegate/fencegate/wire"
@@ -60,17 +59,8 @@ func (p *process) stop() {
 // pin since it started.
 func drives(t *testing.T, httpAddr string) map[string]uint64 {
 	t.Helper()
-	resp, err := http.Get("http://" + httpAddr + "/api/actuators")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var list []httpapi.Actuator
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		t.Fatal(err)
-	}
 	m := map[string]uint64{}
-	for _, a := range list {
+	for _, a := range testctl.Actuators(t, httpAddr) {
 		if a.Drives == nil {
 			t.Fatalf("%s: the API counts no drives (not the sim board?)", a.Name)
 		}

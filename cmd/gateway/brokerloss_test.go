@@ -47,6 +47,20 @@ func collectAnswers(t *testing.T, broker string, topics wire.Topics) *answers {
 	return a
 }
 
+// count returns how many commands whose ids start with prefix were
+// answered.
+func (a *answers) count(prefix string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for id := range a.got {
+		if strings.HasPrefix(id, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
 func (a *answers) of(id string) []fence.Outcome {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -123,17 +122,8 @@ http: %q
 
 func apiStatus(t *testing.T, addr string) map[string]httpapi.Actuator {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/api/actuators")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var list []httpapi.Actuator
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		t.Fatal(err)
-	}
 	m := map[string]httpapi.Actuator{}
-	for _, a := range list {
+	for _, a := range testctl.Actuators(t, addr) {
 		m[a.Name] = a
 	}
 	return m

@@ -6,11 +6,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
-
-	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/testctl"
@@ -46,45 +43,6 @@ func docsQueueLimit(t *testing.T) int {
 	return limit
 }
 
-// answerIDs collects the ids of the answers gateway topics publishes.
-type answerIDs struct {
-	mu  sync.Mutex
-	ids map[string]bool
-}
-
-func collectAnswerIDs(t *testing.T, broker string, topics wire.Topics) *answerIDs {
-	t.Helper()
-	a := &answerIDs{ids: map[string]bool{}}
-	c := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(testenv.ID(t, "answers")))
-	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("connect: %v", tok.Error())
-	}
-	t.Cleanup(func() { c.Disconnect(100) })
-	tok := c.Subscribe(topics.ResultFilter(), 1, func(_ mqtt.Client, m mqtt.Message) {
-		if r, err := wire.DecodeResult(m.Payload()); err == nil {
-			a.mu.Lock()
-			a.ids[r.ID] = true
-			a.mu.Unlock()
-		}
-	})
-	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe: %v", tok.Error())
-	}
-	return a
-}
-
-func (a *answerIDs) count(prefix string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	n := 0
-	for id := range a.ids {
-		if len(id) > len(prefix) && id[:len(prefix)] == prefix {
-			n++
-		}
-	}
-	return n
-}
-
 // TestQueuedCommandsSurviveRestart publishes 1,200 commands while the
 // gateway is down, without resending any. With the broker configuration
 // the docs recommend, the restarted gateway answers every one; with
@@ -108,7 +66,7 @@ func TestQueuedCommandsSurviveRestart(t *testing.T) {
 			broker := testenv.MosquittoConf(t, "allow_anonymous true\nset_tcp_nodelay true\npersistence false\n"+tc.conf)
 			cfg := writeConfig(t, t.TempDir(), broker, "")
 			topics := wire.Topics{GatewayID: gatewayID(t)}
-			answers := collectAnswerIDs(t, broker, topics)
+			answers := collectAnswers(t, broker, topics)
 			ctl := testctl.Connect(t, broker, topics)
 			p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
 			ctl.WaitStatus(t, wire.StatusOnline)

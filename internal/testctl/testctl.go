@@ -5,11 +5,14 @@ package testctl
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/httpapi"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -103,3 +106,23 @@ func (ctl *Controller) WaitStatus(tb testing.TB, want string) {
 
 // Drain discards answers nobody waited for.
 func (ctl *Controller) Drain() { ctl.Discard() }
+
+// Actuators returns what the gateway's HTTP API at addr (host:port) says of
+// its actuators (GET /api/actuators).
+func Actuators(tb testing.TB, addr string) []httpapi.Actuator {
+	tb.Helper()
+	c := http.Client{Timeout: Timeout}
+	resp, err := c.Get("http://" + addr + "/api/actuators")
+	if err != nil {
+		tb.Fatalf("testctl: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("testctl: GET /api/actuators: %s", resp.Status)
+	}
+	var list []httpapi.Actuator
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		tb.Fatalf("testctl: GET /api/actuators: %v", err)
+	}
+	return list
+}
