@@ -211,9 +211,13 @@ var running sync.Map
 
 // aliveness tells whether the process of claim c runs now: on this host
 // (Linux), its pid exists and started when the claim says (not a reused
-// pid).
+// pid). Claims that carry the boot and the start in clock ticks are judged
+// by them, exactly, since a wall-clock step (NTP setting the clock of a
+// Raspberry Pi, which has no RTC, after the gateway started) moves the
+// start times computed from the clock; older claims by the start time, to
+// within 2 s.
 func (g *instanceGuard) aliveness(c wire.Claim) liveness {
-	if c.Host != g.l.claim.Host {
+	if !sameHost(c, g.l.claim) {
 		return unknown
 	}
 	if c.PID == g.l.claim.PID {
@@ -227,6 +231,15 @@ func (g *instanceGuard) aliveness(c wire.Claim) liveness {
 	if !processesKnown {
 		return unknown
 	}
+	if me := g.l.claim; c.Boot != "" && me.Boot != "" {
+		if c.Boot != me.Boot {
+			return ended // a process of an earlier boot
+		}
+		if ticks, ok := processTicks(c.PID); !ok || ticks != c.Ticks {
+			return ended // gone, or the pid was reused
+		}
+		return alive
+	}
 	start, ok := processStart(c.PID)
 	if !ok {
 		return ended
@@ -235,6 +248,15 @@ func (g *instanceGuard) aliveness(c wire.Claim) liveness {
 		return ended // the pid was reused
 	}
 	return alive
+}
+
+// sameHost says whether claims a and b come from one machine: by their
+// machine ids where both have one, else by host name.
+func sameHost(a, b wire.Claim) bool {
+	if a.Machine != "" && b.Machine != "" {
+		return a.Machine == b.Machine
+	}
+	return a.Host == b.Host
 }
 
 // received takes a message on the instance topic.

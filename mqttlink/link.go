@@ -176,9 +176,10 @@ func New(opts Options, h Handler) *Link {
 	if !ok {
 		started = time.Now()
 	}
+	ticks, _ := processTicks(os.Getpid())
 	l := &Link{opts: opts, h: h, t: opts.Topics, log: log, ready: make(chan struct{}),
-		claim: wire.Claim{Instance: hex.EncodeToString(nonce[:]), Store: opts.Store, Host: host, PID: os.Getpid(),
-			Started: started.UTC().Truncate(time.Second), Version: opts.Version}}
+		claim: wire.Claim{Instance: hex.EncodeToString(nonce[:]), Store: opts.Store, Host: host, Machine: machineID(), PID: os.Getpid(),
+			Started: started.UTC().Truncate(time.Second), Boot: bootID(), Ticks: ticks, Version: opts.Version}}
 	l.states = newStatePublisher(l)
 	l.conn = newConnState(opts.Settings, opts.ClientID, opts.Topics.GatewayID, log)
 	l.guard = newInstanceGuard(l)

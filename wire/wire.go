@@ -542,11 +542,21 @@ type Claim struct {
 	// Instance is random, new at every start of the process.
 	Instance string `json:"instance"`
 	// Store is the identity of the fence store the process uses.
-	Store   string    `json:"store"`
-	Host    string    `json:"host"`
+	Store string `json:"store"`
+	Host  string `json:"host"`
+	// Machine identifies the machine's installation (a hash of its
+	// machine id), where known: host names repeat (raspberrypi).
+	Machine string    `json:"machine,omitempty"`
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`
-	Version string    `json:"version,omitempty"`
+	// Boot is the kernel's id of the boot the process runs in, and Ticks
+	// when it started, in clock ticks since that boot (Linux): together
+	// they tell a process from a later one with the same pid, whatever the
+	// wall clock did meanwhile (Started moves with it). Empty and 0 where
+	// unknown, and in claims of versions before them.
+	Boot    string `json:"boot,omitempty"`
+	Ticks   int64  `json:"start_ticks,omitempty"`
+	Version string `json:"version,omitempty"`
 	// Connection counts the process's connections: a process knows its
 	// own claim of this connection when the broker delivers it back.
 	Connection int `json:"connection"`

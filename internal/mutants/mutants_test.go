@@ -588,6 +588,14 @@ var mutants = []mutant{
 		pkgs: []string{"./mqttlink"}, run: "TestFullQueueDoesNotStall",
 	},
 	{
+		name: "claim-by-wall-clock",
+		why:  "a same-host claim is judged by start times computed from the wall clock: after NTP steps the clock, a running gateway with the same id is taken for ended",
+		file: "mqttlink/instance.go",
+		old:  "if me := g.l.claim; c.Boot != \"\" && me.Boot != \"\" {",
+		new:  "if me := g.l.claim; false && c.Boot != \"\" && me.Boot != \"\" {",
+		pkgs: []string{"./mqttlink"}, run: "TestClaimJudgedByBootAndTicks",
+	},
+	{
 		name: "no-default-publish-handler",
 		why:  "commands the broker delivers again from the session before the subscription is in place are dropped",
 		file: "mqttlink/link.go",
