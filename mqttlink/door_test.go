@@ -149,7 +149,7 @@ func (h *countHandler) Reject(c fence.Command, reason string, err error) fence.R
 func TestFullQueueDoesNotStall(t *testing.T) {
 	const n = 20
 	defer func(n int) { backlogBytes = n }(backlogBytes)
-	backlogBytes = 4 * (msgOverhead + 150) // about 4 of these commands
+	backlogBytes = 6 * (msgOverhead + 150) // about 6 of these commands
 	for bname, start := range testenv.Brokers() {
 		t.Run(bname, func(t *testing.T) {
 			broker := start(t)
@@ -195,9 +195,9 @@ func TestFullQueueDoesNotStall(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatalf("the link did not take commands within 20 s (%d handled; status %+v)", h.n.Load(), l.Status())
 			}
-			for deadline := time.Now().Add(60 * time.Second); h.distinct() < n; time.Sleep(10 * time.Millisecond) {
+			for deadline := time.Now().Add(30 * time.Second); h.distinct() < n; time.Sleep(10 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatalf("%d of the %d commands queued in the session handled within 60 s (status %+v)", h.distinct(), n, l.Status())
+					t.Fatalf("%d of the %d commands queued in the session handled within 30 s (status %+v)", h.distinct(), n, l.Status())
 				}
 			}
 			t.Logf("%d commands handled, %d decisions", h.distinct(), h.n.Load())
