@@ -266,6 +266,8 @@ type Log struct {
 	// commit checks that the path still names it.
 	file os.FileInfo
 
+	commit committer // runs the writes, many in one commit
+
 	mu      sync.Mutex // guards the fields below
 	pending []Entry
 	dropped uint64
@@ -935,17 +937,6 @@ func (l *Log) Close() error {
 		l.closeErr = flushErr
 	})
 	return l.closeErr
-}
-
-// update runs fn in a read-write transaction, commits it (fsynced), and
-// then checks that the store's path still names the file that was
-// written: a store deleted or replaced while the gateway runs would take
-// commits that no restart can read, and answer them applied.
-func (l *Log) update(fn func(*bolt.Tx) error) error {
-	if err := l.db.Update(fn); err != nil {
-		return err
-	}
-	return l.sameFile()
 }
 
 // sameFile reports, with ErrGone, a store whose path no longer names the

@@ -350,6 +350,31 @@ var mutants = []mutant{
 		new:  `"password_from", l.opts.Settings.PasswordFrom, "password", l.opts.Password)`,
 		pkgs: []string{"./cmd/gateway"}, run: "TestSecretsNeverShown",
 	},
+	// Group commit (issue 11).
+	{
+		name: "batch-done-before-commit",
+		why:  "the writers batched behind a commit's leader learn that their writes are done before the commit: their outputs may be driven on fences a power cut loses",
+		file: "fencelog/commit.go",
+		old:  "\tfailed := false\n\terr := l.db.Update(func(tx *bolt.Tx) error {\n",
+		new:  "\tfor _, w := range batch[1:] {\n\t\tw.done <- nil\n\t}\n\tfailed := false\n\terr := l.db.Update(func(tx *bolt.Tx) error {\n",
+		pkgs: []string{"./fencelog"}, run: "TestNoWriteReturnsBeforeItsCommit",
+	},
+	{
+		name: "no-group-commit",
+		why:  "every write commits alone: each applied command costs two syncs, however many wait",
+		file: "fencelog/commit.go",
+		old:  "\tbatch := g.queue\n\tg.queue = nil\n",
+		new:  "\tbatch := g.queue[:1]\n\tg.queue = g.queue[1:]\n",
+		pkgs: []string{"./fencelog"}, run: "TestGroupCommit",
+	},
+	{
+		name: "batch-fails-together",
+		why:  "one failing write fails every write of its batch",
+		file: "fencelog/commit.go",
+		old:  "\tif failed && len(batch) > 1 {\n",
+		new:  "\tif false && failed && len(batch) > 1 {\n",
+		pkgs: []string{"./fencelog"}, run: "TestFailedWriteFailsAlone",
+	},
 	// Durability and disk faults (issue 10, i10-disk).
 	{
 		name: "bbolt-nosync",

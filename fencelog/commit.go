@@ -1,0 +1,143 @@
+package fencelog
+
+import (
+	"sync"
+	"sync/atomic"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Group commit. Every write of the store is a function run in a bbolt
+// read-write transaction, and every commit costs the disk two syncs (bbolt
+// writes the changed pages, syncs, writes the meta page, syncs). Writes
+// that arrive while a commit is in progress wait, and the next commit runs
+// them all in one transaction: commands of many scopes share its syncs. A
+// lone write waits for no timer (bbolt's Batch waits up to 10 ms for
+// company), so a single command costs one commit and no more.
+//
+// No write returns before the commit that holds it did, and the fsync with
+// it: a command's output is driven only after that. The caller's own order
+// is kept (a scope's lock is held across its write, so each scope's writes
+// commit in order). One write that fails (a damaged record) fails alone:
+// the batch is rolled back and each write of it run in a transaction of its
+// own.
+
+// committer queues writes for the next commit. The first writer to find no
+// commit in progress leads: it commits batches until its own is done, then
+// hands the lead to the first writer still waiting, so no writer commits
+// others' writes for ever and no goroutine is left running.
+type committer struct {
+	mu      sync.Mutex
+	queue   []*write
+	leading bool
+
+	commits atomic.Uint64 // transactions committed
+	writes  atomic.Uint64 // writes they held
+}
+
+type write struct {
+	fn   func(*bolt.Tx) error
+	done chan error    // the write's result, once its commit returned
+	lead chan struct{} // this writer commits the next batch
+}
+
+// testHookCommitted, if set (by tests), runs after a batch's transaction
+// committed, before any of its writers learns it.
+var testHookCommitted func(writes int)
+
+// update runs fn in a read-write transaction, commits it (fsynced), and
+// then checks that the store's path still names the file that was
+// written: a store deleted or replaced while the gateway runs would take
+// commits that no restart can read, and answer them applied. fn may run
+// more than once (a batch with a failing write is run again write by
+// write); each run starts from a rolled-back state, so fn must set, not
+// accumulate, what it reports.
+func (l *Log) update(fn func(*bolt.Tx) error) error {
+	w := &write{fn: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	g := &l.commit
+	g.mu.Lock()
+	g.queue = append(g.queue, w)
+	lead := !g.leading
+	g.leading = true
+	g.mu.Unlock()
+	if lead {
+		l.lead()
+	}
+	for {
+		select {
+		case err := <-w.done:
+			return err
+		case <-w.lead:
+			l.lead()
+		}
+	}
+}
+
+// lead commits the writes queued now, then passes the lead on.
+func (l *Log) lead() {
+	g := &l.commit
+	g.mu.Lock()
+	batch := g.queue
+	g.queue = nil
+	g.mu.Unlock()
+	l.commitBatch(batch)
+	g.mu.Lock()
+	if len(g.queue) == 0 {
+		g.leading = false
+		g.mu.Unlock()
+		return
+	}
+	next := g.queue[0]
+	g.mu.Unlock()
+	next.lead <- struct{}{}
+}
+
+// commitBatch commits batch in one transaction and gives each write its
+// result.
+func (l *Log) commitBatch(batch []*write) {
+	failed := false
+	err := l.db.Update(func(tx *bolt.Tx) error {
+		for _, w := range batch {
+			if err := w.fn(tx); err != nil {
+				failed = true
+				return err
+			}
+		}
+		return nil
+	})
+	if failed && len(batch) > 1 {
+		// One write failed and rolled back the others: each alone.
+		for _, w := range batch {
+			l.commitBatch([]*write{w})
+		}
+		return
+	}
+	if err == nil {
+		g := &l.commit
+		g.commits.Add(1)
+		g.writes.Add(uint64(len(batch)))
+		if testHookCommitted != nil {
+			testHookCommitted(len(batch))
+		}
+		err = l.sameFile()
+	}
+	for _, w := range batch {
+		w.done <- err
+	}
+}
+
+// Stats counts the store's commits.
+type Stats struct {
+	// Commits is the number of write transactions committed since Open;
+	// each costs the disk two syncs (bbolt's data, then its meta page).
+	Commits uint64 `json:"commits"`
+	// Writes is the number of writes (applied commands, state changes,
+	// audit flushes) those commits held: Writes/Commits writes share each
+	// commit's syncs.
+	Writes uint64 `json:"writes"`
+}
+
+// Stats returns the store's commit counts.
+func (l *Log) Stats() Stats {
+	return Stats{Commits: l.commit.commits.Load(), Writes: l.commit.writes.Load()}
+}
