@@ -148,7 +148,11 @@ func TestFailedWriteFailsAlone(t *testing.T) {
 	<-held
 	good := make(chan error, 1)
 	bad := make(chan error, 1)
-	go func() { good <- l.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketScopes).Put([]byte("good"), []byte(`{"fence":{"token":5}}`)) }) }()
+	go func() {
+		good <- l.update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketScopes).Put([]byte("good"), []byte(`{"fence":{"token":5}}`))
+		})
+	}()
 	queued(t, l, 1)
 	go func() { bad <- l.update(func(*bolt.Tx) error { return fmt.Errorf("this write fails") }) }()
 	queued(t, l, 2)
