@@ -243,6 +243,7 @@ func (s *status) Status() httpapi.Status {
 		StoreID:       s.store.ID(),
 		StoreFloor:    s.store.Birth().Floor,
 		StoreFloorWhy: s.store.Birth().Why,
+		StoreCommits:  s.store.Stats(),
 		Broker:        broker(s.link.Status()),
 		Topics:        wire.Topics{Prefix: s.cfg.MQTT.TopicPrefix, GatewayID: s.cfg.ID}.SetFilter(),
 	}
