@@ -3,6 +3,7 @@ package fencelog
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -111,6 +112,9 @@ func (l *Log) commitBatch(batch []*write) {
 			l.commitBatch([]*write{w})
 		}
 		return
+	}
+	if err == nil && l.opts.CommitDelay > 0 {
+		time.Sleep(l.opts.CommitDelay)
 	}
 	if err == nil {
 		g := &l.commit

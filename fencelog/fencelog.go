@@ -174,6 +174,10 @@ type Options struct {
 	// has none yet (one made by an older build); Open refuses a store that
 	// recorded another id, with ErrOtherGateway. Empty checks nothing.
 	Gateway string
+	// CommitDelay is added to every commit, after its sync, as a slower
+	// disk's sync would take (a benchmark of SD-card-like storage on a fast
+	// disk). Zero in normal use.
+	CommitDelay time.Duration
 }
 
 // Entry is one audit record.
