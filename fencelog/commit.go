@@ -97,6 +97,7 @@ func (l *Log) lead() {
 // result.
 func (l *Log) commitBatch(batch []*write) {
 	failed := false
+	l.staged = make(map[string]scopeRecord)
 	err := l.db.Update(func(tx *bolt.Tx) error {
 		for _, w := range batch {
 			if err := w.fn(tx); err != nil {
@@ -106,6 +107,15 @@ func (l *Log) commitBatch(batch []*write) {
 		}
 		return nil
 	})
+	staged := l.staged
+	l.staged = nil
+	if err == nil {
+		l.cmu.Lock()
+		for scope, rec := range staged {
+			l.cache[scope] = rec
+		}
+		l.cmu.Unlock()
+	}
 	if failed && len(batch) > 1 {
 		// One write failed and rolled back the others: each alone.
 		for _, w := range batch {

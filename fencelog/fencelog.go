@@ -272,6 +272,16 @@ type Log struct {
 
 	commit committer // runs the writes, many in one commit
 
+	// cache holds the scope records as the last commit left them, decoded:
+	// decisions that write nothing (stale, duplicate) read them without a
+	// transaction. Only commits change it, after they committed; a scope
+	// not in it (never written, or damaged) is read from the store.
+	cmu   sync.RWMutex
+	cache map[string]scopeRecord
+	// staged holds the records the write transaction in progress wrote;
+	// only the committer touches it.
+	staged map[string]scopeRecord
+
 	mu      sync.Mutex // guards the fields below
 	pending []Entry
 	dropped uint64
@@ -428,7 +438,8 @@ func Open(path string, opts *Options) (*Log, error) {
 		return nil
 	})
 
-	l := &Log{db: db, opts: o, path: path, id: id, gateway: gateway, file: file, birth: birth, stop: make(chan struct{}), done: make(chan struct{}), brokenCh: make(chan struct{})}
+	l := &Log{db: db, opts: o, path: path, id: id, gateway: gateway, file: file, birth: birth, stop: make(chan struct{}), done: make(chan struct{}), brokenCh: make(chan struct{}),
+		cache: loadScopes(db)}
 	if o.AuditFlush > 0 {
 		go l.flusher()
 	} else {
@@ -606,13 +617,9 @@ func (l *Log) Admit(scope string, c fence.Command, rules fence.Rules, plan Plann
 	}
 	// Fast path: a read-only decision answers stale and duplicate commands
 	// without a write. It can never admit: only the transaction below can.
-	var rec scopeRecord
-	if err := l.db.View(func(tx *bolt.Tx) error {
-		var err error
-		rec, err = readScope(tx, scope)
-		return err
-	}); err != nil {
-		return Admission{}, fmt.Errorf("fencelog: read scope %q: %w", scope, err)
+	rec, err := l.committed(scope)
+	if err != nil {
+		return Admission{}, err
 	}
 	d := fence.Decide(rec.Fence, rec.Recent, c, l.rules(rules))
 	if d.Outcome != fence.Applied {
@@ -626,7 +633,7 @@ func (l *Log) Admit(scope string, c fence.Command, rules fence.Rules, plan Plann
 	}
 	pending := l.takePending()
 	var adm Admission
-	err := l.update(func(tx *bolt.Tx) error {
+	err = l.update(func(tx *bolt.Tx) error {
 		rec, err := readScope(tx, scope)
 		if err != nil {
 			return err
@@ -647,7 +654,7 @@ func (l *Log) Admit(scope string, c fence.Command, rules fence.Rules, plan Plann
 					rec.Outputs[set.Actuator] = outputRecord{State: set.State, Holder: c.Holder, ChangedAt: now}
 				}
 			}
-			if err := writeScope(tx, scope, rec); err != nil {
+			if err := l.writeScope(tx, scope, rec); err != nil {
 				return err
 			}
 		}
@@ -699,7 +706,7 @@ func (l *Log) SetStates(changes []StateChange) error {
 				State: ch.State, Outcome: OutcomeBoot, Fence: rec.Fence, Error: ch.Why})
 		}
 		for scope, rec := range recs {
-			if err := writeScope(tx, scope, rec); err != nil {
+			if err := l.writeScope(tx, scope, rec); err != nil {
 				return err
 			}
 		}
@@ -713,16 +720,44 @@ func (l *Log) SetStates(changes []StateChange) error {
 
 // Scope reads a scope's record.
 func (l *Log) Scope(name string) (Scope, error) {
-	var sc Scope
-	err := l.db.View(func(tx *bolt.Tx) error {
-		rec, err := readScope(tx, name)
-		sc = Scope{name, rec.Fence, rec}
-		return err
-	})
+	rec, err := l.committed(name)
 	if err != nil {
-		return Scope{}, fmt.Errorf("fencelog: read scope %q: %w", name, err)
+		return Scope{}, err
 	}
-	return sc, nil
+	return Scope{name, rec.Fence, rec}, nil
+}
+
+// committed returns scope's record as the last commit left it. The record
+// shares its slices and maps with the cache: read it, never change it.
+func (l *Log) committed(scope string) (scopeRecord, error) {
+	l.cmu.RLock()
+	rec, ok := l.cache[scope]
+	l.cmu.RUnlock()
+	if ok {
+		return rec, nil
+	}
+	if err := l.db.View(func(tx *bolt.Tx) error {
+		var err error
+		rec, err = readScope(tx, scope)
+		return err
+	}); err != nil {
+		return scopeRecord{}, fmt.Errorf("fencelog: read scope %q: %w", scope, err)
+	}
+	return rec, nil
+}
+
+// loadScopes reads every scope record that decodes, for the cache.
+func loadScopes(db *bolt.DB) map[string]scopeRecord {
+	m := make(map[string]scopeRecord)
+	db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketScopes).ForEach(func(k, _ []byte) error {
+			if rec, err := readScope(tx, string(k)); err == nil {
+				m[string(k)] = rec
+			}
+			return nil
+		})
+	})
+	return m
 }
 
 // Bind records the scope of each actuator (actuator name → scope). An
@@ -774,10 +809,10 @@ func (l *Log) Bind(scopes map[string]string) ([]string, error) {
 					to.Outputs[act] = o
 					delete(from.Outputs, act)
 				}
-				if err := writeScope(tx, prev, from); err != nil {
+				if err := l.writeScope(tx, prev, from); err != nil {
 					return err
 				}
-				if err := writeScope(tx, scope, to); err != nil {
+				if err := l.writeScope(tx, scope, to); err != nil {
 					return err
 				}
 				moved = append(moved, act)
@@ -800,16 +835,11 @@ func (l *Log) Bind(scopes map[string]string) ([]string, error) {
 // Output returns the recorded state of actuator in scope. An actuator never
 // set has State fence.StateNone.
 func (l *Log) Output(scope, actuator string) (fence.Output, error) {
-	var out fence.Output
-	err := l.db.View(func(tx *bolt.Tx) error {
-		rec, err := readScope(tx, scope)
-		out = rec.output(scope, actuator)
-		return err
-	})
+	rec, err := l.committed(scope)
 	if err != nil {
-		return fence.Output{}, fmt.Errorf("fencelog: read scope %q: %w", scope, err)
+		return fence.Output{}, err
 	}
-	return out, nil
+	return rec.output(scope, actuator), nil
 }
 
 // Fences returns every scope's fence.
@@ -1106,10 +1136,15 @@ func atLeastFloor(tx *bolt.Tx, f fence.Fence) fence.Fence {
 	return f
 }
 
-func writeScope(tx *bolt.Tx, scope string, rec scopeRecord) error {
+// writeScope writes scope's record in tx, and stages it for the cache,
+// which takes it once tx committed.
+func (l *Log) writeScope(tx *bolt.Tx, scope string, rec scopeRecord) error {
 	v, err := json.Marshal(rec)
 	if err != nil {
 		return err
+	}
+	if l.staged != nil {
+		l.staged[scope] = rec
 	}
 	return tx.Bucket(bucketScopes).Put([]byte(scope), v)
 }

@@ -2,12 +2,18 @@ package service_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/testenv"
 )
@@ -81,3 +87,56 @@ func BenchmarkCommandApplied(b *testing.B) { benchCommands(b, false) }
 // BenchmarkCommandStale: each command is below the fence: answered from a
 // read-only decision, no fsync.
 func BenchmarkCommandStale(b *testing.B) { benchCommands(b, true) }
+
+// BenchmarkFleetApplied: 24 controllers, each with its own actuator (its
+// own scope), each sending fresh commands one after the other, so that
+// many scopes' commands wait for the store together. Per op: one command.
+// It reports the store's syncs per write (applied command).
+func BenchmarkFleetApplied(b *testing.B) {
+	const actuators = 24
+	broker := testenv.EmbeddedBroker(b)
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "id: fleet\nmqtt:\n  broker: %s\nstore: %s\nboard: sim\nhttp: 127.0.0.1:0\nactuators:\n", broker, filepath.Join(b.TempDir(), "fence.db"))
+	for i := range actuators {
+		fmt.Fprintf(&cfg, "  - {name: a%d, pin: GPIO%d}\n", i, i+2)
+	}
+	c, err := config.Parse([]byte(cfg.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := startConfig(b, c)
+	ctx := context.Background()
+	var clients []*client.Client
+	for range actuators {
+		cl, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: g.cfg.ID})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Close()
+		clients = append(clients, cl)
+	}
+	var next atomic.Int64
+	before := apiStatus(b, g.info.HTTP).StoreCommits
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for a := range actuators {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := uint64(1); next.Add(1) <= int64(b.N); seq++ {
+				res, err := clients[a].Send(ctx, fence.Command{Actuator: fmt.Sprint("a", a), Fence: fence.Fence{Token: 10, Seq: seq},
+					State: fence.State(1 + seq%2)})
+				if err != nil || res.Outcome != fence.Applied {
+					b.Errorf("%+v, %v", res, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	after := apiStatus(b, g.info.HTTP).StoreCommits
+	if w := after.Writes - before.Writes; w > 0 {
+		b.ReportMetric(2*float64(after.Commits-before.Commits)/float64(w), "syncs/write")
+	}
+}

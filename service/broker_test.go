@@ -65,7 +65,7 @@ func runListening(t *testing.T, cfg *config.Config, log *logBuffer) string {
 	return ""
 }
 
-func apiStatus(t *testing.T, addr string) httpapi.Status {
+func apiStatus(t testing.TB, addr string) httpapi.Status {
 	t.Helper()
 	var st httpapi.Status
 	getJSON(t, addr, "/api/status", &st)
@@ -73,7 +73,7 @@ func apiStatus(t *testing.T, addr string) httpapi.Status {
 }
 
 // getJSON decodes the answer to GET path from the API at addr into v.
-func getJSON(t *testing.T, addr, path string, v any) {
+func getJSON(t testing.TB, addr, path string, v any) {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + path)
 	if err != nil {

@@ -79,7 +79,7 @@ var mutants = []mutant{
 		name: "fence-not-persisted",
 		why:  "the new fence is decided but never written (M2)",
 		file: "fencelog/fencelog.go",
-		old:  "\t\t\tif err := writeScope(tx, scope, rec); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t}\n\t\tadm = Admission",
+		old:  "\t\t\tif err := l.writeScope(tx, scope, rec); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t}\n\t\tadm = Admission",
 		new:  "\t\t}\n\t\tadm = Admission",
 		pkgs: []string{"./fencelog"}, run: "TestPersistsAcrossReopen",
 	},
@@ -355,8 +355,8 @@ var mutants = []mutant{
 		name: "batch-done-before-commit",
 		why:  "the writers batched behind a commit's leader learn that their writes are done before the commit: their outputs may be driven on fences a power cut loses",
 		file: "fencelog/commit.go",
-		old:  "\tfailed := false\n\terr := l.db.Update(func(tx *bolt.Tx) error {\n",
-		new:  "\tfor _, w := range batch[1:] {\n\t\tw.done <- nil\n\t}\n\tfailed := false\n\terr := l.db.Update(func(tx *bolt.Tx) error {\n",
+		old:  "\tfailed := false\n\tl.staged = make(map[string]scopeRecord)\n",
+		new:  "\tfor _, w := range batch[1:] {\n\t\tw.done <- nil\n\t}\n\tfailed := false\n\tl.staged = make(map[string]scopeRecord)\n",
 		pkgs: []string{"./fencelog"}, run: "TestNoWriteReturnsBeforeItsCommit",
 	},
 	{
@@ -435,9 +435,9 @@ var mutants = []mutant{
 	{
 		name: "store-gone-unnoticed",
 		why:  "a store deleted or replaced while open takes commits into a file nobody can open again, and answers them applied",
-		file: "fencelog/fencelog.go",
-		old:  "\treturn l.sameFile()\n}",
-		new:  "\treturn nil\n}",
+		file: "fencelog/commit.go",
+		old:  "\t\terr = l.sameFile()\n",
+		new:  "\t\terr = nil\n",
 		pkgs: []string{"./fencelog", "./cmd/gateway"}, run: "TestStoreGone",
 	},
 	{
