@@ -174,3 +174,47 @@ func TestFailedWriteFailsAlone(t *testing.T) {
 		t.Errorf("the good write of the batch was not committed: fences %v", f)
 	}
 }
+
+// Two commands of one scope in one batch: the second is decided on the
+// record as the first left it in the transaction, not as the last commit
+// left it (the scope lock of package actuator keeps them apart; the store
+// must not rely on it).
+func TestBatchSeesItsOwnWrites(t *testing.T) {
+	l, _ := openLog(t, nil)
+	held, release := holdCommits(t, 1)
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.Admit("s", cmd("first", "a", 1, 0, fence.StateOn), fence.Rules{}, nil)
+		first <- err
+	}()
+	<-held
+	type result struct {
+		adm Admission
+		err error
+	}
+	admitted := func(c fence.Command) <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			adm, err := l.Admit("s", c, fence.Rules{}, nil)
+			ch <- result{adm, err}
+		}()
+		return ch
+	}
+	newer := admitted(cmd("newer", "a", 5, 2, fence.StateOn))
+	queued(t, l, 1)
+	older := admitted(cmd("older", "a", 5, 1, fence.StateOff))
+	queued(t, l, 2)
+	release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if r := <-newer; r.err != nil || r.adm.Outcome != fence.Applied {
+		t.Fatalf("5/2: %+v, %v; want applied", r.adm, r.err)
+	}
+	if r := <-older; r.err != nil || r.adm.Outcome != fence.Stale {
+		t.Fatalf("5/1 after 5/2 in the same batch: %+v, %v; want stale", r.adm, r.err)
+	}
+	if f, _ := l.Fences(); f["s"] != (fence.Fence{Token: 5, Seq: 2}) {
+		t.Errorf("fence %v, want 5/2", f["s"])
+	}
+}

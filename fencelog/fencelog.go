@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -634,7 +635,7 @@ func (l *Log) Admit(scope string, c fence.Command, rules fence.Rules, plan Plann
 	pending := l.takePending()
 	var adm Admission
 	err = l.update(func(tx *bolt.Tx) error {
-		rec, err := readScope(tx, scope)
+		rec, err := l.txScope(tx, scope)
 		if err != nil {
 			return err
 		}
@@ -693,7 +694,7 @@ func (l *Log) SetStates(changes []StateChange) error {
 			rec, ok := recs[ch.Scope]
 			if !ok {
 				var err error
-				if rec, err = readScope(tx, ch.Scope); err != nil {
+				if rec, err = l.txScope(tx, ch.Scope); err != nil {
 					return err
 				}
 			}
@@ -791,11 +792,11 @@ func (l *Log) Bind(scopes map[string]string) ([]string, error) {
 		for act, scope := range scopes {
 			prev := string(b.Get([]byte(act)))
 			if prev != "" && prev != scope {
-				from, err := readScope(tx, prev)
+				from, err := l.txScope(tx, prev)
 				if err != nil {
 					return err
 				}
-				to, err := readScope(tx, scope)
+				to, err := l.txScope(tx, scope)
 				if err != nil {
 					return err
 				}
@@ -1134,6 +1135,24 @@ func atLeastFloor(tx *bolt.Tx, f fence.Fence) fence.Fence {
 		return fence.Fence{Token: fl}
 	}
 	return f
+}
+
+// txScope returns scope's record in the write transaction tx, for a
+// change: as this transaction wrote it, else as the last commit left it
+// (the cache: only commits change it, one at a time, so it is what tx
+// started from), else from the store. Its Outputs are a copy, to change.
+func (l *Log) txScope(tx *bolt.Tx, scope string) (scopeRecord, error) {
+	rec, ok := l.staged[scope]
+	if !ok {
+		l.cmu.RLock()
+		rec, ok = l.cache[scope]
+		l.cmu.RUnlock()
+	}
+	if !ok {
+		return readScope(tx, scope)
+	}
+	rec.Outputs = maps.Clone(rec.Outputs)
+	return rec, nil
 }
 
 // writeScope writes scope's record in tx, and stages it for the cache,

@@ -375,6 +375,14 @@ var mutants = []mutant{
 		new:  "\tif false && failed && len(batch) > 1 {\n",
 		pkgs: []string{"./fencelog"}, run: "TestFailedWriteFailsAlone",
 	},
+	{
+		name: "batch-reads-committed-record",
+		why:  "a write decides on the scope's record as the last commit left it, not as an earlier write of its own batch did: two commands of one scope in one batch can both be applied, and the fence can go back",
+		file: "fencelog/fencelog.go",
+		old:  "\trec, ok := l.staged[scope]\n",
+		new:  "\trec, ok := l.staged[scope]\n\tok = false\n",
+		pkgs: []string{"./fencelog"}, run: "TestBatchSeesItsOwnWrites",
+	},
 	// Durability and disk faults (issue 10, i10-disk).
 	{
 		name: "bbolt-nosync",
