@@ -269,3 +269,59 @@ func TestOpenBoardNotHere(t *testing.T) {
 		}
 	}
 }
+
+// The board reads back its own writes without reading the file, but a
+// latch changed by someone else (replaced, or rewritten in place) is read
+// again: its levels are seen, and kept when another pin is driven.
+func TestSimSeesLatchChangedOutside(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "latch.json")
+	s, err := OpenSim(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := s.Pin("GPIO17")
+	b, _ := s.Pin("GPIO27")
+	if err := a.Out(true); err != nil {
+		t.Fatal(err)
+	}
+	for _, change := range []struct {
+		name  string
+		write func(data []byte) error
+	}{
+		{"replaced", func(data []byte) error {
+			tmp := path + ".other"
+			if err := os.WriteFile(tmp, data, 0o644); err != nil {
+				return err
+			}
+			return os.Rename(tmp, path)
+		}},
+		{"rewritten in place", func(data []byte) error { return os.WriteFile(path, data, 0o644) }},
+	} {
+		if err := change.write([]byte(`{"GPIO17":"low","GPIO27":"high"}` + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		if mustLevel(t, a) || !mustLevel(t, b) {
+			t.Fatalf("%s: levels %v, %v; want the file's low, high", change.name, mustLevel(t, a), mustLevel(t, b))
+		}
+		if err := s.SetLevels(nil); err != nil {
+			t.Fatal(err)
+		}
+		c, _ := s.Pin("GPIO22")
+		if err := c.Out(true); err != nil {
+			t.Fatal(err)
+		}
+		m, err := ReadLatch(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]bool{"GPIO17": false, "GPIO27": true, "GPIO22": true}; !reflect.DeepEqual(m, want) {
+			t.Errorf("%s: after driving GPIO22 the latch is %v, want %v", change.name, m, want)
+		}
+		if err := a.Out(true); err != nil { // this board's own write again
+			t.Fatal(err)
+		}
+		if err := c.Out(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

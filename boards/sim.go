@@ -23,9 +23,14 @@ import (
 type Sim struct {
 	path string
 
-	mu     sync.Mutex // guards faults and drives, and serialises latch writes
+	mu     sync.Mutex // guards the fields below, and serialises latch writes
 	faults map[string]error
 	drives map[string]uint64
+	// levels are the latch's levels as this board last wrote them to the
+	// file wrote: while the file at path is still that one, unchanged,
+	// they are read from here and not from the file.
+	levels map[string]bool
+	wrote  os.FileInfo
 }
 
 // OpenSim opens (or creates) the latch file at path.
@@ -135,9 +140,13 @@ func (s *Sim) write(pin string, high bool) error {
 // writeLocked sets levels in the latch file (atomically: a temporary file
 // renamed over it). s.mu must be held.
 func (s *Sim) writeLocked(levels map[string]bool) error {
-	m, err := ReadLatch(s.path)
+	cur, err := s.readLocked()
 	if err != nil {
 		return err
+	}
+	m := make(map[string]bool, len(cur)+len(levels))
+	for pin, high := range cur {
+		m[pin] = high
 	}
 	for pin, high := range levels {
 		m[pin] = high
@@ -162,15 +171,36 @@ func (s *Sim) writeLocked(levels map[string]bool) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("boards: sim latch: %w", err)
 	}
+	fi, err := tmp.Stat()
+	if err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("boards: sim latch: %w", err)
+	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("boards: sim latch: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), s.path); err != nil {
 		os.Remove(tmp.Name())
+		s.wrote = nil
 		return fmt.Errorf("boards: sim latch: %w", err)
 	}
+	s.levels, s.wrote = m, fi
 	return nil
+}
+
+// readLocked returns the latch's levels: this board's own, while the file
+// is the one it last wrote, unchanged (one stat); else the file's. s.mu
+// must be held. Do not change the map it returns.
+func (s *Sim) readLocked() (map[string]bool, error) {
+	if s.wrote != nil {
+		fi, err := os.Stat(s.path)
+		if err == nil && os.SameFile(fi, s.wrote) && fi.Size() == s.wrote.Size() && fi.ModTime().Equal(s.wrote.ModTime()) {
+			return s.levels, nil
+		}
+	}
+	return ReadLatch(s.path)
 }
 
 type simPin struct {
@@ -191,9 +221,12 @@ func (p *simPin) Drives() uint64 {
 	return p.board.drives[p.name]
 }
 
-// Level implements actuator.Pin: it reads the latch file.
+// Level implements actuator.Pin: it reads the latch file (or what this
+// board last wrote to it, while it is unchanged).
 func (p *simPin) Level() (bool, error) {
-	m, err := ReadLatch(p.board.path)
+	p.board.mu.Lock()
+	defer p.board.mu.Unlock()
+	m, err := p.board.readLocked()
 	if err != nil {
 		return false, err
 	}
