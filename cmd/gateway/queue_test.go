@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -83,8 +84,14 @@ func TestQueuedCommandsSurviveRestart(t *testing.T) {
 			}
 			p = startProc(t, nil, "run", "--config", cfg, "--log-level", "warn")
 			// Count from when it takes commands again: on a busy machine a
-			// start alone can take longer than the quiet spell below.
-			ctl.WaitStatus(t, wire.StatusOnline)
+			// start alone can take longer than the quiet spell below (and
+			// than testctl's 10 s: it failed once so, with two full suites
+			// running beside it).
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := ctl.Client.WaitStatus(ctx, wire.StatusOnline); err != nil {
+				t.Fatalf("the restarted gateway is not online: %v\n%s", err, p.output())
+			}
 			got, last := 0, time.Now()
 			for got < n && time.Since(last) < 3*time.Second {
 				time.Sleep(50 * time.Millisecond)
