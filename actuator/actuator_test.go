@@ -73,6 +73,7 @@ func newRigWrapped(t *testing.T, dir string, acts []act, opts *actuator.Options,
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { sim.Close() })
 	var specs []actuator.Spec
 	names := map[string]string{} // pin → actuator
 	for _, a := range acts {

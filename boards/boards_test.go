@@ -65,7 +65,7 @@ func TestSim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, w := string(b), `{"GPIO17":"high","GPIO27":"low"}`+"\n"; got != w {
+	if got, w := string(b), `{"GPIO17":"high","GPIO27": "low"}`+"\n"; got != w {
 		t.Errorf("latch file = %q, want %q", got, w)
 	}
 
@@ -323,5 +323,66 @@ func TestSimSeesLatchChangedOutside(t *testing.T) {
 		if err := c.Out(false); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Drives of pins the latch already has rewrite it in place (same file,
+// one write), and a reader reading meanwhile always gets whole levels:
+// ReadLatch reads again whatever did not parse.
+func TestSimLatchInPlace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "latch.json")
+	s, err := OpenSim(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := s.Pin("GPIO17")
+	b, _ := s.Pin("GPIO27")
+	if err := a.Out(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Out(false); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				readErr <- nil
+				return
+			default:
+			}
+			if _, err := ReadLatch(path); err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+	for i := range 2000 {
+		if err := a.Out(i%2 == 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Out(i%3 == 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-readErr; err != nil {
+		t.Errorf("a reader saw a latch written in place: %v", err)
+	}
+	after, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) {
+		t.Error("driving pins the latch has replaced the file; want it written in place")
+	}
+	if m, err := ReadLatch(path); err != nil || m["GPIO17"] != false || m["GPIO27"] != false {
+		t.Errorf("latch after the last drives = %v, %v; want GPIO17 low (1999 odd), GPIO27 low", m, err)
 	}
 }

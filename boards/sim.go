@@ -7,7 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/boards/pinmap"
@@ -15,11 +18,12 @@ import (
 
 // Sim is the simulated board. Its output levels live in a small JSON file
 // (the latch), so they outlive the gateway process as a real output does,
-// and anyone can read them: {"GPIO17":"high","GPIO27":"low"}.
+// and anyone can read them (with ReadLatch): {"GPIO17":"high","GPIO27": "low"}.
 //
-// The latch is rewritten atomically (temporary file and rename) on every
-// change, so a reader never sees a torn file. It is not fsynced: it models
-// a process crash, not a power cut.
+// A drive rewrites the latch in place, in one write, and a new pin
+// replaces it with a rename (see writeLocked): a process killed at any
+// point leaves it whole. It is not fsynced: it models a process crash, not
+// a power cut.
 type Sim struct {
 	path string
 
@@ -31,6 +35,7 @@ type Sim struct {
 	// they are read from here and not from the file.
 	levels map[string]bool
 	wrote  os.FileInfo
+	file   *os.File // the latch file this board wrote last, open for writing in place
 }
 
 // OpenSim opens (or creates) the latch file at path.
@@ -49,7 +54,15 @@ func (s *Sim) Path() string { return s.path }
 func (s *Sim) String() string { return "sim board, latch " + s.path }
 
 // Close implements Board; the latch file stays.
-func (s *Sim) Close() error { return nil }
+func (s *Sim) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.file != nil {
+		s.file.Close()
+		s.file, s.wrote = nil, nil
+	}
+	return nil
+}
 
 // Pin returns the output named name (any form pinmap.Canonical accepts).
 func (s *Sim) Pin(name string) (actuator.Pin, error) {
@@ -99,16 +112,32 @@ func (s *Sim) SetFault(name string, err error) error {
 // ReadLatch reads a sim latch file: canonical pin name → high. A missing
 // file is an empty latch (every line low).
 func ReadLatch(path string) (map[string]bool, error) {
+	var m map[string]bool
+	var err error
+	// A latch read while the gateway writes it in place can be a mix of
+	// two texts, which never parses (see Sim): read it again.
+	for range 100 {
+		var torn bool
+		if m, torn, err = readLatch(path); !torn {
+			return m, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return m, err
+}
+
+// readLatch reads the latch once; torn says its text did not parse.
+func readLatch(path string) (_ map[string]bool, torn bool, _ error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]bool{}, nil
+		return map[string]bool{}, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("boards: sim latch: %w", err)
+		return nil, false, fmt.Errorf("boards: sim latch: %w", err)
 	}
 	var raw map[string]string
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("boards: sim latch %s: %w", path, err)
+		return nil, true, fmt.Errorf("boards: sim latch %s: %w", path, err)
 	}
 	m := make(map[string]bool, len(raw))
 	for k, v := range raw {
@@ -118,10 +147,10 @@ func ReadLatch(path string) (map[string]bool, error) {
 		case "low":
 			m[k] = false
 		default:
-			return nil, fmt.Errorf("boards: sim latch %s: pin %s has level %q (want high or low)", path, k, v)
+			return nil, true, fmt.Errorf("boards: sim latch %s: pin %s has level %q (want high or low)", path, k, v)
 		}
 	}
-	return m, nil
+	return m, false, nil
 }
 
 func (s *Sim) write(pin string, high bool) error {
@@ -137,8 +166,16 @@ func (s *Sim) write(pin string, high bool) error {
 	return nil
 }
 
-// writeLocked sets levels in the latch file (atomically: a temporary file
-// renamed over it). s.mu must be held.
+// writeLocked sets levels in the latch file. s.mu must be held.
+//
+// A level of a pin the file already has is written in place: every level
+// takes the same room (`"GPIO17":"high"` and `"GPIO17": "low"`), so one
+// write of the whole text over the old one changes only those bytes, and a
+// process killed after it leaves the file whole. A reader that reads while
+// it is written may see the old bytes of some pins and the new of others:
+// ReadLatch reads again until the text parses, and any mix of one pin's old
+// and new bytes does not. A new pin, or a file this board did not write
+// last, is written as a new file renamed over the old one.
 func (s *Sim) writeLocked(levels map[string]bool) error {
 	cur, err := s.readLocked()
 	if err != nil {
@@ -148,46 +185,72 @@ func (s *Sim) writeLocked(levels map[string]bool) error {
 	for pin, high := range cur {
 		m[pin] = high
 	}
+	samePins := s.file != nil
 	for pin, high := range levels {
+		if _, ok := m[pin]; !ok {
+			samePins = false
+		}
 		m[pin] = high
 	}
-	raw := make(map[string]string, len(m))
-	for k, v := range m {
-		raw[k] = "low"
-		if v {
-			raw[k] = "high"
+	text := latchText(m)
+	if samePins && int64(len(text)) == s.wrote.Size() {
+		if _, err := s.file.WriteAt(text, 0); err != nil {
+			return fmt.Errorf("boards: sim latch: %w", err)
 		}
-	}
-	b, err := json.Marshal(raw) // encoding/json sorts map keys
-	if err != nil {
-		return err
+		fi, err := s.file.Stat()
+		if err != nil {
+			return fmt.Errorf("boards: sim latch: %w", err)
+		}
+		s.levels, s.wrote = m, fi
+		return nil
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("boards: sim latch: %w", err)
 	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
+	fail := func(err error) error {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return fmt.Errorf("boards: sim latch: %w", err)
+	}
+	if _, err := tmp.Write(text); err != nil {
+		return fail(err)
 	}
 	fi, err := tmp.Stat()
 	if err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("boards: sim latch: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("boards: sim latch: %w", err)
+		return fail(err)
 	}
 	if err := os.Rename(tmp.Name(), s.path); err != nil {
-		os.Remove(tmp.Name())
-		s.wrote = nil
-		return fmt.Errorf("boards: sim latch: %w", err)
+		return fail(err)
 	}
-	s.levels, s.wrote = m, fi
+	if s.file != nil {
+		s.file.Close()
+	}
+	s.file, s.levels, s.wrote = tmp, m, fi // tmp is the latch now
 	return nil
+}
+
+// latchText formats levels as the latch file's JSON object, pins sorted,
+// each level in the same room.
+func latchText(levels map[string]bool) []byte {
+	pins := make([]string, 0, len(levels))
+	for pin := range levels {
+		pins = append(pins, pin)
+	}
+	sort.Strings(pins)
+	b := []byte{'{'}
+	for i, pin := range pins {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, pin)
+		if levels[pin] {
+			b = append(b, `:"high"`...)
+		} else {
+			b = append(b, `: "low"`...)
+		}
+	}
+	return append(b, '}', '\n')
 }
 
 // readLocked returns the latch's levels: this board's own, while the file
@@ -199,6 +262,10 @@ func (s *Sim) readLocked() (map[string]bool, error) {
 		if err == nil && os.SameFile(fi, s.wrote) && fi.Size() == s.wrote.Size() && fi.ModTime().Equal(s.wrote.ModTime()) {
 			return s.levels, nil
 		}
+	}
+	if s.file != nil {
+		s.file.Close()
+		s.file, s.wrote = nil, nil
 	}
 	return ReadLatch(s.path)
 }
