@@ -19,7 +19,8 @@ import (
 
 // The system calls the durability checks watch: the store's opens, writes
 // and syncs, the sim board's latch (a temporary file renamed over the
-// latch: the rename is the moment the output moves), and the broker
+// latch, or a write in place to that file: the rename or the write is the
+// moment the output moves), and the broker
 // socket's reads and writes, which mark when a command arrived and when it
 // was answered.
 var durableCalls = []string{"openat", "close", "pwrite64", "write", "read", "fdatasync", "fsync", "rename", "renameat", "renameat2"}
@@ -76,7 +77,8 @@ func TestFsyncBeforeDrive(t *testing.T) {
 			storeWrites = append(storeWrites, e.n)
 		case isSync(e) && isStore(e.fd()):
 			storeSyncs = append(storeSyncs, e.n)
-		case strings.HasPrefix(e.name, "rename") && e.entry && strings.Contains(e.args, "fence.db.pins\""):
+		case strings.HasPrefix(e.name, "rename") && e.entry && strings.Contains(e.args, "fence.db.pins\""),
+			e.name == "pwrite64" && e.entry && strings.HasPrefix(ft[e.fd()], store+".pins"):
 			latchMoves = append(latchMoves, e.n)
 		case e.name == "read" && e.ok() || e.name == "write" && e.entry:
 			k := strings.Index(e.args, `\"id\":\"`+prefix+"-")
