@@ -44,9 +44,15 @@ fuzz:
 	  $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
 
-## bench: the fence store against the disk's commit floor, and commands against the broker's own round trip, in the same run
+## bench: the Go benchmarks with allocations (the command decoder and answer encoder; admission and the fence store against
+##        the disk's commit floor; commands against the broker's own round trip), then gateway bench, every profile, from a
+##        failpoints build (bin/gateway-bench), which alone can slow its store for the sdcard profile. BENCH_FLAGS adds flags
+##        (e.g. --json, --store-dir DIR on the disk to measure); see docs/performance.md
+BENCH_FLAGS ?=
 bench:
-	$(GO) test ./fencelog ./service -run '^$$' -bench . -benchtime 2s
+	$(GO) test ./wire ./fencelog ./service -run '^$$' -bench . -benchmem -benchtime 2s
+	CGO_ENABLED=0 $(GO) build -trimpath -tags failpoints -o bin/gateway-bench ./cmd/gateway
+	bin/gateway-bench bench $(BENCH_FLAGS)
 
 ## screenshot: refresh docs/dashboard.png from the browser test (needs chromium)
 screenshot:

@@ -52,6 +52,11 @@ type Options struct {
 	Ready func(Info)
 	// AfterCommit is passed to the actuator bank (crash tests only).
 	AfterCommit func(fence.Command)
+	// CommitDelay slows every commit of the store by this much, as a
+	// slower disk's sync would (fencelog.Options.CommitDelay): for
+	// benchmarks of SD-card-like storage only (gateway bench --profile
+	// sdcard, in builds with the failpoints tag). Zero in normal use.
+	CommitDelay time.Duration
 }
 
 // Info describes a started gateway.
@@ -82,7 +87,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		create = fencelog.Fresh()
 	}
 	_, statErr := os.Lstat(cfg.Store)
-	flog, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: create, Gateway: cfg.ID, Logger: log.With("component", "fencelog")})
+	flog, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: create, Gateway: cfg.ID, Logger: log.With("component", "fencelog"),
+		CommitDelay: opts.CommitDelay})
 	if err != nil {
 		return err
 	}

@@ -3,12 +3,21 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/fencegate/fencegate/fence"
 )
+
+// failpointsBuild reports whether this is a build with the failpoints tag.
+const failpointsBuild = true
+
+// envCommitDelay names the environment variable with which a failpoints
+// build slows every commit of its store (gateway bench --profile sdcard).
+const envCommitDelay = "FENCEGATE_COMMIT_DELAY"
 
 // failpoint, in builds with the failpoints tag (crash tests only), kills the
 // process with SIGKILL after the Nth durable commit and before its drive,
@@ -25,4 +34,19 @@ func failpoint() func(fence.Command) {
 			killSelf() // never drives
 		}
 	}
+}
+
+// commitDelay, in builds with the failpoints tag (benchmarks only), is
+// FENCEGATE_COMMIT_DELAY (e.g. 15ms): every commit of the store then takes
+// that much longer after its sync, as on an SD card. Unset means none.
+func commitDelay() (time.Duration, error) {
+	v, ok := os.LookupEnv(envCommitDelay)
+	if !ok || v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > time.Second {
+		return 0, fmt.Errorf("%s=%q: want a duration from 0 to 1s, e.g. 15ms (or unset it)", envCommitDelay, v)
+	}
+	return d, nil
 }

@@ -29,6 +29,7 @@ func TestHelpNeverActs(t *testing.T) {
 		{"sim", "--dir", simDir, "--http", "127.0.0.1:0", "--mqtt", "127.0.0.1:0"},
 		{"sim", "scenario", "paused-controller", "--sim", "http://127.0.0.1:1"},
 		{"keygen", "--out", filepath.Join(dir, "ctl")},
+		{"bench", "--profile", "single", "--store-dir", filepath.Join(dir, "bench")},
 		{"version"},
 	}
 	for _, args := range commands {
@@ -55,10 +56,12 @@ func TestHelpNeverActs(t *testing.T) {
 				if !strings.Contains(stdout.String(), "Usage:") {
 					t.Errorf("gateway %s: stdout lacks the usage:\n%s", strings.Join(argv, " "), stdout.String())
 				}
-				if strings.Contains(stdout.String()+stderr.String(), "sim-crash-file") {
-					t.Errorf("gateway %s lists the test-only flag --sim-crash-file", strings.Join(argv, " "))
+				for _, hidden := range []string{"sim-crash-file", "announce"} {
+					if strings.Contains(stdout.String()+stderr.String(), hidden) {
+						t.Errorf("gateway %s lists the test-only flag --%s", strings.Join(argv, " "), hidden)
+					}
 				}
-				for _, p := range []string{store, simDir, filepath.Join(dir, "ctl.key"), filepath.Join(dir, "ctl.pub")} {
+				for _, p := range []string{store, simDir, filepath.Join(dir, "ctl.key"), filepath.Join(dir, "ctl.pub"), filepath.Join(dir, "bench")} {
 					if _, err := os.Stat(p); err == nil {
 						t.Fatalf("gateway %s created %s", strings.Join(argv, " "), p)
 					}

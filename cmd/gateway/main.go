@@ -11,6 +11,7 @@
 //	gateway check --config gateway.yaml          check a configuration, the store, the board, as run would
 //	gateway inspect --store fence.db             print fences and the audit trail (read-only)
 //	gateway keygen --out ctl-a                   make a controller's key pair (ctl-a.key, ctl-a.pub) for signed commands
+//	gateway bench [--profile P]                  measure the gateway on this machine and disk, against its floors
 //	gateway version
 //
 // Every command takes -h (or --help): it prints the command's usage and
@@ -61,6 +62,7 @@ Usage:
   gateway check --config FILE          check a configuration, its store and board, as run would
   gateway inspect --store FILE         print fences and recent audit entries (read-only)
   gateway keygen --out PATH            make a controller's key pair for signed commands
+  gateway bench [--profile P]          measure the gateway on this machine and disk (docs/performance.md)
   gateway version                      print the version
 
 Every command takes -h for its own usage. Exit codes: 0 success, 1 failure
@@ -154,6 +156,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdInspect(rest, stdout, stderr)
 	case "keygen":
 		return cmdKeygen(rest, stdout, stderr)
+	case "bench":
+		return cmdBench(ctx, rest, stdout, stderr)
 	case "version":
 		if err := newFlags("version", "", "Prints the version.").parse(rest, stdout, stderr); err != nil {
 			return err

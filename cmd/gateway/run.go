@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fencegate/fencegate/bench"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
@@ -40,8 +41,14 @@ fenced commands from the broker until SIGINT or SIGTERM.`)
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	crashFile := fs.String("sim-crash-file", "", "sim board only: after a durable commit, if this file exists, remove it and die before driving")
 	fs.hide("sim-crash-file") // the simulator's crash scenario
+	announce := fs.Bool("announce", false, "print \""+bench.AnnouncePrefix+"ADDR\" on stdout once the API listens (its address, also when the configuration says port 0)")
+	fs.hide("announce") // for gateway bench, which runs the gateway with http port 0
 	if err := fs.parseNoArgs(args, stdout, stderr); err != nil {
 		return err
+	}
+	delay, err := commitDelay()
+	if err != nil {
+		return usageErr("%w", err)
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -51,6 +58,13 @@ fenced commands from the broker until SIGINT or SIGTERM.`)
 	if err != nil {
 		return err
 	}
+	if delay > 0 {
+		log.Warn("every commit of the fence store is slowed, as on a slower disk (a failpoints build, for gateway bench --profile sdcard)", "commit_delay", delay)
+	}
+	var listening func(service.Info)
+	if *announce {
+		listening = func(info service.Info) { fmt.Fprintf(stdout, "%s%s\n", bench.AnnouncePrefix, info.HTTP) }
+	}
 	afterCommit := failpoint()
 	if *crashFile != "" {
 		if cfg.Board != config.BoardSim {
@@ -58,7 +72,8 @@ fenced commands from the broker until SIGINT or SIGTERM.`)
 		}
 		afterCommit = simCrash(*crashFile)
 	}
-	err = service.Run(ctx, cfg, service.Options{Init: *initStore, Version: versionNumber(), Logger: log, AfterCommit: afterCommit})
+	err = service.Run(ctx, cfg, service.Options{Init: *initStore, Version: versionNumber(), Logger: log, AfterCommit: afterCommit,
+		CommitDelay: delay, Listening: listening})
 	if errors.Is(err, fencelog.ErrNotExist) {
 		return fmt.Errorf("%w\n%s", err, initHint(*cfgPath))
 	}

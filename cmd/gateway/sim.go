@@ -41,15 +41,6 @@ func defaultSimDir() string {
 	return filepath.Join(dir, "fencegate", "sim")
 }
 
-// gatewayCommand is how the simulator starts the gateway: this binary.
-func gatewayCommand() ([]string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("cannot find this program to run the gateway: %w", err)
-	}
-	return []string{exe}, nil
-}
-
 type simFlags struct {
 	listen, external, httpAddr, dir, id, level *string
 	stepDelay                                  *time.Duration

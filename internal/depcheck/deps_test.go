@@ -1,10 +1,10 @@
 // Package depcheck holds the tests that keep fencegate's structure: the
 // dependency direction (the fence decision free of MQTT and GPIO, the
 // transport and the hardware depending on the core and never the reverse,
-// the simulator's broker out of the path that `gateway run` takes, a
-// configuration checked without a GPIO driver, the Raspberry Pi build
-// (-tags nosim) without the simulator), and builds for the laptops
-// the simulator runs on (macOS, Windows).
+// the simulator's broker out of the path that `gateway run` takes and out
+// of the benchmark, a configuration checked without a GPIO driver, the
+// Raspberry Pi build (-tags nosim) without the simulator), and builds for
+// the laptops the simulator runs on (macOS, Windows).
 package depcheck
 
 import (
@@ -87,6 +87,11 @@ func TestDependencyDirection(t *testing.T) {
 		// The simulator runs the gateway as a child process, never in its own.
 		{"sim", []string{mod + "service", mod + "mqttlink"}},
 		{"scenario", []string{mochi, mod + "sim", mod + "mqttbroker", mod + "service", gpio}},
+		// The benchmark runs the gateway as a child process too, and the
+		// caller gives it a broker: it links neither the gateway's run
+		// path nor the embedded broker, so the Raspberry Pi build
+		// (-tags nosim) has gateway bench.
+		{"bench", []string{mochi, gpio, mod + "service", mod + "mqttlink", mod + "sim", mod + "scenario", mod + "mqttbroker", mod + "httpapi"}},
 		// Controllers' packages: no gateway internals.
 		{"client", []string{bbolt, mochi, gpio, mod + "fencelog", mod + "actuator", mod + "boards", mod + "service", mod + "mqttlink"}},
 		{"lease", []string{paho, bbolt, mochi, gpio, mod + "fencelog", mod + "actuator", mod + "service"}},

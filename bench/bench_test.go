@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/testenv"
+)
+
+func TestPercentile(t *testing.T) {
+	ms := func(n ...int) []time.Duration {
+		var d []time.Duration
+		for _, x := range n {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = 100 - i // unsorted
+	}
+	tests := []struct {
+		name          string
+		d             []time.Duration
+		p50, p99, top float64
+	}{
+		{"none", nil, 0, 0, 0},
+		{"one", ms(7), 7, 7, 7},
+		{"two", ms(9, 1), 1, 9, 9},
+		{"1 to 100", ms(hundred...), 50, 99, 100},
+	}
+	for _, tt := range tests {
+		l := latencyOf(tt.d)
+		if l.P50 != tt.p50 || l.P99 != tt.p99 || l.P999 != tt.top || l.Samples != len(tt.d) {
+			t.Errorf("%s: latencyOf = %+v, want p50 %v p99 %v p99.9 %v samples %d", tt.name, l, tt.p50, tt.p99, tt.top, len(tt.d))
+		}
+	}
+}
+
+func TestSplit(t *testing.T) {
+	for _, tt := range []struct{ commands, n int }{{100, 3}, {7, 7}, {1000, 28}, {29, 28}} {
+		sum := 0
+		for i := range tt.n {
+			c := split(tt.commands, tt.n, i)
+			if c < 1 {
+				t.Errorf("split(%d, %d, %d) = %d, want at least 1", tt.commands, tt.n, i, c)
+			}
+			sum += c
+		}
+		if sum != tt.commands {
+			t.Errorf("split(%d, %d, ·) sums to %d, want %d", tt.commands, tt.n, sum, tt.commands)
+		}
+	}
+}
+
+// TestProcUsage reads this process's own CPU time and memory, where /proc
+// has them.
+func TestProcUsage(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		if _, err := procUsage(os.Getpid()); err == nil {
+			t.Fatal("procUsage without /proc: no error")
+		}
+		return
+	}
+	before, err := procUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
+	} // spin: CPU time
+	after, err := procUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.HaveCPU || after.CPU-before.CPU < 100*time.Millisecond {
+		t.Errorf("CPU time %v → %v over 200 ms of spinning, want at least 100 ms more", before.CPU, after.CPU)
+	}
+	if after.RSS < 1<<20 || after.PeakRSS < after.RSS {
+		t.Errorf("RSS %d, peak %d: want 1 MiB or more, and a peak not below it", after.RSS, after.PeakRSS)
+	}
+}
+
+// gatewayBinary builds the gateway with the failpoints tag, once.
+var gatewayBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "bench-test")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "gateway")
+	if out, err := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "../cmd/gateway").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the gateway: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// TestRun runs every profile, tiny, in this process (with the race
+// detector under make test), against a gateway process and a broker.
+func TestRun(t *testing.T) {
+	bin, err := gatewayBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
+	var progress bytes.Buffer
+	o := Options{Gateway: []string{bin}, Broker: testenv.EmbeddedBroker(t), StoreDir: t.TempDir(),
+		Actuators: 2, Window: 2, Commands: 40, Warmup: -1, SDCardDelay: time.Millisecond, CommitDelay: true,
+		Progress: &syncWriter{w: &progress}}
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range r.Profiles {
+		names = append(names, p.Name)
+		if p.Applied == 0 || p.Latency.P50 <= 0 {
+			t.Errorf("%s: %d applied, p50 %v ms: want some, and a latency", p.Name, p.Applied, p.Latency.P50)
+		}
+	}
+	if got, want := strings.Join(names, " "), "single fleet-2x2 storm sdcard"; got != want {
+		t.Errorf("profiles %s, want %s", got, want)
+	}
+	if entries, err := os.ReadDir(o.StoreDir); err != nil || len(entries) != 0 {
+		t.Errorf("the store directory holds %v (%v) after the run, want nothing", entries, err)
+	}
+	var table bytes.Buffer
+	if err := r.WriteTable(&table); err != nil || !strings.Contains(table.String(), "fleet-2x2") {
+		t.Errorf("WriteTable: %v\n%s", err, table.String())
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

@@ -1,0 +1,72 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/wire"
+)
+
+// echo stands in for the gateway to measure the broker's floors: one MQTT
+// connection, as the gateway's, subscribed to every command topic of its
+// own gateway id; it decodes each command and publishes an "applied"
+// answer on the result topic (QoS 1), with no store and no output. The
+// controllers cannot tell it from a gateway, so the floors and the
+// gateway's figures come from the same code.
+type echo struct {
+	c      mqtt.Client
+	topics wire.Topics
+	in     chan mqtt.Message
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// echoQueue holds the commands the echo has not answered yet: more than
+// any benchmark keeps in flight, so that paho's handler never waits.
+const echoQueue = 1 << 16
+
+func startEcho(ctx context.Context, broker, clientID string, topics wire.Topics) (*echo, error) {
+	c, err := connect(ctx, broker, clientID)
+	if err != nil {
+		return nil, err
+	}
+	e := &echo{c: c, topics: topics, in: make(chan mqtt.Message, echoQueue),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go e.serve()
+	if err := waitToken(ctx, c.Subscribe(topics.SetFilter(), 1, func(_ mqtt.Client, m mqtt.Message) { e.in <- m })); err != nil {
+		e.close()
+		return nil, fmt.Errorf("bench: echo: subscribe to %s: %w", topics.SetFilter(), err)
+	}
+	return e, nil
+}
+
+func (e *echo) serve() {
+	defer close(e.done)
+	for {
+		var m mqtt.Message
+		select {
+		case m = <-e.in:
+		case <-e.stop:
+			return
+		}
+		name, ok := e.topics.Actuator(m.Topic())
+		if !ok {
+			continue
+		}
+		c, err := wire.DecodeCommand(name, m.Payload())
+		r := fence.Result{ID: c.ID, Actuator: name, Outcome: fence.Applied, Command: c.Fence, Fence: c.Fence, State: c.State}
+		if err != nil {
+			r.Outcome, r.Error = fence.Rejected, err.Error()
+		}
+		e.c.Publish(e.topics.Result(name), 1, false, wire.EncodeResult(r))
+	}
+}
+
+func (e *echo) close() {
+	close(e.stop)
+	<-e.done
+	e.c.Disconnect(50)
+}

@@ -1,0 +1,295 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/wire"
+)
+
+// The load: controllers are MQTT clients in this process, one connection
+// each, each owning one actuator (its own fence scope). A controller keeps
+// up to its window of commands in flight: it publishes them (QoS 1) in seq
+// order without waiting for the broker's acknowledgement, and matches the
+// answers on its actuator's result topic by id. Commands of one actuator
+// are applied in arrival order, so pipelined commands with increasing seq
+// are applied, not stale.
+
+// answerWait is how long a controller waits for any answer before the
+// phase fails: a gateway that stopped answering, not a slow one.
+const answerWait = 30 * time.Second
+
+// kind is what a command is meant to be.
+type kind uint8
+
+const (
+	fresh kind = iota // above the fence: applied
+	stale             // below the fence: answered stale, never written
+)
+
+// mix decides the kind of a controller's nth command (from 0) in a phase.
+type mix func(n int) kind
+
+// allFresh is every controller's mix outside the storm.
+func allFresh(int) kind { return fresh }
+
+// flapping is the storm's mix: nine stale commands in ten.
+func flapping(n int) kind {
+	if n%10 == 9 {
+		return fresh
+	}
+	return stale
+}
+
+// allStale sends stale commands only.
+func allStale(int) kind { return stale }
+
+// controller is one MQTT client commanding one actuator.
+type controller struct {
+	name     string // the actuator
+	id       string // prefix of command ids
+	setTopic string
+	c        mqtt.Client
+	answers  chan answer
+
+	token, staleToken uint64
+	seq               uint64 // the last seq sent with token
+	on                bool   // the state of the last fresh command
+	n                 int    // commands sent, for ids
+}
+
+type answer struct {
+	id      string
+	outcome fence.Outcome
+	at      time.Time
+}
+
+// dialController connects a controller for actuator name of the gateway
+// (or echo) at topics. window bounds its answers in flight.
+func dialController(ctx context.Context, broker, clientID string, topics wire.Topics, name string, window int) (*controller, error) {
+	ctl := &controller{name: name, id: clientID, setTopic: topics.Set(name), answers: make(chan answer, 2*window+16),
+		token: 2, staleToken: 1}
+	c, err := connect(ctx, broker, clientID)
+	if err != nil {
+		return nil, err
+	}
+	ctl.c = c
+	handler := func(_ mqtt.Client, m mqtt.Message) {
+		at := time.Now()
+		r, err := wire.DecodeResult(m.Payload())
+		if err != nil {
+			return // not an answer of ours; the phase times out if one is missing
+		}
+		ctl.answers <- answer{id: r.ID, outcome: r.Outcome, at: at}
+	}
+	if err := waitToken(ctx, c.Subscribe(topics.Result(name), 1, handler)); err != nil {
+		c.Disconnect(0)
+		return nil, fmt.Errorf("bench: subscribe to %s: %w", topics.Result(name), err)
+	}
+	return ctl, nil
+}
+
+// connect connects an MQTT client with a clean session that does not
+// reconnect: a lost connection fails the benchmark instead of blurring it.
+func connect(ctx context.Context, broker, clientID string) (mqtt.Client, error) {
+	o := mqtt.NewClientOptions().AddBroker(broker).SetClientID(clientID).SetCleanSession(true).
+		SetAutoReconnect(false).SetConnectRetry(false).SetOrderMatters(true).
+		SetConnectTimeout(5 * time.Second).SetKeepAlive(30 * time.Second)
+	c := mqtt.NewClient(o)
+	if err := waitToken(ctx, c.Connect()); err != nil {
+		return nil, fmt.Errorf("bench: connect to the broker %s: %w", broker, err)
+	}
+	return c, nil
+}
+
+func waitToken(ctx context.Context, t mqtt.Token) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	select {
+	case <-t.Done():
+		return t.Error()
+	case <-ctx.Done():
+		return errors.New("no answer from the broker within 10s")
+	}
+}
+
+func (ctl *controller) close() { ctl.c.Disconnect(50) }
+
+// limit is how long or how much a controller sends in a phase: until the
+// deadline, or count commands; always at least one.
+type limit struct {
+	deadline time.Time
+	count    int
+}
+
+func (l limit) more(n int) bool {
+	if n == 0 {
+		return true
+	}
+	if l.count > 0 {
+		return n < l.count
+	}
+	return time.Now().Before(l.deadline)
+}
+
+// tally is what a controller saw in a phase.
+type tally struct {
+	latency  [2][]time.Duration // by kind
+	outcomes [2]map[fence.Outcome]int
+	first    time.Time
+	last     time.Time // the last answer
+}
+
+func newTally() *tally {
+	return &tally{outcomes: [2]map[fence.Outcome]int{{}, {}}}
+}
+
+// merge adds o's figures to t.
+func (t *tally) merge(o *tally) {
+	for k := range t.latency {
+		t.latency[k] = append(t.latency[k], o.latency[k]...)
+		for out, n := range o.outcomes[k] {
+			t.outcomes[k][out] += n
+		}
+	}
+	if t.first.IsZero() || (!o.first.IsZero() && o.first.Before(t.first)) {
+		t.first = o.first
+	}
+	if o.last.After(t.last) {
+		t.last = o.last
+	}
+}
+
+// answered returns the number of commands of kind k answered.
+func (t *tally) answered(k kind) int { return len(t.latency[k]) }
+
+// run sends commands with up to window in flight, of the kinds m gives,
+// until l says stop, and waits for every answer. done, if set, counts
+// answers for the progress bar.
+func (ctl *controller) run(ctx context.Context, window int, m mix, l limit, done func()) (*tally, error) {
+	t := newTally()
+	type pending struct {
+		at time.Time
+		k  kind
+	}
+	inflight := map[string]pending{}
+	timer := time.NewTimer(answerWait)
+	defer timer.Stop()
+	for n := 0; ; {
+		for len(inflight) < window && l.more(n) {
+			k := m(n)
+			id, payload := ctl.next(k)
+			at := time.Now()
+			if t.first.IsZero() {
+				t.first = at
+			}
+			inflight[id] = pending{at, k}
+			ctl.c.Publish(ctl.setTopic, 1, false, payload) // its answer, or the timeout, tells
+			n++
+		}
+		if len(inflight) == 0 {
+			return t, nil
+		}
+		timer.Reset(answerWait)
+		select {
+		case a := <-ctl.answers:
+			p, ok := inflight[a.id]
+			if !ok {
+				continue // a redelivered command's second answer
+			}
+			delete(inflight, a.id)
+			t.latency[p.k] = append(t.latency[p.k], a.at.Sub(p.at))
+			t.outcomes[p.k][a.outcome]++
+			t.last = a.at
+			if done != nil {
+				done()
+			}
+		case <-timer.C:
+			return nil, fmt.Errorf("bench: controller of %s: no answer within %v (%d commands in flight); is the gateway stuck or gone?", ctl.name, answerWait, len(inflight))
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// next returns the id and payload of the controller's next command of kind
+// k: a fresh one raises seq and toggles the output, so that every applied
+// command drives the pin; a stale one carries a token below the fence.
+func (ctl *controller) next(k kind) (string, []byte) {
+	ctl.n++
+	c := fence.Command{ID: ctl.id + "-" + strconv.Itoa(ctl.n), Actuator: ctl.name, Holder: "bench"}
+	if k == fresh {
+		ctl.seq++
+		ctl.on = !ctl.on
+		c.Fence = fence.Fence{Token: ctl.token, Seq: ctl.seq}
+	} else {
+		c.Fence = fence.Fence{Token: ctl.staleToken, Seq: uint64(ctl.n)}
+	}
+	c.State = fence.StateOff
+	if ctl.on {
+		c.State = fence.StateOn
+	}
+	return c.ID, wire.EncodeCommand(c)
+}
+
+// group is a set of controllers that run a phase together.
+type group []*controller
+
+// run runs every controller of g with its mix (mixes[i], or allFresh) and
+// limit (limits(i)) and returns their merged tally.
+func (g group) run(ctx context.Context, window int, mixes []mix, limits func(i int) limit, done func()) (*tally, error) {
+	total := newTally()
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i, ctl := range g {
+		m := mix(allFresh)
+		if i < len(mixes) && mixes[i] != nil {
+			m = mixes[i]
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t, err := ctl.run(ctx, window, m, limits(i), done)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = err
+					cancel()
+				}
+				return
+			}
+			total.merge(t)
+		}()
+	}
+	wg.Wait()
+	return total, first
+}
+
+func (g group) close() {
+	for _, c := range g {
+		c.close()
+	}
+}
+
+// split divides a phase's commands among n controllers: each at least one.
+func split(commands, n, i int) int {
+	if commands <= 0 {
+		return 0
+	}
+	c := commands / n
+	if i < commands%n {
+		c++
+	}
+	return max(c, 1)
+}
