@@ -204,3 +204,53 @@ func TestFullQueueDoesNotStall(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionCommandsProveDelivery: commands the broker delivers from the
+// gateway's session as soon as it reconnects prove that it delivers
+// commands, even when paho runs the connect handler only after them.
+// Before, the handler forgot them, and the link sent a probe instead; a
+// broker whose queue for the gateway was full dropped the probe, and with
+// its window of unacknowledged commands full (nothing is acknowledged
+// before the link takes commands) it sent nothing more: the gateway never
+// came online (seen with Mosquitto's default max_queued_messages after a
+// restart under load).
+func TestSessionCommandsProveDelivery(t *testing.T) {
+	// A window of 4 unacknowledged messages and a queue of 4 behind it:
+	// the rest of the 20 commands, and the probe, are dropped.
+	broker := testenv.MosquittoConf(t, "allow_anonymous true\npersistence false\nmax_inflight_messages 4\nmax_queued_messages 4\n")
+	id := testenv.ID(t, "proof")
+	topics := wire.Topics{GatewayID: id}
+	clientID := "fencegate-" + id
+	gw := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(clientID).SetCleanSession(false).SetProtocolVersion(4))
+	if tok := gw.Connect(); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	if tok := gw.Subscribe(topics.SetFilter(), 1, nil); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	gw.Disconnect(100)
+	ctl := testctl.Connect(t, broker, topics)
+	for i := 1; i <= 20; i++ {
+		ctl.Publish(t, "a", wire.EncodeCommand(fence.Command{ID: fmt.Sprint(i), Actuator: "a",
+			Fence: fence.Fence{Token: 1, Seq: uint64(i)}, State: fence.StateOn}), false)
+	}
+	// paho runs the connect handler after the session's commands are in.
+	var queued atomic.Int32
+	testHookQueued = func(string, []byte) { queued.Add(1) }
+	testHookOnConnect = func() {
+		for deadline := time.Now().Add(10 * time.Second); queued.Load() < 4 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	defer func() { testHookQueued, testHookOnConnect = nil, nil }()
+	h := &countHandler{}
+	l := startLink(t, Options{Broker: broker, ClientID: clientID, Topics: topics, Actuators: []string{"a"}, Store: "s"}, h)
+	for deadline := time.Now().Add(20 * time.Second); h.distinct() < 4; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d commands handled within 20 s; status %+v", h.distinct(), l.Status())
+		}
+	}
+	if queued.Load() < 4 {
+		t.Fatalf("only %d commands were queued before the connect handler: the interleaving was not forced", queued.Load())
+	}
+}

@@ -147,7 +147,7 @@ type Link struct {
 	ready      chan struct{}      // closed while commands are taken on connection gen
 	probeWant  string             // the probe in flight, and
 	probeGot   chan struct{}      // closed when it came back
-	sawCommand bool               // a command arrived on connection gen
+	sawCommand bool               // a command arrived on the connection paho opened last
 	refusing   bool               // another process serves the gateway id: no commands, ever
 
 	// serving is held for reading while a command is decided, answered
@@ -287,6 +287,11 @@ func (l *Link) Run(ctx context.Context) error {
 	co.SetCustomOpenConnectionFn(openConn(co.CustomOpenConnectionFn, func(c *limitConn) { // packets read whole are at most MaxPacket bytes
 		l.mu.Lock()
 		l.netConn = c
+		// A new connection: no command has come on it yet. Not in the
+		// connect handler, which paho runs after the connection may have
+		// delivered commands from the session (they prove delivery, and a
+		// broker with a full queue would drop the probe that stands in).
+		l.sawCommand = false
 		l.mu.Unlock()
 	}))
 	co.SetDefaultPublishHandler(dispatch)
@@ -304,11 +309,14 @@ func (l *Link) Run(ctx context.Context) error {
 		}
 	})
 	co.SetOnConnectHandler(func(c mqtt.Client) {
+		if testHookOnConnect != nil {
+			testHookOnConnect()
+		}
 		l.conn.connected()
 		l.mu.Lock()
 		l.gen++
 		gen := l.gen
-		l.sawCommand, l.probeGot = false, nil
+		l.probeGot = nil
 		if l.connEnd != nil {
 			l.connEnd()
 		}
@@ -500,7 +508,8 @@ func (l *Link) probe(ctx context.Context, c mqtt.Client, gen int) error {
 		return nil
 	case <-time.After(5 * time.Second):
 		return fmt.Errorf("the broker granted the subscription to %s but delivers nothing on it (a probe on %s did not come back within 5s): "+
-			"its ACL must let user %q read and write %s", l.t.SetFilter(), l.t.Probe(), l.opts.Username, l.t.SetFilter())
+			"its ACL must let user %q read and write %s; or its queue for this client is full (Mosquitto: raise max_queued_messages as docs/protocol.md says)",
+			l.t.SetFilter(), l.t.Probe(), l.opts.Username, l.t.SetFilter())
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -565,6 +574,11 @@ func (l *Link) waitReady(ctx context.Context) bool {
 // testHookEstablish, if set (by tests), is called when the link begins to
 // take commands on connection gen (1, 2, … for each connect).
 var testHookEstablish func(gen int)
+
+// testHookOnConnect, if set (by tests), runs first in paho's connect
+// handler, which paho runs in a goroutine of its own, racing the messages
+// the new connection delivers.
+var testHookOnConnect func()
 
 // testHookQueued, if set (by tests), is called with each command message
 // put in its actuator's queue, and testHookServe with each one its

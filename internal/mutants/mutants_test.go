@@ -629,6 +629,14 @@ var mutants = []mutant{
 		pkgs: []string{"./mqttlink"}, run: "TestClaimJudgedByBootAndTicks",
 	},
 	{
+		name: "session-commands-forgotten",
+		why:  "the commands a reconnected session delivers before paho runs the connect handler are forgotten as proof of delivery: a broker with a full queue drops the probe, and the gateway never comes online",
+		file: "mqttlink/link.go",
+		old:  "\t\tl.probeGot = nil\n\t\tif l.connEnd != nil {\n",
+		new:  "\t\tl.sawCommand, l.probeGot = false, nil\n\t\tif l.connEnd != nil {\n",
+		pkgs: []string{"./mqttlink"}, run: "TestSessionCommandsProveDelivery",
+	},
+	{
 		name: "no-default-publish-handler",
 		why:  "commands the broker delivers again from the session before the subscription is in place are dropped",
 		file: "mqttlink/link.go",
