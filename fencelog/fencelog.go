@@ -440,7 +440,7 @@ func Open(path string, opts *Options) (*Log, error) {
 	})
 
 	l := &Log{db: db, opts: o, path: path, id: id, gateway: gateway, file: file, birth: birth, stop: make(chan struct{}), done: make(chan struct{}), brokenCh: make(chan struct{}),
-		cache: loadScopes(db)}
+		cache: loadScopes(db), commit: committer{grew: make(chan struct{}, 1)}}
 	if o.AuditFlush > 0 {
 		go l.flusher()
 	} else {
