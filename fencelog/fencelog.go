@@ -1158,7 +1158,7 @@ func (l *Log) txScope(tx *bolt.Tx, scope string) (scopeRecord, error) {
 // writeScope writes scope's record in tx, and stages it for the cache,
 // which takes it once tx committed.
 func (l *Log) writeScope(tx *bolt.Tx, scope string, rec scopeRecord) error {
-	v, err := json.Marshal(rec)
+	v, err := encodeScope(rec)
 	if err != nil {
 		return err
 	}

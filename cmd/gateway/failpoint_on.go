@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -49,4 +50,23 @@ func commitDelay() (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q: want a duration from 0 to 1s, e.g. 15ms (or unset it)", envCommitDelay, v)
 	}
 	return d, nil
+}
+
+// cpuProfile, in builds with the failpoints tag (benchmarks only), writes a
+// CPU profile of the whole run to the file FENCEGATE_CPUPROFILE names; the
+// returned function ends it.
+func cpuProfile() (stop func(), err error) {
+	path := os.Getenv("FENCEGATE_CPUPROFILE")
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("FENCEGATE_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("FENCEGATE_CPUPROFILE: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

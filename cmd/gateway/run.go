@@ -50,6 +50,11 @@ fenced commands from the broker until SIGINT or SIGTERM.`)
 	if err != nil {
 		return usageErr("%w", err)
 	}
+	stopProfile, err := cpuProfile()
+	if err != nil {
+		return usageErr("%w", err)
+	}
+	defer stopProfile()
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
