@@ -366,7 +366,11 @@ func integer(key string, raw json.RawMessage, lo, hi uint64) (uint64, error) {
 func abbrev(raw json.RawMessage) string {
 	s := string(raw)
 	if len(s) > 40 {
-		s = s[:40] + "…"
+		n := 40
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n-- // not within a character: the answer's text stays UTF-8
+		}
+		s = s[:n] + "…"
 	}
 	return s
 }
