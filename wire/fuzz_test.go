@@ -3,6 +3,8 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,6 +33,9 @@ func FuzzDecodeCommand(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		c, err := DecodeCommand("pump", payload)
+		if rc, rerr := decodeCommandRef("pump", payload); !reflect.DeepEqual(c, rc) || fmt.Sprint(err) != fmt.Sprint(rerr) {
+			t.Fatalf("DecodeCommand(%q) = %+v, %v; as before: %+v, %v", payload, c, err, rc, rerr)
+		}
 		if c.Actuator != "pump" {
 			t.Fatalf("DecodeCommand(%q).Actuator = %q, want %q", payload, c.Actuator, "pump")
 		}

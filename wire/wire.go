@@ -169,44 +169,55 @@ func DecodeCommand(actuator string, payload []byte) (fence.Command, error) {
 	if len(payload) > MaxPayload {
 		return Oversized(actuator, len(payload), payload[:MaxPayload])
 	}
-	// Read the id first, on its own, so that even a command rejected for a
-	// later field is answered with its id.
-	c := fence.Command{Actuator: actuator, ID: peekID(payload)}
+	c, idRead, err := decodeCommand(actuator, payload)
+	if err != nil && !idRead {
+		// A command rejected before its id was read is still answered
+		// with its id: look for it on its own.
+		c.ID = peekID(payload)
+	}
+	return c, err
+}
+
+// decodeCommand is DecodeCommand without the look for the id of a command
+// it rejects; idRead says whether it read the id field itself.
+func decodeCommand(actuator string, payload []byte) (c fence.Command, idRead bool, _ error) {
+	c = fence.Command{Actuator: actuator}
 	if len(bytes.TrimSpace(payload)) == 0 {
-		return c, errors.New("empty payload; want a JSON object with a token")
+		return c, false, errors.New("empty payload; want a JSON object with a token")
 	}
 	if !utf8.Valid(payload) {
-		return c, errors.New("payload is not valid UTF-8")
+		return c, idRead, errors.New("payload is not valid UTF-8")
 	}
 
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return c, fmt.Errorf("payload is not JSON: %v", err)
+		return c, idRead, fmt.Errorf("payload is not JSON: %v", err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return c, errors.New("payload must be a JSON object")
+		return c, idRead, errors.New("payload must be a JSON object")
 	}
 	seen := make(map[string]bool)
 	var hasToken bool
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
-			return c, fmt.Errorf("payload is not JSON: %v", err)
+			return c, idRead, fmt.Errorf("payload is not JSON: %v", err)
 		}
 		key := kt.(string) // object keys are always strings
 		if seen[key] {
-			return c, fmt.Errorf("field %q appears twice", key)
+			return c, idRead, fmt.Errorf("field %q appears twice", key)
 		}
 		seen[key] = true
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return c, fmt.Errorf("payload is not JSON: %v", err)
+			return c, idRead, fmt.Errorf("payload is not JSON: %v", err)
 		}
 		switch key {
 		case "id":
 			c.ID, err = text(key, raw)
+			idRead = true
 		case "holder":
 			c.Holder, err = text(key, raw)
 		case "token":
@@ -235,22 +246,22 @@ func DecodeCommand(actuator string, payload []byte) (fence.Command, error) {
 			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, holder, signer, sig)", key)
 		}
 		if err != nil {
-			return c, err
+			return c, idRead, err
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return c, fmt.Errorf("payload is not JSON: %v", err)
+		return c, idRead, fmt.Errorf("payload is not JSON: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return c, errors.New("payload has data after the JSON object")
+		return c, idRead, errors.New("payload has data after the JSON object")
 	}
 	if !hasToken {
-		return c, errors.New("token is required (an integer from 1 to 2^63-1)")
+		return c, idRead, errors.New("token is required (an integer from 1 to 2^63-1)")
 	}
 	if seen["signer"] != seen["sig"] {
-		return c, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
+		return c, idRead, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
 	}
-	return c, nil
+	return c, idRead, nil
 }
 
 // Oversized returns what DecodeCommand returns for a payload of size bytes,

@@ -1,0 +1,156 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// decodeCommandRef is DecodeCommand as it was before it stopped reading a
+// valid command's id twice: the differential tests hold the new one to it.
+func decodeCommandRef(actuator string, payload []byte) (fence.Command, error) {
+	if len(payload) > MaxPayload {
+		return Oversized(actuator, len(payload), payload[:MaxPayload])
+	}
+	// Read the id first, on its own, so that even a command rejected for a
+	// later field is answered with its id.
+	c := fence.Command{Actuator: actuator, ID: peekID(payload)}
+	if len(bytes.TrimSpace(payload)) == 0 {
+		return c, errors.New("empty payload; want a JSON object with a token")
+	}
+	if !utf8.Valid(payload) {
+		return c, errors.New("payload is not valid UTF-8")
+	}
+
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return c, fmt.Errorf("payload is not JSON: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return c, errors.New("payload must be a JSON object")
+	}
+	seen := make(map[string]bool)
+	var hasToken bool
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return c, fmt.Errorf("payload is not JSON: %v", err)
+		}
+		key := kt.(string) // object keys are always strings
+		if seen[key] {
+			return c, fmt.Errorf("field %q appears twice", key)
+		}
+		seen[key] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return c, fmt.Errorf("payload is not JSON: %v", err)
+		}
+		switch key {
+		case "id":
+			c.ID, err = text(key, raw)
+		case "holder":
+			c.Holder, err = text(key, raw)
+		case "token":
+			c.Fence.Token, err = integer(key, raw, 1, fence.MaxToken)
+			hasToken = true
+		case "seq":
+			c.Fence.Seq, err = integer(key, raw, 0, fence.MaxSeq)
+		case "state":
+			var s string
+			if s, err = text(key, raw); err == nil {
+				c.State, err = fence.ParseState(s)
+				if err != nil {
+					err = fmt.Errorf("state %q is not \"on\" or \"off\"", s)
+				}
+			}
+		case "signer":
+			if c.Signer, err = text(key, raw); err == nil && c.Signer == "" {
+				err = errors.New("signer is empty; name the controller that signed the command, or send neither signer nor sig")
+			}
+		case "sig":
+			var s string
+			if s, err = text("sig", raw); err == nil {
+				c.Sig, err = decodeSig(s)
+			}
+		default:
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, holder, signer, sig)", key)
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return c, fmt.Errorf("payload is not JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return c, errors.New("payload has data after the JSON object")
+	}
+	if !hasToken {
+		return c, errors.New("token is required (an integer from 1 to 2^63-1)")
+	}
+	if seen["signer"] != seen["sig"] {
+		return c, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
+	}
+	return c, nil
+}
+
+// DecodeCommand answers every payload as decodeCommandRef does: the same
+// command (id included) and the same error text. The payloads: the test
+// tables, the fuzz corpus, and a few thousand mutations of them (bytes
+// changed, cut, doubled).
+func TestDecodeCommandAsBefore(t *testing.T) {
+	var seeds [][]byte
+	for _, tt := range validCommands {
+		seeds = append(seeds, []byte(tt.payload))
+	}
+	for _, tt := range badCommands {
+		seeds = append(seeds, []byte(tt.payload))
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzDecodeCommand", "*"))
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			seeds = append(seeds, b) // the corpus file's text, as a payload too
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	payloads := slices.Clone(seeds)
+	for range 5000 {
+		p := slices.Clone(seeds[rng.IntN(len(seeds))])
+		switch rng.IntN(4) {
+		case 0:
+			if len(p) > 0 {
+				p[rng.IntN(len(p))] = "{}[]\":,0-9.e \\\"idtoken"[rng.IntN(22)]
+			}
+		case 1:
+			p = p[:rng.IntN(len(p)+1)]
+		case 2:
+			p = append(p, p...)
+		case 3:
+			if len(p) > 0 {
+				i := rng.IntN(len(p))
+				p = append(p[:i:i], append([]byte(`"id":"x",`), p[i:]...)...)
+			}
+		}
+		payloads = append(payloads, p)
+	}
+	for _, p := range payloads {
+		got, gerr := DecodeCommand("pump", p)
+		want, werr := decodeCommandRef("pump", p)
+		if !reflect.DeepEqual(got, want) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+			t.Fatalf("DecodeCommand(%q) = %+v, %v\nbefore: %+v, %v", p, got, gerr, want, werr)
+		}
+	}
+}
