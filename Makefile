@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/gateway
 PKGS    ?= ./...
 
-.PHONY: mutants all build test test-short lint fuzz bench screenshot scenarios sim clean torture
+.PHONY: mutants all build test test-short lint fuzz bench soak screenshot scenarios sim clean torture
 
 all: build
 
@@ -53,6 +53,14 @@ bench:
 	$(GO) test ./wire ./fencelog ./service -run '^$$' -bench . -benchmem -benchtime 2s
 	CGO_ENABLED=0 $(GO) build -trimpath -tags failpoints -o bin/gateway-bench ./cmd/gateway
 	bin/gateway-bench bench $(BENCH_FLAGS)
+
+## soak: gateway bench --profile soak, 10 minutes (not in make test): 16 controllers keep commands in flight, stale and
+##       duplicate ones among them, reconnecting, with event streams coming and going, while the gateway's goroutines,
+##       heap and RSS are sampled every 10 s; it fails (exit 1) if they grew. SOAK_FLAGS adds flags (e.g. --duration 1h,
+##       --json); see docs/performance.md
+SOAK_FLAGS ?=
+soak: build
+	$(BIN) bench --profile soak $(SOAK_FLAGS)
 
 ## screenshot: refresh docs/dashboard.png from the browser test (needs chromium)
 screenshot:

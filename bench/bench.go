@@ -27,6 +27,12 @@
 //     commands alone are sent to count the syncs they cost (none).
 //   - sdcard: the fleet with every store commit slowed to an SD card's
 //     (a gateway built with the failpoints tag: see [EnvCommitDelay]).
+//   - soak (alone, not in all): 16 controllers keep a few commands each in
+//     flight for minutes, with stale and duplicate commands among them,
+//     a controller reconnecting and a client of the event stream coming
+//     and going every round, while the gateway's goroutines, heap and
+//     resident memory are sampled; the run fails if they grew (see
+//     [Report.Err]).
 //
 // The package runs the gateway as a program, never in its own process, so
 // that the figures are the gateway's alone and a user's installed binary
@@ -55,10 +61,12 @@ const (
 	Fleet  = "fleet"
 	Storm  = "storm"
 	SDCard = "sdcard"
+	Soak   = "soak"
 	All    = "all"
 )
 
-// Profiles lists the profiles in the order they run.
+// Profiles lists the profiles of All in the order they run; Soak, which
+// lasts minutes, runs alone.
 var Profiles = []string{Single, Fleet, Storm, SDCard}
 
 // fleetSizes are the fleet profile's actuators (and controllers): 16, and
@@ -100,9 +108,13 @@ type Options struct {
 	Actuators, Controllers, Window int
 	// Commands, if not zero, is the number of commands of each measured
 	// phase (shared among its controllers); otherwise each phase lasts
-	// Duration (zero means DefaultDuration).
+	// Duration (zero means DefaultDuration, or DefaultSoakDuration for the
+	// soak, which takes no Commands).
 	Commands int
 	Duration time.Duration
+	// SampleInterval is the time between the soak's samples (zero means
+	// DefaultSampleInterval); only the soak takes it.
+	SampleInterval time.Duration
 	// Warmup is the phase before each measured one (zero means
 	// DefaultWarmup; negative means none but one command per controller).
 	Warmup time.Duration
@@ -121,6 +133,8 @@ type Options struct {
 	root   string            // this run's directory under StoreDir
 	echoes map[[2]int]echoed // floor (b), by controllers and window
 	prog   *progress
+	// onSample, if set, runs after each of the soak's samples (tests).
+	onSample func(*gateway)
 }
 
 type echoed struct {
@@ -135,13 +149,20 @@ func (o *Options) Check() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
 	}
+	for _, p := range o.Profiles {
+		if !slices.Contains(Profiles, p) && p != Soak && p != All {
+			return bad("--profile %q: want %s, %s or %s", p, strings.Join(Profiles, ", "), Soak, All)
+		}
+	}
+	soak := slices.Contains(o.Profiles, Soak)
+	if soak && len(o.Profiles) > 1 {
+		return bad("--profile %s: the soak runs alone (it lasts minutes and judges one gateway): give --profile %s without other profiles", strings.Join(o.Profiles, ","), Soak)
+	}
 	if len(o.Profiles) == 0 || slices.Contains(o.Profiles, All) {
 		o.Profiles = Profiles
 	}
-	for _, p := range o.Profiles {
-		if !slices.Contains(Profiles, p) {
-			return bad("--profile %q: want %s or %s", p, strings.Join(Profiles, ", "), All)
-		}
+	if err := o.checkSoak(bad); err != nil {
+		return err
 	}
 	switch {
 	case o.Actuators < 0 || o.Actuators > MaxActuators:
@@ -154,7 +175,7 @@ func (o *Options) Check() error {
 		return bad("--commands %d: want 1 or more", o.Commands)
 	case o.Commands > 0 && o.Duration > 0:
 		return bad("give --commands or --duration, not both")
-	case o.Duration < 0 || o.Duration > time.Hour:
+	case !soak && (o.Duration < 0 || o.Duration > time.Hour):
 		return bad("--duration %v: want more than 0 and at most 1h", o.Duration)
 	case o.SDCardDelay < 0 || o.SDCardDelay > time.Second:
 		return bad("--sdcard-delay %v: want 0 to 1s", o.SDCardDelay)
@@ -180,6 +201,9 @@ func (o *Options) Check() error {
 	}
 	if o.Duration == 0 && o.Commands == 0 {
 		o.Duration = DefaultDuration
+		if soak {
+			o.Duration = DefaultSoakDuration
+		}
 	}
 	if o.Warmup == 0 {
 		o.Warmup = DefaultWarmup
@@ -192,6 +216,42 @@ func (o *Options) Check() error {
 	}
 	return nil
 }
+
+// checkSoak checks the soak's options, and that only the soak has a
+// SampleInterval; it fills in the soak's defaults.
+func (o *Options) checkSoak(bad func(string, ...any) error) error {
+	if !o.soakOnly() {
+		if o.SampleInterval != 0 {
+			return bad("--sample-interval: only the soak takes it (--profile %s)", Soak)
+		}
+		return nil
+	}
+	switch {
+	case o.Commands > 0:
+		return bad("--commands: the soak runs for a --duration (default %v), not a number of commands", DefaultSoakDuration)
+	case o.Duration < 0 || o.Duration > maxSoakDuration:
+		return bad("--duration %v: want more than 0 and at most %v for the soak", o.Duration, maxSoakDuration)
+	case o.SampleInterval < 0 || (o.SampleInterval > 0 && o.SampleInterval < minSampleEvery):
+		return bad("--sample-interval %v: want %v or more", o.SampleInterval, minSampleEvery)
+	case o.Window > maxSoakWindow:
+		return bad("--window %d: the soak's duplicates must stay among the gateway's %d recent commands of their scope: give at most %d",
+			o.Window, fence.Window, maxSoakWindow)
+	}
+	if o.Duration == 0 {
+		o.Duration = DefaultSoakDuration
+	}
+	if o.SampleInterval == 0 {
+		o.SampleInterval = DefaultSampleInterval
+	}
+	if n := int(o.Duration/o.SampleInterval) + 1; n < minSoakSamples {
+		return bad("--duration %v with --sample-interval %v: %d samples, and the soak needs at least %d to judge growth (a warm-up and thirds to compare); give a longer --duration or a shorter --sample-interval",
+			o.Duration, o.SampleInterval, n, minSoakSamples)
+	}
+	return nil
+}
+
+// soakOnly reports whether o runs the soak (which runs alone).
+func (o *Options) soakOnly() bool { return slices.Equal(o.Profiles, []string{Soak}) }
 
 // errNoDelay is why the sdcard profile does not run in a normal build.
 const errNoDelay = "the sdcard profile needs a gateway built with -tags failpoints, which can slow its store's commits " +
@@ -210,6 +270,8 @@ func (o *Options) shape(profile string, size int) (actuators, controllers, windo
 		}
 	case Storm:
 		actuators, window = stormActuators, stormWindow
+	case Soak:
+		actuators, window = soakActuators, soakWindow
 	}
 	if o.Actuators > 0 {
 		actuators = o.Actuators
@@ -258,6 +320,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	o.prog = newProgress(o.Progress, o.plan())
 	defer o.prog.done()
 
+	if o.soakOnly() { // no floors: the soak judges the gateway against itself
+		res, err := o.soak(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.Profiles = append(r.Profiles, res)
+		return r, nil
+	}
+	r.Floors = &Floors{}
 	o.prog.next("floor: bbolt commit", limit{count: 1000})
 	commits, err := commitFloor(root, 1000, 2*time.Second)
 	if err != nil {
@@ -418,6 +489,27 @@ func (g *gateway) measure(ctx context.Context) (measured, error) {
 	return m, err
 }
 
+// begin starts the gateway of res (name, res.Actuators, commits slowed by
+// delay) and connects its controllers; it sets res's start time and idle
+// memory. The caller closes the controllers and kills the gateway.
+func (o *Options) begin(ctx context.Context, res *Result, name string, delay time.Duration) (*gateway, group, error) {
+	o.prog.next(name+": gateway start", limit{})
+	gw, err := startGateway(ctx, o, name, res.Actuators, delay)
+	if err != nil {
+		return nil, nil, err
+	}
+	res.OnlineMs = ms(gw.up)
+	g, err := dial(ctx, o.Broker, gw.id, gw.topics, res.Controllers, res.Window)
+	if err != nil {
+		gw.kill()
+		return nil, nil, err
+	}
+	if u, err := gw.usage(); err == nil && u.RSS > 0 {
+		res.IdleRSSMB = ptr(mb(u.RSS))
+	}
+	return gw, g, nil
+}
+
 // load runs one fleet-like profile (single, fleet, sdcard): a gateway with
 // its actuators, its controllers' warm-up, and one measured phase.
 func (o *Options) load(ctx context.Context, r *Report, profile, name string, size int, delay time.Duration) (Result, error) {
@@ -428,22 +520,13 @@ func (o *Options) load(ctx context.Context, r *Report, profile, name string, siz
 		return res, err
 	}
 	res.EchoPerS = &e.perS
-	o.prog.next(name+": gateway start", limit{})
-	gw, err := startGateway(ctx, o, name, n, delay)
+	gw, g, err := o.begin(ctx, &res, name, delay)
 	if err != nil {
 		return res, err
 	}
 	defer gw.kill()
-	res.OnlineMs = ms(gw.up)
-	answered := o.prog.count()
-	g, err := dial(ctx, o.Broker, gw.id, gw.topics, m, w)
-	if err != nil {
-		return res, err
-	}
 	defer g.close()
-	if u, err := gw.usage(); err == nil && u.RSS > 0 {
-		res.IdleRSSMB = ptr(mb(u.RSS))
-	}
+	answered := o.prog.count()
 	if err := o.warmup(ctx, g, w, name); err != nil {
 		return res, fmt.Errorf("bench: %s: %w\n%s", name, err, gw.stderr)
 	}
@@ -480,22 +563,13 @@ func (o *Options) storm(ctx context.Context, r *Report) (Result, error) {
 	res := Result{Name: Storm, Profile: Storm, Actuators: n, Controllers: m, Window: w}
 	st := &StormResult{Flapping: flappers, Calm: m - flappers}
 	res.Storm = st
-	o.prog.next("storm: gateway start", limit{})
-	gw, err := startGateway(ctx, o, Storm, n, 0)
+	gw, all, err := o.begin(ctx, &res, Storm, 0)
 	if err != nil {
 		return res, err
 	}
 	defer gw.kill()
-	res.OnlineMs = ms(gw.up)
-	answered := o.prog.count()
-	all, err := dial(ctx, o.Broker, gw.id, gw.topics, m, w)
-	if err != nil {
-		return res, err
-	}
 	defer all.close()
-	if u, err := gw.usage(); err == nil && u.RSS > 0 {
-		res.IdleRSSMB = ptr(mb(u.RSS))
-	}
+	answered := o.prog.count()
 	flap, calm := all[:flappers], all[flappers:]
 	if err := o.warmup(ctx, all, w, Storm); err != nil {
 		return res, fmt.Errorf("bench: storm: %w\n%s", err, gw.stderr)

@@ -89,18 +89,30 @@ func TestProcUsage(t *testing.T) {
 	}
 }
 
-// gatewayBinary builds the gateway with the failpoints tag, once.
+// gatewayBinary builds the gateway with the failpoints tag, once, in
+// builtIn, which TestMain removes.
 var gatewayBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "bench-test")
 	if err != nil {
 		return "", err
 	}
+	builtIn = dir
 	bin := filepath.Join(dir, "gateway")
 	if out, err := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "../cmd/gateway").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build the gateway: %v\n%s", err, out)
 	}
 	return bin, nil
 })
+
+var builtIn string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtIn != "" {
+		os.RemoveAll(builtIn)
+	}
+	os.Exit(code)
+}
 
 // TestRun runs every profile, tiny, in this process (with the race
 // detector under make test), against a gateway process and a broker.
@@ -109,7 +121,6 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
 	var progress bytes.Buffer
 	o := Options{Gateway: []string{bin}, Broker: testenv.EmbeddedBroker(t), StoreDir: t.TempDir(),
 		Actuators: 2, Window: 2, Commands: 40, Warmup: -1, SDCardDelay: time.Millisecond, CommitDelay: true,

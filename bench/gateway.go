@@ -176,30 +176,38 @@ func delayEnv(d time.Duration) string {
 
 // commits reads the store's commit counters from GET /api/status.
 func (g *gateway) commits(ctx context.Context) (commits, writes uint64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.http+"/api/status", nil)
-	if err != nil {
-		return 0, 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, 0, fmt.Errorf("bench: the gateway's status: %w", err)
-	}
-	defer resp.Body.Close()
 	var st struct {
 		StoreCommits *struct {
 			Commits uint64 `json:"commits"`
 			Writes  uint64 `json:"writes"`
 		} `json:"store_commits"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("bench: GET http://%s/api/status: %s, %v", g.http, resp.Status, err)
+	if err := g.status(ctx, &st); err != nil {
+		return 0, 0, err
 	}
 	if st.StoreCommits == nil {
 		return 0, 0, fmt.Errorf("bench: GET http://%s/api/status has no store_commits: the gateway is older than the bench", g.http)
 	}
 	return st.StoreCommits.Commits, st.StoreCommits.Writes, nil
+}
+
+// status decodes the gateway's GET /api/status into v.
+func (g *gateway) status(ctx context.Context, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.http+"/api/status", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("bench: the gateway's status: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("bench: GET http://%s/api/status: %s, %v", g.http, resp.Status, err)
+	}
+	return nil
 }
 
 // usage reads the running gateway's CPU time and memory (Linux only).

@@ -32,6 +32,8 @@ type kind uint8
 const (
 	fresh kind = iota // above the fence: applied
 	stale             // below the fence: answered stale, never written
+	dup               // the controller's last applied command again: answered duplicate
+	nKinds
 )
 
 // mix decides the kind of a controller's nth command (from 0) in a phase.
@@ -54,8 +56,10 @@ func allStale(int) kind { return stale }
 // controller is one MQTT client commanding one actuator.
 type controller struct {
 	name     string // the actuator
-	id       string // prefix of command ids
+	id       string // its client id, and the prefix of command ids
+	broker   string
 	setTopic string
+	resTopic string
 	c        mqtt.Client
 	answers  chan answer
 
@@ -63,6 +67,12 @@ type controller struct {
 	seq               uint64 // the last seq sent with token
 	on                bool   // the state of the last fresh command
 	n                 int    // commands sent, for ids
+	// last is the last fresh command answered applied, which a duplicate
+	// sends again.
+	last struct {
+		id      string
+		payload []byte
+	}
 }
 
 type answer struct {
@@ -74,13 +84,20 @@ type answer struct {
 // dialController connects a controller for actuator name of the gateway
 // (or echo) at topics. window bounds its answers in flight.
 func dialController(ctx context.Context, broker, clientID string, topics wire.Topics, name string, window int) (*controller, error) {
-	ctl := &controller{name: name, id: clientID, setTopic: topics.Set(name), answers: make(chan answer, 2*window+16),
-		token: 2, staleToken: 1}
-	c, err := connect(ctx, broker, clientID)
-	if err != nil {
+	ctl := &controller{name: name, id: clientID, broker: broker, setTopic: topics.Set(name), resTopic: topics.Result(name),
+		answers: make(chan answer, 2*window+16), token: 2, staleToken: 1}
+	if err := ctl.connect(ctx); err != nil {
 		return nil, err
 	}
-	ctl.c = c
+	return ctl, nil
+}
+
+// connect connects the controller and subscribes to its answers.
+func (ctl *controller) connect(ctx context.Context) error {
+	c, err := connect(ctx, ctl.broker, ctl.id)
+	if err != nil {
+		return err
+	}
 	handler := func(_ mqtt.Client, m mqtt.Message) {
 		at := time.Now()
 		r, err := wire.DecodeResult(m.Payload())
@@ -89,11 +106,20 @@ func dialController(ctx context.Context, broker, clientID string, topics wire.To
 		}
 		ctl.answers <- answer{id: r.ID, outcome: r.Outcome, at: at}
 	}
-	if err := waitToken(ctx, c.Subscribe(topics.Result(name), 1, handler)); err != nil {
+	if err := waitToken(ctx, c.Subscribe(ctl.resTopic, 1, handler)); err != nil {
 		c.Disconnect(0)
-		return nil, fmt.Errorf("bench: subscribe to %s: %w", topics.Result(name), err)
+		return fmt.Errorf("bench: subscribe to %s: %w", ctl.resTopic, err)
 	}
-	return ctl, nil
+	ctl.c = c
+	return nil
+}
+
+// reconnect disconnects the controller, between phases (nothing in
+// flight), and connects it again with the same client id, as a controller
+// that restarted; it goes on with its token and seq.
+func (ctl *controller) reconnect(ctx context.Context) error {
+	ctl.c.Disconnect(50)
+	return ctl.connect(ctx)
 }
 
 // connect connects an MQTT client with a clean session that does not
@@ -141,14 +167,18 @@ func (l limit) more(n int) bool {
 
 // tally is what a controller saw in a phase.
 type tally struct {
-	latency  [2][]time.Duration // by kind
-	outcomes [2]map[fence.Outcome]int
+	latency  [nKinds][]time.Duration // by kind
+	outcomes [nKinds]map[fence.Outcome]int
 	first    time.Time
 	last     time.Time // the last answer
 }
 
 func newTally() *tally {
-	return &tally{outcomes: [2]map[fence.Outcome]int{{}, {}}}
+	t := &tally{}
+	for k := range t.outcomes {
+		t.outcomes[k] = map[fence.Outcome]int{}
+	}
+	return t
 }
 
 // merge adds o's figures to t.
@@ -176,8 +206,9 @@ func (t *tally) answered(k kind) int { return len(t.latency[k]) }
 func (ctl *controller) run(ctx context.Context, window int, m mix, l limit, done func()) (*tally, error) {
 	t := newTally()
 	type pending struct {
-		at time.Time
-		k  kind
+		at      time.Time
+		k       kind
+		payload []byte // of a fresh command
 	}
 	inflight := map[string]pending{}
 	timer := time.NewTimer(answerWait)
@@ -185,12 +216,25 @@ func (ctl *controller) run(ctx context.Context, window int, m mix, l limit, done
 	for n := 0; ; {
 		for len(inflight) < window && l.more(n) {
 			k := m(n)
-			id, payload := ctl.next(k)
+			var id string
+			var payload []byte
+			if _, busy := inflight[ctl.last.id]; k == dup && ctl.last.id != "" && !busy {
+				id, payload = ctl.last.id, ctl.last.payload
+			} else {
+				if k == dup {
+					k = fresh // nothing applied yet, or its duplicate is still in flight
+				}
+				id, payload = ctl.next(k)
+			}
 			at := time.Now()
 			if t.first.IsZero() {
 				t.first = at
 			}
-			inflight[id] = pending{at, k}
+			p := pending{at: at, k: k}
+			if k == fresh {
+				p.payload = payload
+			}
+			inflight[id] = p
 			ctl.c.Publish(ctl.setTopic, 1, false, payload) // its answer, or the timeout, tells
 			n++
 		}
@@ -205,6 +249,9 @@ func (ctl *controller) run(ctx context.Context, window int, m mix, l limit, done
 				continue // a redelivered command's second answer
 			}
 			delete(inflight, a.id)
+			if p.k == fresh && a.outcome == fence.Applied {
+				ctl.last.id, ctl.last.payload = a.id, p.payload
+			}
 			t.latency[p.k] = append(t.latency[p.k], a.at.Sub(p.at))
 			t.outcomes[p.k][a.outcome]++
 			t.last = a.at

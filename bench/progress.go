@@ -46,6 +46,13 @@ func (p *progress) next(label string, l limit) {
 	p.label, p.since, p.lim, p.from = label, time.Now(), l, p.answered.Load()
 }
 
+// relabel changes the current step's label.
+func (p *progress) relabel(label string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.label = label
+}
+
 // answer counts one answer.
 func (p *progress) answer() { p.answered.Add(1) }
 
@@ -93,6 +100,9 @@ func (p *progress) draw() {
 
 // plan counts the steps of a run, for the progress bar.
 func (o *Options) plan() int {
+	if o.soakOnly() {
+		return 3 // start, warm-up, soak
+	}
 	steps := 3 // commit floor; round trip floor: warm-up, measure
 	echoes := map[[2]int]bool{{1, 1}: true}
 	for _, p := range o.Profiles {

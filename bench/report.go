@@ -20,9 +20,11 @@ type Report struct {
 	Broker string `json:"broker"`
 	// StoreDir is where the stores and the commit floor's file were;
 	// StoreFS its file system, where known (Linux).
-	StoreDir string   `json:"store_dir"`
-	StoreFS  string   `json:"store_fs,omitempty"`
-	Floors   Floors   `json:"floors"`
+	StoreDir string `json:"store_dir"`
+	StoreFS  string `json:"store_fs,omitempty"`
+	// Floors are measured for every profile but the soak, which runs
+	// alone and has none.
+	Floors   *Floors  `json:"floors,omitempty"`
 	Profiles []Result `json:"profiles"`
 	// Notes say what a reader must know to read the figures.
 	Notes []string `json:"notes,omitempty"`
@@ -91,6 +93,7 @@ type Result struct {
 	OnlineMs float64      `json:"online_ms"`
 	Ratios   Ratios       `json:"ratios"`
 	Storm    *StormResult `json:"storm,omitempty"`
+	Soak     *SoakResult  `json:"soak,omitempty"`
 }
 
 // Ratios compare a profile's figures with the floors; null where one does
@@ -181,13 +184,17 @@ func (res *Result) usage(before, after measured, ps *os.ProcessState, lifetime i
 
 // ratios sets the ratios of res to r's floors.
 func (res *Result) ratios(r *Report, delayMs float64) {
-	if res.Window == 1 && r.Floors.BrokerRTT.P50+r.Floors.Commit.P50 > 0 {
-		res.Ratios.P50VsFloor = ptr(res.Latency.P50 / (r.Floors.BrokerRTT.P50 + r.Floors.Commit.P50))
+	f := r.Floors
+	if f == nil {
+		f = &Floors{}
+	}
+	if res.Window == 1 && f.BrokerRTT.P50+f.Commit.P50 > 0 {
+		res.Ratios.P50VsFloor = ptr(res.Latency.P50 / (f.BrokerRTT.P50 + f.Commit.P50))
 	}
 	if res.EchoPerS != nil && *res.EchoPerS > 0 {
 		res.Ratios.AppliedVsEcho = ptr(res.AppliedPerS / *res.EchoPerS)
 	}
-	if c := r.Floors.Commit.P50 + delayMs; c > 0 {
+	if c := f.Commit.P50 + delayMs; c > 0 {
 		res.OneCommitPerS = 1000 / c
 		res.Ratios.AppliedVsOneCommit = res.AppliedPerS / res.OneCommitPerS
 	}
@@ -212,8 +219,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fs = " (" + r.StoreFS + ")"
 	}
 	fmt.Fprintf(&b, "gateway bench: %s/%s, %d CPUs, broker %s, store in %s%s\n", r.OS, r.Arch, r.CPUs, r.Broker, r.StoreDir, fs)
-	fmt.Fprintf(&b, "floors: broker round trip p50 %s ms (%d), bbolt commit p50 %s ms (%d)\n\n",
-		num(r.Floors.BrokerRTT.P50), r.Floors.BrokerRTT.Samples, num(r.Floors.Commit.P50), r.Floors.Commit.Samples)
+	if f := r.Floors; f != nil {
+		fmt.Fprintf(&b, "floors: broker round trip p50 %s ms (%d), bbolt commit p50 %s ms (%d)\n",
+			num(f.BrokerRTT.P50), f.BrokerRTT.Samples, num(f.Commit.P50), f.Commit.Samples)
+	}
+	b.WriteString("\n")
 	rows := [][]string{{"profile", "act×ctl×win", "applied/s", "p50 ms", "p99 ms", "p99.9 ms", "echo/s", "vs echo", "syncs/applied", "cpu s/1k", "peak MB"}}
 	for _, p := range r.Profiles {
 		if p.Skipped != "" {
@@ -245,7 +255,7 @@ func (p Result) verdicts(r *Report) []string {
 		return []string{"skipped: " + p.Skipped}
 	}
 	var v []string
-	if x := p.Ratios.P50VsFloor; x != nil {
+	if x := p.Ratios.P50VsFloor; x != nil && r.Floors != nil {
 		v = append(v, fmt.Sprintf("p50 %s ms = %.2f × (broker round trip + commit = %s ms)   target ≤ 1.25",
 			num(p.Latency.P50), *x, num(r.Floors.BrokerRTT.P50+r.Floors.Commit.P50)))
 	}
@@ -273,11 +283,13 @@ func (p Result) verdicts(r *Report) []string {
 	case SDCard:
 		v = append(v, fmt.Sprintf("%s applied/s with %s ms commits = %.1f × one commit per command (%s/s)   target ≥ 20",
 			num(p.AppliedPerS), num(p.CommitDelayMs), p.Ratios.AppliedVsOneCommit, num(p.OneCommitPerS)))
+	case Soak:
+		v = append(v, p.Soak.verdicts(p)...)
 	}
 	if p.IdleRSSMB != nil && p.Profile == Single {
 		v = append(v, fmt.Sprintf("idle RSS %.1f MB   target ≤ 20; online %.0f ms after start", *p.IdleRSSMB, p.OnlineMs))
 	}
-	if n := p.Commands - p.Applied; n > 0 && p.Profile != Storm {
+	if n := p.Commands - p.Applied; n > 0 && p.Profile != Storm && p.Profile != Soak {
 		v = append(v, fmt.Sprintf("WARNING: %d commands not applied: %v", n, p.Outcomes))
 	}
 	return v

@@ -2,9 +2,10 @@
 // dashboard and its JSON API.
 //
 //	GET /                 the dashboard (package dashboard)
-//	GET /api/status       the gateway: id, version, store, and its broker
+//	GET /api/status       the gateway: id, version, store, its broker
 //	                      connection (connected, since, last error, taking
-//	                      commands, another process using its id)
+//	                      commands, another process using its id), and its
+//	                      process's goroutines and heap
 //	GET /api/actuators    every actuator: recorded state, fence, holder and
 //	                      the level read back from its pin
 //	GET /api/audit?n=N    the newest N audit entries (default 50), oldest first
@@ -55,6 +56,22 @@ type Status struct {
 	// Topics is the command topic filter the gateway subscribes to.
 	Topics string `json:"topics"`
 	Broker Broker `json:"broker"`
+	// Runtime is the gateway process's own counts, so that a leak can be
+	// seen from outside (gateway bench --profile soak).
+	Runtime Runtime `json:"runtime"`
+}
+
+// Runtime is the gateway process's goroutines and heap, in GET
+// /api/status. Reading them stops nothing: they come from runtime/metrics,
+// not from runtime.ReadMemStats, which stops the world.
+type Runtime struct {
+	Goroutines int `json:"goroutines"`
+	// HeapBytes is the memory of heap objects now, live or not yet
+	// collected: it rises between collections and falls at each one.
+	// HeapLiveBytes is the heap the last collection found live: the
+	// steadier figure to watch for growth; 0 before the first collection.
+	HeapBytes     uint64 `json:"heap_bytes"`
+	HeapLiveBytes uint64 `json:"heap_live_bytes"`
 }
 
 // Broker is the gateway's broker connection, in GET /api/status.

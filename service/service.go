@@ -22,6 +22,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"sync"
 	"time"
 
@@ -252,7 +254,30 @@ func (s *status) Status() httpapi.Status {
 		StoreCommits:  s.store.Stats(),
 		Broker:        broker(s.link.Status()),
 		Topics:        wire.Topics{Prefix: s.cfg.MQTT.TopicPrefix, GatewayID: s.cfg.ID}.SetFilter(),
+		Runtime:       readRuntime(),
 	}
+}
+
+// runtimeMetrics are the runtime/metrics samples of httpapi.Runtime, in
+// its fields' order.
+var runtimeMetrics = []string{"/memory/classes/heap/objects:bytes", "/gc/heap/live:bytes"}
+
+// readRuntime reads the process's goroutines and heap without stopping the
+// world (runtime.ReadMemStats would). A metric this Go release lacks reads
+// as 0.
+func readRuntime() httpapi.Runtime {
+	samples := make([]metrics.Sample, len(runtimeMetrics))
+	for i, name := range runtimeMetrics {
+		samples[i].Name = name
+	}
+	metrics.Read(samples)
+	u := func(s metrics.Sample) uint64 {
+		if s.Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return s.Value.Uint64()
+	}
+	return httpapi.Runtime{Goroutines: runtime.NumGoroutine(), HeapBytes: u(samples[0]), HeapLiveBytes: u(samples[1])}
 }
 
 func broker(m mqttlink.Status) httpapi.Broker {

@@ -13,7 +13,7 @@ import (
 )
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "[--profile single|fleet|storm|sdcard|all] [flags]", fmt.Sprintf(`
+	fs := newFlags("bench", "[--profile single|fleet|storm|sdcard|all|soak] [flags]", fmt.Sprintf(`
 Measures this gateway on this machine and disk, and the floors it is
 bounded by, in one run: the broker's round trip and echo throughput
 without the gateway, and one bbolt commit in the store's directory. Each
@@ -28,17 +28,22 @@ docs/performance.md for how to read the figures.
            commands in 10), window 8: the calm scopes' p99 with and without
   sdcard   the fleet (16 × 16) with every store commit slowed by
            --sdcard-delay; needs a build with -tags failpoints (make bench)
+  soak     alone, not in all: 16 × 16, window 4, for --duration (default
+           %[2]v), with stale and duplicate commands, reconnects and event
+           streams; samples the gateway's goroutines, heap and RSS every
+           --sample-interval and exits 1 if they grew (make soak)
 
 It starts an embedded MQTT broker unless --broker names one (the Raspberry
 Pi build has none: give --broker). On a Raspberry Pi, give --store-dir on
 the disk the real store uses (e.g. /var/lib/fencegate): the temporary
-directory may be in memory.`, bench.MaxActuators))
-	profile := fs.String("profile", bench.All, "profiles to run, comma-separated: single, fleet, storm, sdcard or all")
+directory may be in memory.`, bench.MaxActuators, minutes(bench.DefaultSoakDuration)))
+	profile := fs.String("profile", bench.All, "profiles to run, comma-separated: single, fleet, storm, sdcard or all; or soak, alone")
 	actuators := fs.Int("actuators", 0, fmt.Sprintf("actuators of every profile run (1 to %d; 0: the profile's)", bench.MaxActuators))
 	controllers := fs.Int("controllers", 0, "controllers of every profile run, one actuator each (0: one per actuator)")
 	window := fs.Int("window", 0, "commands each controller keeps in flight (0: the profile's)")
 	commands := fs.Int("commands", 0, "commands of each measured phase, shared among its controllers (instead of --duration)")
-	duration := fs.Duration("duration", 0, fmt.Sprintf("length of each measured phase (default %v)", bench.DefaultDuration))
+	duration := fs.Duration("duration", 0, fmt.Sprintf("length of each measured phase (default %v; the soak's: %s)", bench.DefaultDuration, minutes(bench.DefaultSoakDuration)))
+	every := fs.Duration("sample-interval", 0, fmt.Sprintf("the soak's time between samples of the gateway (default %v)", bench.DefaultSampleInterval))
 	warmup := fs.Duration("warmup", bench.DefaultWarmup, "warm-up before each measured phase")
 	sdDelay := fs.Duration("sdcard-delay", bench.DefaultSDCardDelay, "the sdcard profile's slowed commit (an SD card's sync takes 10 to 20 ms)")
 	broker := fs.String("broker", "", "use this MQTT broker (e.g. tcp://127.0.0.1:1883; allowing anonymous clients) instead of an embedded one")
@@ -65,7 +70,7 @@ directory may be in memory.`, bench.MaxActuators))
 	}
 	o := bench.Options{Gateway: gw, Broker: *broker, StoreDir: *storeDir, Profiles: profiles,
 		Actuators: *actuators, Controllers: *controllers, Window: *window, Commands: *commands, Duration: *duration,
-		Warmup: *warmup, SDCardDelay: *sdDelay, CommitDelay: failpointsBuild, Version: versionNumber()}
+		SampleInterval: *every, Warmup: *warmup, SDCardDelay: *sdDelay, CommitDelay: failpointsBuild, Version: versionNumber()}
 	if err := benchUsage(o.Check()); err != nil {
 		return err
 	}
@@ -89,10 +94,19 @@ directory may be in memory.`, bench.MaxActuators))
 		return err
 	}
 	if *asJSON {
-		return r.WriteJSON(stdout)
+		err = r.WriteJSON(stdout)
+	} else {
+		err = r.WriteTable(stdout)
 	}
-	return r.WriteTable(stdout)
+	if err != nil {
+		return err
+	}
+	return r.Err() // the soak's growth: exit 1
 }
+
+// minutes prints a whole number of minutes as people write it: 10m, not
+// 10m0s.
+func minutes(d time.Duration) string { return strings.TrimSuffix(d.String(), "0s") }
 
 // benchUsage makes an error of package bench's options a usage error
 // (exit 64); it returns other errors as they are.

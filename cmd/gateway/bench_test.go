@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -284,7 +287,15 @@ func TestBenchUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--profile", "ssd"}, `--profile "ssd": want single, fleet, storm, sdcard or all`},
+		{[]string{"--profile", "ssd"}, `--profile "ssd": want single, fleet, storm, sdcard, soak or all`},
+		{[]string{"--profile", "soak,all"}, "--profile soak,all: the soak runs alone"},
+		{[]string{"--profile", "single,soak"}, "--profile single,soak: the soak runs alone"},
+		{[]string{"--profile", "soak", "--commands", "1000"}, "--commands: the soak runs for a --duration (default 10m"},
+		{[]string{"--profile", "soak", "--duration", "25h"}, "--duration 25h0m0s: want more than 0 and at most 24h0m0s for the soak"},
+		{[]string{"--profile", "soak", "--duration", "50s"}, "--duration 50s with --sample-interval 10s: 6 samples, and the soak needs at least 7"},
+		{[]string{"--profile", "soak", "--sample-interval", "1ms"}, "--sample-interval 1ms: want 100ms or more"},
+		{[]string{"--profile", "soak", "--window", "17"}, "--window 17: the soak's duplicates must stay among the gateway's 32 recent commands of their scope: give at most 16"},
+		{[]string{"--profile", "single", "--sample-interval", "1s"}, "--sample-interval: only the soak takes it (--profile soak)"},
 		{[]string{"--actuators", "64"}, "--actuators 64: want 1 to 28 (the sim board's outputs"},
 		{[]string{"--profile", "fleet", "--actuators", "4", "--controllers", "5"}, "5 controllers for 4 actuators"},
 		{[]string{"--commands", "100", "--duration", "1s"}, "give --commands or --duration, not both"},
@@ -342,5 +353,124 @@ func TestBenchExternalBroker(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the marker did not come back within 10s")
 		}
+	}
+}
+
+// TestBenchSoak runs the soak for a few seconds: its samples, its judgement
+// of each measure, and the exit status that goes with it (1 if something
+// grew, with what grew on stderr); the load had stale and duplicate
+// commands, reconnects and event streams.
+func TestBenchSoak(t *testing.T) {
+	args := []string{"bench", "--json", "--store-dir", t.TempDir(), "--profile", "soak", "--duration", "6s", "--sample-interval", "500ms", "--warmup", "0"}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("gateway %s: exit %d, the report is not JSON: %v\n%s\n%s", strings.Join(args, " "), code, err, stdout.String(), stderr.String())
+	}
+	if _, ok := r["floors"]; ok {
+		t.Errorf("floors = %v, want none: the soak measures none", r["floors"])
+	}
+	ps := profiles(t, r)
+	p, ok := ps["soak"]
+	if !ok || len(ps) != 1 {
+		t.Fatalf("profiles %v, want soak alone", r["profiles"])
+	}
+	if a, c, w := p.num("actuators"), p.num("controllers"), p.num("window"); a != 16 || c != 16 || w != 4 {
+		t.Errorf("soak: %v×%v×%v, want 16×16×4", a, c, w)
+	}
+	p.positive("outcomes.applied", "outcomes.stale", "outcomes.duplicate", "applied_per_s", "latency.p50_ms", "commits", "online_ms")
+	if a, st, d, n := p.num("outcomes.applied"), p.num("outcomes.stale"), p.num("outcomes.duplicate"), p.num("commands"); a+st+d != n {
+		t.Errorf("soak: %v applied + %v stale + %v duplicate, want all %v commands", a, st, d, n)
+	}
+	if u := p.num("soak.unexpected"); u != 0 {
+		t.Errorf("soak: %v unexpected answers, want none", u)
+	}
+	if i := p.num("soak.interval_s"); i != 0.5 {
+		t.Errorf("soak.interval_s = %v, want 0.5", i)
+	}
+	samples, _ := p.get("soak.samples").([]any)
+	if len(samples) < 12 || len(samples) > 14 {
+		t.Fatalf("%d samples, want 13 (6s, one every 500ms, and one at the start)", len(samples))
+	}
+	if w := p.num("soak.warmup_samples"); w != float64(len(samples)/6) {
+		t.Errorf("soak.warmup_samples = %v, want a sixth of %d", w, len(samples))
+	}
+	if rc, es := p.num("soak.reconnects"), p.num("soak.event_streams"); rc < float64(len(samples)-3) || es < float64(len(samples)-3) {
+		t.Errorf("%v reconnects, %v event streams: want one a round (%d samples)", rc, es, len(samples))
+	}
+	var at, answered float64 = -1, -1
+	for i, x := range samples {
+		sm := report{t, fmt.Sprintf("sample %d", i), x.(map[string]any)}
+		if sm.num("at_s") <= at || sm.num("answered") < answered {
+			t.Errorf("sample %d: at %v s, %v answered, after %v s, %v: want both to grow", i, sm.num("at_s"), sm.num("answered"), at, answered)
+		}
+		at, answered = sm.num("at_s"), sm.num("answered")
+		sm.positive("goroutines", "heap_bytes", "heap_live_bytes")
+		if runtime.GOOS == "linux" {
+			sm.positive("rss_bytes")
+		}
+	}
+	growth, _ := p.get("soak.growth").([]any)
+	failed := map[string]bool{}
+	var names []string
+	for _, x := range growth {
+		g := report{t, "growth", x.(map[string]any)}
+		name := g.str("measure")
+		names = append(names, name)
+		first, last := samples[0].(map[string]any), samples[len(samples)-1].(map[string]any)
+		if g.num("start") != first[name].(float64) || g.num("end") != last[name].(float64) {
+			t.Errorf("%s: start %v, end %v, want the first and last samples' %v, %v", name, g.num("start"), g.num("end"), first[name], last[name])
+		}
+		g.same(name+": grew", g.num("grew"), g.num("last_third_median")-g.num("first_third_median"))
+		if g.get("failed") == true {
+			failed[name] = true
+		}
+	}
+	want := "goroutines heap_live_bytes heap_bytes"
+	if runtime.GOOS == "linux" {
+		want = "goroutines heap_live_bytes rss_bytes heap_bytes"
+	}
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("growth of %s, want %s", got, want)
+	}
+	passed := p.get("soak.passed") == true
+	if passed != (len(failed) == 0) || (code == 0) != passed {
+		t.Fatalf("passed %v, failed measures %v, exit %d: want exit 0 exactly when nothing grew\n%s", passed, failed, code, stderr.String())
+	}
+	for name := range failed {
+		if !strings.Contains(stderr.String(), strings.TrimSuffix(name, "_bytes")+" ") {
+			t.Errorf("%s grew, and stderr does not say so:\n%s", name, stderr.String())
+		}
+	}
+	t.Logf("exit %d; growth: %v", code, growth)
+}
+
+// TestBenchSoakTable: the soak's table says what each measure did and
+// whether the soak passed.
+func TestBenchSoakTable(t *testing.T) {
+	out, code := runCLI(t, "bench", "--profile", "soak", "--duration", "2s", "--sample-interval", "250ms", "--warmup", "0", "--store-dir", t.TempDir())
+	verdict := "soak:        passed: no growth"
+	if code != 0 {
+		verdict = "bench: the soak failed"
+	}
+	for _, want := range []string{"profile  act×ctl×win  applied/s", "soak         16×16×4  ", " samples every 250ms (the first 1 a warm-up); ",
+		"soak:        goroutines ", "   limit +10", "soak:        heap_live ", "   limit +25% and +4.0 MB", verdict} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gateway bench --profile soak (exit %d) prints no %q:\n%s", code, want, out)
+		}
+	}
+	if strings.Contains(out, "floors:") {
+		t.Errorf("gateway bench --profile soak prints floors:\n%s", out)
 	}
 }
