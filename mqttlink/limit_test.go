@@ -2,6 +2,7 @@ package mqttlink
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -130,5 +131,37 @@ func TestOversizedAnswered(t *testing.T) {
 	}
 	if n := h.n.Load(); n != 1 {
 		t.Errorf("the core decided %d commands, want 1 (the oversized ones are refused before it)", n)
+	}
+}
+
+// A reader blocked on a connection the link aborts gets the link's error,
+// not "use of closed network connection", which paho takes for its own
+// disconnect and ignores (the link's refetch would then wait for a failed
+// keepalive, 30 s or more, instead of reconnecting at once).
+func TestAbortedConnSaysWhy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c) // until the other end closes
+		}
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newLimitConn(raw)
+	read := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 16))
+		read <- err
+	}()
+	c.abort(errRefetch)
+	if err := <-read; !errors.Is(err, errRefetch) {
+		t.Fatalf("the blocked read returned %v, want %v", err, errRefetch)
 	}
 }

@@ -618,7 +618,7 @@ var mutants = []mutant{
 		file: "mqttlink/limit.go",
 		old:  "\tc.aborted.Store(&err)\n",
 		new:  "",
-		pkgs: []string{"./mqttlink"}, run: "TestFullQueueDoesNotStall",
+		pkgs: []string{"./mqttlink"}, run: "TestAbortedConnSaysWhy",
 	},
 	{
 		name: "claim-by-wall-clock",
