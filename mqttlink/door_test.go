@@ -138,6 +138,30 @@ func (h *countHandler) Reject(c fence.Command, reason string, err error) fence.R
 	return fence.Result{ID: c.ID, Actuator: c.Actuator, Outcome: fence.Rejected, Reason: reason, Error: err.Error()}
 }
 
+// queuedInSession makes the persistent session of a gateway that went
+// down (its subscription, client id "fencegate-<id>") and publishes n
+// commands for its actuator "a" into it, seqs 1 to n.
+func queuedInSession(t *testing.T, broker, name string, n int) (wire.Topics, string) {
+	t.Helper()
+	id := testenv.ID(t, name)
+	topics := wire.Topics{GatewayID: id}
+	clientID := "fencegate-" + id
+	gw := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(clientID).SetCleanSession(false).SetProtocolVersion(4))
+	if tok := gw.Connect(); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	if tok := gw.Subscribe(topics.SetFilter(), 1, nil); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	gw.Disconnect(100)
+	ctl := testctl.Connect(t, broker, topics)
+	for i := 1; i <= n; i++ {
+		ctl.Publish(t, "a", wire.EncodeCommand(fence.Command{ID: fmt.Sprint(i), Actuator: "a",
+			Fence: fence.Fence{Token: 1, Seq: uint64(i)}, State: fence.StateOn}), false)
+	}
+	return topics, clientID
+}
+
 // TestFullQueueDoesNotStall: more commands wait in the gateway's broker
 // session (queued while it was down) than its backlog holds. They arrive
 // before the claim the link waits for, on the same connection; the link
@@ -153,23 +177,7 @@ func TestFullQueueDoesNotStall(t *testing.T) {
 	for bname, start := range testenv.Brokers() {
 		t.Run(bname, func(t *testing.T) {
 			broker := start(t)
-			id := testenv.ID(t, "full")
-			topics := wire.Topics{GatewayID: id}
-			clientID := "fencegate-" + id
-			// The session of the gateway before it went down.
-			gw := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(clientID).SetCleanSession(false).SetProtocolVersion(4))
-			if tok := gw.Connect(); tok.Wait() && tok.Error() != nil {
-				t.Fatal(tok.Error())
-			}
-			if tok := gw.Subscribe(topics.SetFilter(), 1, nil); tok.Wait() && tok.Error() != nil {
-				t.Fatal(tok.Error())
-			}
-			gw.Disconnect(100)
-			ctl := testctl.Connect(t, broker, topics)
-			for i := 1; i <= n; i++ {
-				ctl.Publish(t, "a", wire.EncodeCommand(fence.Command{ID: fmt.Sprint(i), Actuator: "a",
-					Fence: fence.Fence{Token: 1, Seq: uint64(i)}, State: fence.StateOn}), false)
-			}
+			topics, clientID := queuedInSession(t, broker, "full", n)
 			h := &countHandler{}
 			ready := make(chan struct{}, 1)
 			l := New(Options{Broker: broker, ClientID: clientID, Topics: topics, Actuators: []string{"a"}, Store: "s",
@@ -218,22 +226,7 @@ func TestSessionCommandsProveDelivery(t *testing.T) {
 	// A window of 4 unacknowledged messages and a queue of 4 behind it:
 	// the rest of the 20 commands, and the probe, are dropped.
 	broker := testenv.MosquittoConf(t, "allow_anonymous true\npersistence false\nmax_inflight_messages 4\nmax_queued_messages 4\n")
-	id := testenv.ID(t, "proof")
-	topics := wire.Topics{GatewayID: id}
-	clientID := "fencegate-" + id
-	gw := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(clientID).SetCleanSession(false).SetProtocolVersion(4))
-	if tok := gw.Connect(); tok.Wait() && tok.Error() != nil {
-		t.Fatal(tok.Error())
-	}
-	if tok := gw.Subscribe(topics.SetFilter(), 1, nil); tok.Wait() && tok.Error() != nil {
-		t.Fatal(tok.Error())
-	}
-	gw.Disconnect(100)
-	ctl := testctl.Connect(t, broker, topics)
-	for i := 1; i <= 20; i++ {
-		ctl.Publish(t, "a", wire.EncodeCommand(fence.Command{ID: fmt.Sprint(i), Actuator: "a",
-			Fence: fence.Fence{Token: 1, Seq: uint64(i)}, State: fence.StateOn}), false)
-	}
+	topics, clientID := queuedInSession(t, broker, "proof", 20)
 	// paho runs the connect handler after the session's commands are in.
 	var queued atomic.Int32
 	testHookQueued = func(string, []byte) { queued.Add(1) }
