@@ -56,13 +56,19 @@ func newBacklog(names []string) *backlog {
 	return b
 }
 
-// put queues d for its worker, or drops it (false) when the budget is
-// spent or the backlog is closed. It never blocks.
-func (b *backlog) put(d delivery) bool {
+// put queues m, a command for actuator name, for that actuator's worker
+// (the unknown actuators' if it has none: rejected in turn), or drops it
+// (false) when the budget is spent or the backlog is closed. It never
+// blocks.
+func (b *backlog) put(name string, m mqtt.Message) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	q := b.queues[d.queue]
-	cost := msgCost(d.m)
+	d := delivery{queue: name, name: name, m: m}
+	q, ok := b.queues[name]
+	if !ok {
+		d.queue, q = "", b.queues[""]
+	}
+	cost := msgCost(m)
 	if b.closed || b.bytes+cost > backlogBytes {
 		b.dropped++
 		return false

@@ -267,11 +267,7 @@ func (l *Link) Run(ctx context.Context) error {
 			m.Ack() // not a command topic of ours
 			return
 		}
-		queue := name
-		if !slices.Contains(l.opts.Actuators, name) {
-			queue = "" // rejected in turn: unknown actuator
-		}
-		if work.put(delivery{queue, name, m}) {
+		if work.put(name, m) {
 			if testHookQueued != nil {
 				testHookQueued(name, m.Payload())
 			}

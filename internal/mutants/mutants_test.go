@@ -600,8 +600,8 @@ var mutants = []mutant{
 		name: "actuator-order-lost",
 		why:  "each command is handled in a goroutine of its own: one actuator's commands can overtake each other",
 		file: "mqttlink/link.go",
-		old:  "\t\tif work.put(delivery{queue, name, m}) {\n",
-		new:  "\t\tif queue != \"\" {\n\t\t\tgo l.serve(ctx, name, m)\n\t\t\treturn\n\t\t}\n\t\tif work.put(delivery{queue, name, m}) {\n",
+		old:  "\t\tif work.put(name, m) {\n",
+		new:  "\t\tif _, known := work.queues[name]; known && name != \"\" {\n\t\t\tgo l.serve(ctx, name, m)\n\t\t\treturn\n\t\t}\n\t\tif work.put(name, m) {\n",
 		pkgs: []string{"./mqttlink"}, run: "TestActuatorOrder",
 	},
 	{
