@@ -18,6 +18,7 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/internal/logtail"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -76,7 +77,7 @@ func startGateway(ctx context.Context, o *Options, name string, n int, delay tim
 		return nil, fmt.Errorf("bench: %w (--store-dir must be a writable directory)", err)
 	}
 	id := fmt.Sprintf("bench-%d-%s", os.Getpid(), name)
-	g = &gateway{id: id, topics: wire.Topics{GatewayID: id}, dir: dir, stderr: &tail{max: 8 << 10},
+	g = &gateway{id: id, topics: wire.Topics{GatewayID: id}, dir: dir, stderr: &tail{logtail.Buffer{Max: 8 << 10}},
 		exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -261,28 +262,12 @@ func (g *gateway) clean() {
 	os.RemoveAll(g.dir)
 }
 
-// tail keeps the last max bytes written to it: a gateway's log, for errors.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = t.buf[over:]
-	}
-	return len(p), nil
-}
+// tail keeps the end of a gateway's log, for errors.
+type tail struct{ logtail.Buffer }
 
 func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.buf))
-	if s == "" {
+	s, _ := t.Tail()
+	if s = strings.TrimSpace(s); s == "" {
 		return "(the gateway logged nothing)"
 	}
 	return s

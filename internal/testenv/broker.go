@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/logtail"
 )
 
 // brokerdPkg is the program EmbeddedBroker runs: mqttbroker in a process
@@ -75,7 +77,7 @@ func startBrokerd() (*brokerd, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &brokerd{cmd: exec.Command(bin), stderr: &tailBuffer{max: brokerdLogMax}, exited: make(chan struct{})}
+	b := &brokerd{cmd: exec.Command(bin), stderr: newTailBuffer(brokerdLogMax), exited: make(chan struct{})}
 	stdout := &firstLine{line: make(chan string, 1)}
 	b.cmd.Stdout, b.cmd.Stderr = stdout, b.stderr
 	// Its stdin is a pipe that only this process holds: when this process
@@ -203,32 +205,19 @@ func (w *firstLine) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// tailBuffer is a writer that keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
+// tailBuffer keeps the last max bytes of a broker's output.
+type tailBuffer struct{ logtail.Buffer }
 
-func (w *tailBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	if over := len(w.buf) - w.max; over > 0 {
-		w.buf = append(w.buf[:0], w.buf[over:]...)
-	}
-	return len(p), nil
-}
+func newTailBuffer(max int) *tailBuffer { return &tailBuffer{logtail.Buffer{Max: max}} }
 
 // String returns what w keeps, saying so if earlier output was dropped.
 func (w *tailBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.buf) == 0 {
+	s, full := w.Tail()
+	switch {
+	case s == "":
 		return "(nothing)"
+	case full:
+		return "(…only the last part)\n" + s
 	}
-	if len(w.buf) == w.max {
-		return "(…only the last part)\n" + string(w.buf)
-	}
-	return string(w.buf)
+	return s
 }

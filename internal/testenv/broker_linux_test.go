@@ -183,7 +183,7 @@ func startPiped(t *testing.T, cmd *exec.Cmd) (stdout io.Reader, stderr *tailBuff
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr = &tailBuffer{max: brokerdLogMax}
+	stderr = newTailBuffer(brokerdLogMax)
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
