@@ -42,6 +42,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -610,70 +611,120 @@ var testHookAdmitBetween func()
 // caller answers failed. Stale and duplicate decisions write nothing
 // synchronously.
 func (l *Log) Admit(scope string, c fence.Command, rules fence.Rules, plan Planner) (Admission, error) {
-	if err := l.writable(); err != nil {
-		return Admission{}, err
-	}
-	if plan == nil {
-		plan = func(map[string]fence.State) fence.Effect { return fence.Plain(c) }
-	}
-	// Fast path: a read-only decision answers stale and duplicate commands
-	// without a write. It can never admit: only the transaction below can.
-	rec, err := l.committed(scope)
+	adms, err := l.AdmitBatch(scope, rules, []Request{{c, plan}})
 	if err != nil {
 		return Admission{}, err
 	}
-	d := fence.Decide(rec.Fence, rec.Recent, c, l.rules(rules))
-	if d.Outcome != fence.Applied {
-		adm := Admission{Decision: d, Output: rec.output(scope, c.Actuator), Scope: Scope{scope, rec.Fence, rec}}
-		l.Record(l.entry(scope, c, adm))
-		return adm, nil
+	return adms[0], nil
+}
+
+// Request is one command for AdmitBatch, with its effect rule (nil:
+// fence.Plain, the command sets its own actuator).
+type Request struct {
+	Command fence.Command
+	Plan    Planner
+}
+
+// AdmitBatch decides the commands of reqs for scope in their order, each
+// as Admit would after the ones before it, and returns an admission for
+// each: a command is decided against the record the commands before it
+// left, so a redelivery in the same batch is a duplicate and a command
+// behind a higher one is stale. Those that pass are all recorded, with
+// every command's audit entry, in one fsynced transaction before it
+// returns; a batch in which none passes writes nothing synchronously. A
+// non-nil error means nothing of the batch was recorded and nothing may be
+// driven.
+func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Admission, error) {
+	if err := l.writable(); err != nil {
+		return nil, err
+	}
+	rules = l.rules(rules)
+	// Fast path: read-only decisions answer stale and duplicate commands
+	// without a write. They can never admit: only the transaction below
+	// can. Until one passes, the record does not change, so each of these
+	// is the decision in sequence too.
+	rec, err := l.committed(scope)
+	if err != nil {
+		return nil, err
+	}
+	first := make([]fence.Decision, len(reqs))
+	passes := false
+	for i, r := range reqs {
+		first[i] = fence.Decide(rec.Fence, rec.Recent, r.Command, rules)
+		passes = passes || first[i].Outcome == fence.Applied
+	}
+	if !passes {
+		adms := make([]Admission, len(reqs))
+		for i, r := range reqs {
+			adms[i] = Admission{Decision: first[i], Output: rec.output(scope, r.Command.Actuator), Scope: Scope{scope, rec.Fence, rec}}
+			l.Record(l.entry(scope, r.Command, adms[i]))
+		}
+		return adms, nil
 	}
 
 	if testHookAdmitBetween != nil {
 		testHookAdmitBetween()
 	}
 	pending := l.takePending()
-	var adm Admission
+	var adms []Admission
 	err = l.update(func(tx *bolt.Tx) error {
+		adms = make([]Admission, 0, len(reqs)) // fn may run twice: set, never accumulate
 		rec, err := l.txScope(tx, scope)
 		if err != nil {
 			return err
 		}
-		// Decide again inside the transaction: this is the decision that counts.
-		d := fence.Decide(rec.Fence, rec.Recent, c, l.rules(rules))
-		var eff fence.Effect
-		if d.Outcome == fence.Applied {
-			eff = plan(Scope{scope, rec.Fence, rec}.States())
-			rec.Fence = c.Fence
-			rec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)
-			if eff.Refusal == nil {
-				now := l.opts.Now().UTC()
-				for _, set := range eff.Sets {
-					if rec.Outputs == nil {
-						rec.Outputs = make(map[string]outputRecord)
+		entries := slices.Clone(pending)
+		wrote := false
+		for i := range reqs {
+			c := reqs[i].Command
+			// Decide again inside the transaction: this is the decision that counts.
+			d := fence.Decide(rec.Fence, rec.Recent, c, rules)
+			var eff fence.Effect
+			if d.Outcome == fence.Applied {
+				plan := reqs[i].Plan
+				if plan == nil {
+					plan = func(map[string]fence.State) fence.Effect { return fence.Plain(c) }
+				}
+				eff = plan(Scope{scope, rec.Fence, rec}.States())
+				if i > 0 {
+					// The admissions before this one keep the outputs they saw.
+					rec.Outputs = maps.Clone(rec.Outputs)
+				}
+				rec.Fence = c.Fence
+				rec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)
+				if eff.Refusal == nil {
+					now := l.opts.Now().UTC()
+					for _, set := range eff.Sets {
+						if rec.Outputs == nil {
+							rec.Outputs = make(map[string]outputRecord)
+						}
+						rec.Outputs[set.Actuator] = outputRecord{State: set.State, Holder: c.Holder, ChangedAt: now}
 					}
-					rec.Outputs[set.Actuator] = outputRecord{State: set.State, Holder: c.Holder, ChangedAt: now}
+				}
+				wrote = true
+			}
+			adm := Admission{Decision: d, Effect: eff, Output: rec.output(scope, c.Actuator), Scope: Scope{scope, rec.Fence, rec}}
+			adms = append(adms, adm)
+			entries = append(entries, l.entry(scope, c, adm))
+			for _, set := range eff.Sets {
+				if set.Actuator != c.Actuator {
+					entries = append(entries, Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: set.Actuator, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
+						Command: c.Fence, State: set.State, Outcome: OutcomeInterlock, Fence: rec.Fence,
+						Error: fmt.Sprintf("switched %s by %s's command (break-before-make)", set.State, c.Actuator)})
 				}
 			}
+		}
+		if wrote {
 			if err := l.writeScope(tx, scope, rec); err != nil {
 				return err
-			}
-		}
-		adm = Admission{Decision: d, Effect: eff, Output: rec.output(scope, c.Actuator), Scope: Scope{scope, rec.Fence, rec}}
-		entries := append(pending, l.entry(scope, c, adm))
-		for _, set := range eff.Sets {
-			if set.Actuator != c.Actuator {
-				entries = append(entries, Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: set.Actuator, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
-					Command: c.Fence, State: set.State, Outcome: OutcomeInterlock, Fence: rec.Fence,
-					Error: fmt.Sprintf("switched %s by %s's command (break-before-make)", set.State, c.Actuator)})
 			}
 		}
 		return l.appendAudit(tx, entries)
 	})
 	if err != nil {
-		return Admission{}, l.fail("admit", err)
+		return nil, l.fail("admit", err)
 	}
-	return adm, nil
+	return adms, nil
 }
 
 // SetStates records states without touching any fence, in one fsynced

@@ -79,8 +79,8 @@ var mutants = []mutant{
 		name: "fence-not-persisted",
 		why:  "the new fence is decided but never written (M2)",
 		file: "fencelog/fencelog.go",
-		old:  "\t\t\tif err := l.writeScope(tx, scope, rec); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t}\n\t\tadm = Admission",
-		new:  "\t\t}\n\t\tadm = Admission",
+		old:  "\t\tif wrote {\n\t\t\tif err := l.writeScope(tx, scope, rec); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t}\n",
+		new:  "",
 		pkgs: []string{"./fencelog"}, run: "TestPersistsAcrossReopen",
 	},
 	{
@@ -153,8 +153,8 @@ var mutants = []mutant{
 		name: "refusal-keeps-old-fence",
 		why:  "a command an interlock refused does not raise the fence, so the displaced holder keeps acting",
 		file: "fencelog/fencelog.go",
-		old:  "\t\t\trec.Fence = c.Fence\n\t\t\trec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)",
-		new:  "\t\t\tif eff.Refusal == nil {\n\t\t\t\trec.Fence = c.Fence\n\t\t\t}\n\t\t\trec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)",
+		old:  "\t\t\t\trec.Fence = c.Fence\n\t\t\t\trec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)",
+		new:  "\t\t\t\tif eff.Refusal == nil {\n\t\t\t\t\trec.Fence = c.Fence\n\t\t\t\t}\n\t\t\t\trec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)",
 		pkgs: []string{"./actuator"}, run: "TestInterlockRejects",
 	},
 	{
@@ -404,8 +404,8 @@ var mutants = []mutant{
 		name: "decision-outside-transaction",
 		why:  "Admit applies what the read-only decision found, not what the write transaction sees: a fence raised in between is overwritten",
 		file: "fencelog/fencelog.go",
-		old:  "\t\td := fence.Decide(rec.Fence, rec.Recent, c, l.rules(rules))\n\t\tvar eff fence.Effect",
-		new:  "\t\tvar eff fence.Effect",
+		old:  "\t\t\td := fence.Decide(rec.Fence, rec.Recent, c, rules)\n\t\t\tvar eff fence.Effect",
+		new:  "\t\t\td := first[i]\n\t\t\tvar eff fence.Effect",
 		pkgs: []string{"./fencelog"}, run: "TestDecisionInsideTransaction",
 	},
 	{

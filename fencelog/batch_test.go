@@ -1,0 +1,129 @@
+package fencelog
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// AdmitBatch decides a batch as Admit would decide its commands one after
+// another: the same answers, the same record, the same audit trail, for
+// random mixes of fresh, stale, redelivered and fence-only commands, and
+// of commands that an interlock refuses or that switch its other member
+// off.
+func TestAdmitBatchIsAdmitInSequence(t *testing.T) {
+	for seed := range uint64(40) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			g := &fence.Interlock{Name: "vent", Members: []string{"open", "close"}, BreakBeforeMake: seed%2 == 0}
+			plan := func(c fence.Command) Planner {
+				if c.State != fence.StateOn {
+					return nil
+				}
+				return func(states map[string]fence.State) fence.Effect {
+					return g.Effect(c, func(a string) bool { return states[a] == fence.StateOn })
+				}
+			}
+			var cmds []fence.Command
+			for i := range 60 {
+				c := cmd(fmt.Sprintf("c%d", i), []string{"open", "close"}[rng.IntN(2)], 40+rng.Uint64N(4), rng.Uint64N(4),
+					[]fence.State{fence.StateOn, fence.StateOff, fence.StateNone}[rng.IntN(3)])
+				if i > 0 && rng.IntN(5) == 0 {
+					c = cmds[rng.IntN(i)] // a redelivery
+				}
+				cmds = append(cmds, c)
+			}
+			one, _ := openLog(t, nil)
+			batched, _ := openLog(t, nil)
+			var want, got []Admission
+			for _, c := range cmds {
+				adm, err := one.Admit("vent", c, fence.Rules{}, plan(c))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, adm)
+			}
+			before := batched.Stats().Commits
+			batches := 0
+			for rest := cmds; len(rest) > 0; batches++ {
+				n := min(len(rest), 1+rng.IntN(12))
+				reqs := make([]Request, n)
+				for i, c := range rest[:n] {
+					reqs[i] = Request{c, plan(c)}
+				}
+				adms, err := batched.AdmitBatch("vent", fence.Rules{}, reqs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(adms) != n {
+					t.Fatalf("%d admissions for a batch of %d", len(adms), n)
+				}
+				got = append(got, adms...)
+				rest = rest[n:]
+			}
+			for i := range cmds {
+				w, g := admissionView(want[i]), admissionView(got[i])
+				if !reflect.DeepEqual(w, g) {
+					t.Fatalf("command %d (%+v):\n in sequence %+v\n in a batch  %+v", i, cmds[i], w, g)
+				}
+			}
+			if c := batched.Stats().Commits - before; c > uint64(batches) {
+				t.Errorf("%d commits for %d batches, want at most one each", c, batches)
+			}
+			if w, g := auditView(t, one), auditView(t, batched); !reflect.DeepEqual(w, g) {
+				t.Errorf("audit trails differ:\n in sequence %v\n in batches  %v", w, g)
+			}
+		})
+	}
+}
+
+// admissionView is what an admission tells the caller, without the times.
+func admissionView(a Admission) string {
+	o := a.Output
+	return fmt.Sprintf("%v %s %s %+v | %s %s %s fence %s | scope %s %v", a.Outcome, a.Reason, a.Error, a.Original,
+		o.State, o.Holder, o.Actuator, o.Fence, a.Scope.Fence, a.Scope.States()) + fmt.Sprintf(" | effect %v %+v", a.Effect.Sets, a.Effect.Refusal)
+}
+
+func auditView(t *testing.T, l *Log) []string {
+	t.Helper()
+	es, err := l.Audit(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, fmt.Sprintf("%s %s %s %s %v %s %s %s", e.ID, e.Actuator, e.Command, e.State, e.Outcome, e.Reason, e.Fence, e.Error))
+	}
+	return out
+}
+
+// A batch in which no command passes the fence writes nothing: stale
+// commands cost no sync, however many come together.
+func TestStaleBatchWritesNothing(t *testing.T) {
+	l, _ := openLog(t, nil)
+	admit(t, l, "pump", cmd("b-1", "pump", 42, 0, fence.StateOff), fence.Applied)
+	before := l.Stats().Commits
+	var reqs []Request
+	for i := range 20 {
+		reqs = append(reqs, Request{Command: cmd(fmt.Sprintf("a-%d", i), "pump", 41, uint64(i), fence.StateOn)})
+	}
+	reqs = append(reqs, Request{Command: cmd("b-1", "pump", 42, 0, fence.StateOff)})
+	adms, err := l.AdmitBatch("pump", fence.Rules{}, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range adms[:20] {
+		if a.Outcome != fence.Stale || a.Output.State != fence.StateOff {
+			t.Errorf("command %d: %v, %s; want stale, off", i, a.Outcome, a.Output.State)
+		}
+	}
+	if adms[20].Outcome != fence.Duplicate {
+		t.Errorf("the redelivery: %v, want duplicate", adms[20].Outcome)
+	}
+	if c := l.Stats().Commits - before; c != 0 {
+		t.Errorf("%d commits for a batch of stale commands and a duplicate, want 0", c)
+	}
+}
