@@ -79,8 +79,8 @@ var mutants = []mutant{
 		name: "fence-not-persisted",
 		why:  "the new fence is decided but never written (M2)",
 		file: "fencelog/fencelog.go",
-		old:  "\t\tif wrote {\n\t\t\tif err := l.writeScope(tx, scope, rec); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t}\n",
-		new:  "",
+		old:  "\t\tif wrote {\n\t\t\tif err := l.writeScope(tx, scope, rec); err != nil {",
+		new:  "\t\tif false && wrote {\n\t\t\tif err := l.writeScope(tx, scope, rec); err != nil {",
 		pkgs: []string{"./fencelog"}, run: "TestPersistsAcrossReopen",
 	},
 	{
