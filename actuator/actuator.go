@@ -575,42 +575,121 @@ func (b *Bank) Scope(actuator string) (string, bool) {
 // error is ctx's: the caller must leave the command unanswered (and, over
 // MQTT, unacknowledged, so that the broker delivers it again).
 func (b *Bank) Handle(ctx context.Context, c fence.Command) (fence.Result, error) {
-	o, ok := b.outs[c.Actuator]
+	res, err := b.HandleBatch(ctx, []fence.Command{c})
+	if err != nil {
+		return fence.Result{}, err
+	}
+	return res[0], nil
+}
+
+// HandleBatch handles cmds, commands to one actuator in the order they
+// came, as Handle would one after another, and returns their answers in
+// that order; but the commands its scope admits share one commit, and so
+// one sync of the store. Each is still driven only after that commit, and
+// in order, each read back before the next is driven. If ctx ends while
+// the batch waits for its scope, none is decided and the error is ctx's.
+func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.Result, error) {
+	results := make([]fence.Result, len(cmds))
+	if len(cmds) == 0 {
+		return results, nil
+	}
+	name := cmds[0].Actuator
+	if i := slices.IndexFunc(cmds, func(c fence.Command) bool { return c.Actuator != name }); i >= 0 {
+		return nil, fmt.Errorf("actuator: a batch of commands to %q and %q: a batch is one actuator's", name, cmds[i].Actuator)
+	}
+	o, ok := b.outs[name]
 	if !ok {
-		return b.Reject(c, fence.ReasonUnknownActuator, fmt.Errorf("unknown actuator %q", c.Actuator)), nil
+		for i, c := range cmds {
+			results[i] = b.Reject(c, fence.ReasonUnknownActuator, fmt.Errorf("unknown actuator %q", c.Actuator))
+		}
+		return results, nil
 	}
 	b.startMu.Lock()
 	started := b.started
 	b.startMu.Unlock()
 	if !started {
-		return fence.Result{}, errors.New("actuator: Handle before Start")
+		return nil, errors.New("actuator: Handle before Start")
 	}
-	if b.opts.Authorize != nil {
-		if reason, err := b.opts.Authorize(c, o.Scope); err != nil {
-			return b.Reject(c, reason, err), nil
+	var todo []int // the commands to decide: those authorized
+	for i, c := range cmds {
+		if b.opts.Authorize != nil {
+			if reason, err := b.opts.Authorize(c, o.Scope); err != nil {
+				results[i] = b.Reject(c, reason, err)
+				continue
+			}
 		}
+		todo = append(todo, i)
+	}
+	if len(todo) == 0 {
+		return results, nil
 	}
 	if err := o.scope.lock(ctx); err != nil {
-		return fence.Result{}, err
+		return nil, err
 	}
-	res := b.handle(o, c)
+	var decided []fence.Result
+	if o.lock == nil {
+		decided = b.handle(o, pick(cmds, todo))
+	} else {
+		// An interlocked output's command plans from the other members'
+		// pins, which the commands before it may have moved: one at a
+		// time, each planned after the one before it was driven.
+		for _, i := range todo {
+			decided = append(decided, b.handle(o, cmds[i:i+1])...)
+		}
+	}
 	o.scope.unlock()
-	b.emit(c, o.Scope, res)
-	return res, nil
+	for k, i := range todo {
+		results[i] = decided[k]
+		b.emit(cmds[i], o.Scope, decided[k])
+	}
+	return results, nil
 }
 
-func (b *Bank) handle(o *output, c fence.Command) fence.Result {
-	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}
-	adm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))
-	if err != nil {
-		res.Outcome = fence.Failed
-		res.Error = "fence not recorded, nothing driven: " + err.Error()
-		if cur, err := b.log.Output(o.Scope, o.Name); err == nil {
-			res.Fence, res.State = cur.Fence, cur.State
-		}
-		b.readBack(o, &res)
-		return res
+func pick(cmds []fence.Command, at []int) []fence.Command {
+	if len(at) == len(cmds) {
+		return cmds
 	}
+	out := make([]fence.Command, len(at))
+	for k, i := range at {
+		out[k] = cmds[i]
+	}
+	return out
+}
+
+// handle admits cmds, commands to o, in one batch and carries out each
+// decision in order. The scope's lock must be held.
+func (b *Bank) handle(o *output, cmds []fence.Command) []fence.Result {
+	reqs := make([]fencelog.Request, len(cmds))
+	for i, c := range cmds {
+		reqs[i] = fencelog.Request{Command: c, Plan: b.planner(o, c)}
+	}
+	adms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)
+	results := make([]fence.Result, len(cmds))
+	for i, c := range cmds {
+		if err != nil {
+			results[i] = b.notRecorded(o, c, err)
+			continue
+		}
+		results[i] = b.carryOut(o, c, adms[i])
+	}
+	return results
+}
+
+// notRecorded answers c, whose admission failed: nothing was recorded or
+// driven.
+func (b *Bank) notRecorded(o *output, c fence.Command, err error) fence.Result {
+	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence, Outcome: fence.Failed,
+		Error: "fence not recorded, nothing driven: " + err.Error()}
+	if cur, err := b.log.Output(o.Scope, o.Name); err == nil {
+		res.Fence, res.State = cur.Fence, cur.State
+	}
+	b.readBack(o, &res)
+	return res
+}
+
+// carryOut drives what adm, c's admission, recorded, and answers c.
+func (b *Bank) carryOut(o *output, c fence.Command, adm fencelog.Admission) fence.Result {
+	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}
 	res.Outcome = adm.Outcome
 	res.Fence, res.State = adm.Output.Fence, adm.Output.State
 	switch adm.Outcome {

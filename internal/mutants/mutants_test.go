@@ -87,8 +87,8 @@ var mutants = []mutant{
 		name: "drive-before-record",
 		why:  "the output is driven before the fence is recorded (M3)",
 		file: "actuator/actuator.go",
-		old:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))",
-		new:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tif c.State != fence.StateNone {\n\t\to.pin.Out(o.level(c.State))\n\t}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))",
+		old:  "\tadms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)\n",
+		new:  "\tfor _, c := range cmds {\n\t\tif c.State != fence.StateNone {\n\t\t\to.pin.Out(o.level(c.State))\n\t\t}\n\t}\n\tadms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)\n",
 		pkgs: []string{"./actuator"}, run: "TestHandle|TestRecordFailureNeverDrives|TestPausedControllerInterleavings",
 	},
 	{
@@ -104,18 +104,21 @@ var mutants = []mutant{
 		name: "lock-released-before-drive",
 		why:  "the scope lock is released between the record and the drive",
 		file: "actuator/actuator.go",
-		old:  "\tres := b.handle(o, c)\n\to.scope.unlock()",
-		new:  "\tres := b.handle(o, c, true)\n\to.scope.unlock()",
-		more: []edit{
-			// handle lets the scope's lock go between the record and the
-			// drive, and takes it back before it returns.
-			{"actuator/actuator.go",
-				"func (b *Bank) handle(o *output, c fence.Command) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))",
-				"func (b *Bank) handle(o *output, c fence.Command, early bool) fence.Result {\n\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))\n\tif early {\n\t\to.scope.unlock()\n\t\truntime.Gosched()\n\t\tdefer o.scope.lock(context.Background())\n\t}"},
-			{"actuator/actuator.go", "\t\"sync\"\n", "\t\"runtime\"\n\t\"sync\"\n"},
-		},
+		// handle lets the scope's lock go between the record and the
+		// drive, and takes it back before it returns.
+		old:  "\tadms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)\n",
+		new:  "\tadms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)\n\to.scope.unlock()\n\truntime.Gosched()\n\tdefer o.scope.lock(context.Background())\n",
+		more: []edit{{"actuator/actuator.go", "\t\"sync\"\n", "\t\"runtime\"\n\t\"sync\"\n"}},
 		pkgs: []string{"./actuator"}, run: "TestLockHeldFromRecordToDrive",
 		runs: 10,
+	},
+	{
+		name: "interlock-batched",
+		why:  "an interlocked output's queued commands are planned together, each from the pins as they were before the batch, not after the drives of the commands before it",
+		file: "actuator/actuator.go",
+		old:  "\tif o.lock == nil {\n\t\tdecided = b.handle(o, pick(cmds, todo))",
+		new:  "\tif true || o.lock == nil {\n\t\tdecided = b.handle(o, pick(cmds, todo))",
+		pkgs: []string{"./actuator"}, run: "TestHandleBatchIsHandleInSequence",
 	},
 	{
 		name: "no-duplicate-window",
@@ -396,8 +399,8 @@ var mutants = []mutant{
 		name: "drive-before-record-outside",
 		why:  "the output is driven before the fence is recorded, seen from outside the process (strace)",
 		file: "actuator/actuator.go",
-		old:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))",
-		new:  "\tres := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence}\n\tif c.State != fence.StateNone {\n\t\to.pin.Out(o.level(c.State))\n\t}\n\tadm, err := b.log.Admit(o.Scope, c, o.scope.rules, b.planner(o, c))",
+		old:  "\tadms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)\n",
+		new:  "\tfor _, c := range cmds {\n\t\tif c.State != fence.StateNone {\n\t\t\to.pin.Out(o.level(c.State))\n\t\t}\n\t}\n\tadms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)\n",
 		pkgs: []string{"./cmd/gateway"}, run: "TestFsyncBeforeDrive",
 	},
 	{
