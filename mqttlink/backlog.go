@@ -1,6 +1,7 @@
 package mqttlink
 
 import (
+	"slices"
 	"sync"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
@@ -82,40 +83,45 @@ func (b *backlog) put(name string, m mqtt.Message) bool {
 	return true
 }
 
-// take waits for the next command of actuator name; false once the backlog
-// is closed and that queue is empty.
-func (b *backlog) take(name string) (delivery, bool) {
+// take waits for the next commands of actuator name, and takes every one
+// queued, up to max; false once the backlog is closed and that queue is
+// empty.
+func (b *backlog) take(name string, max int) ([]delivery, bool) {
 	q := b.queues[name]
 	for {
 		b.mu.Lock()
 		if len(q.items) > 0 {
-			d := q.items[0]
-			q.items[0] = delivery{}
-			q.items = q.items[1:]
+			n := min(len(q.items), max)
+			ds := slices.Clone(q.items[:n])
+			clear(q.items[:n])
+			q.items = q.items[n:]
 			if len(q.items) == 0 {
 				q.items = nil // let the array go
 			}
 			q.busy = true
 			b.mu.Unlock()
-			return d, true
+			return ds, true
 		}
 		closed := b.closed
 		b.mu.Unlock()
 		if closed {
-			return delivery{}, false
+			return nil, false
 		}
 		<-q.wake
 	}
 }
 
-// done releases d, taken and handled. It returns how many commands were
-// dropped since the last time it did, when this was the last command held
-// (and none were dropped since): the time for the link to fetch them again.
-func (b *backlog) done(d delivery) (refetch int) {
+// done releases ds, taken together and handled. It returns how many
+// commands were dropped since the last time it did, when these were the
+// last commands held (and none were dropped since): the time for the link
+// to fetch them again.
+func (b *backlog) done(ds []delivery) (refetch int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.bytes -= msgCost(d.m)
-	b.queues[d.queue].busy = false
+	for _, d := range ds {
+		b.bytes -= msgCost(d.m)
+	}
+	b.queues[ds[0].queue].busy = false
 	if b.dropped == 0 || b.closed {
 		return 0
 	}

@@ -214,13 +214,21 @@ func (l *Link) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			batch := maxBatch
+			if name == "" {
+				batch = 1 // the unknown actuators' queue holds many names
+			}
 			for {
-				d, ok := work.take(name)
+				ds, ok := work.take(name, batch)
 				if !ok {
 					return
 				}
-				l.serve(ctx, d.name, d.m)
-				if n := work.done(d); n > 0 {
+				ms := make([]mqtt.Message, len(ds))
+				for i, d := range ds {
+					ms[i] = d.m
+				}
+				l.serve(ctx, ds[0].name, ms)
+				if n := work.done(ds); n > 0 {
 					l.refetch(n)
 				}
 			}
@@ -617,13 +625,18 @@ func (l *Link) closeDoor() {
 	}
 }
 
-// serve handles one command message and acknowledges it once answered.
-// While the link does not take commands (connecting, claiming, shutting
-// down, or in conflict) the message waits; at shutdown it stays
-// unacknowledged, so that the broker redelivers it to the next session.
-func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
+// serve handles ms, command messages to actuator name in the order they
+// came, and acknowledges each once answered. The well-formed commands
+// among them go to the core together (a batch shares one commit); a
+// malformed or retained one is rejected in its turn. While the link does
+// not take commands (connecting, claiming, shutting down, or in conflict)
+// the messages wait; at shutdown they stay unacknowledged, so that the
+// broker redelivers them to the next session.
+func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 	if testHookServe != nil {
-		testHookServe(name, m.Payload())
+		for _, m := range ms {
+			testHookServe(name, m.Payload())
+		}
 	}
 	if !l.waitReady(ctx) {
 		return
@@ -633,20 +646,38 @@ func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
 	if ctx.Err() != nil {
 		return // stopping: not decided
 	}
-	var res fence.Result
-	cmd, err := decode(name, m.Payload())
-	switch {
-	case m.Retained():
-		res = l.h.Reject(cmd, fence.ReasonRetained, errors.New("retained command refused: commands must not be retained (clear it with an empty retained publish)"))
-	case err != nil:
-		res = l.h.Reject(cmd, fence.ReasonInvalid, err)
-	default:
+	cmds := make([]fence.Command, len(ms))
+	bad := make([]error, len(ms))
+	for i, m := range ms {
+		cmds[i], bad[i] = decode(name, m.Payload())
+	}
+	// results answers the messages decided, a prefix of ms: those after
+	// it were not decided (the door closed, or the link is stopping).
+	results := make([]fence.Result, 0, len(ms))
+	for i := 0; i < len(ms); {
+		switch {
+		case ms[i].Retained():
+			results = append(results, l.h.Reject(cmds[i], fence.ReasonRetained, errors.New("retained command refused: commands must not be retained (clear it with an empty retained publish)")))
+			i++
+			continue
+		case bad[i] != nil:
+			results = append(results, l.h.Reject(cmds[i], fence.ReasonInvalid, bad[i]))
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(ms) && !ms[j].Retained() && bad[j] == nil {
+			j++
+		}
 		if !l.open() {
-			return // the door closed while it waited: not decided
+			break // the door closed while they waited: not decided
 		}
-		if res, err = l.h.Handle(ctx, cmd); err != nil {
-			return // not decided: the broker delivers it again
+		res, err := l.handle(ctx, cmds[i:j])
+		results = append(results, res...)
+		if err != nil {
+			break // not decided: the broker delivers them again
 		}
+		i = j
 	}
 	l.mu.Lock()
 	c := l.client
@@ -654,16 +685,53 @@ func (l *Link) serve(ctx context.Context, name string, m mqtt.Message) {
 	// QoS 0: an answer lost with the connection is replaced by the answer
 	// to the redelivered command, and a QoS 1 publish in flight at a
 	// connection loss would keep its message id for good in a persistent
-	// session whose store does not resend it (see sessionStore). The
-	// acknowledgement goes only after the answer is written: paho sends
-	// acknowledgements and publishes from separate queues, and a broker
-	// that has the acknowledgement must have had the answer before it.
-	tok := c.Publish(l.t.Result(name), 0, false, wire.EncodeResult(res))
-	l.states.poke() // the states the decision changed, after its answer
-	if !tok.WaitTimeout(answerWait) || tok.Error() != nil || !c.IsConnectionOpen() {
-		return // not acknowledged: the broker delivers it again, and it is answered again
+	// session whose store does not resend it (see sessionStore). A
+	// command's acknowledgement goes only after its answer is written:
+	// paho sends acknowledgements and publishes from separate queues, and a
+	// broker that has the acknowledgement must have had the answer before
+	// it.
+	toks := make([]mqtt.Token, len(results))
+	for i, res := range results {
+		toks[i] = c.Publish(l.t.Result(name), 0, false, wire.EncodeResult(res))
 	}
-	m.Ack()
+	l.states.poke() // the states the decisions changed, after their answers
+	for i, tok := range toks {
+		if !tok.WaitTimeout(answerWait) || tok.Error() != nil || !c.IsConnectionOpen() {
+			return // not acknowledged: the broker delivers them again, and they are answered again
+		}
+		ms[i].Ack()
+	}
+}
+
+// maxBatch bounds the commands of one actuator that go to the core
+// together.
+const maxBatch = 64
+
+// BatchHandler is a Handler that decides several commands of one actuator
+// at once (package actuator's Bank): the commands it admits share one
+// commit. HandleBatch answers all of cmds, in their order, or, with an
+// error, none (ctx ended while they waited).
+type BatchHandler interface {
+	Handler
+	HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.Result, error)
+}
+
+// handle decides cmds, well-formed commands to one actuator, in order, and
+// answers a prefix of them: all, unless the error says why the rest were
+// not decided.
+func (l *Link) handle(ctx context.Context, cmds []fence.Command) ([]fence.Result, error) {
+	if bh, ok := l.h.(BatchHandler); ok {
+		return bh.HandleBatch(ctx, cmds)
+	}
+	results := make([]fence.Result, 0, len(cmds))
+	for _, c := range cmds {
+		res, err := l.h.Handle(ctx, c)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, res)
+	}
+	return results, nil
 }
 
 // publish publishes on c, unless ctx (the link's, or the connection's) has

@@ -596,7 +596,7 @@ var mutants = []mutant{
 		why:  "a command is acknowledged when the worker takes it, before it is decided: a stop or crash loses it",
 		file: "mqttlink/link.go",
 		old:  "\tl.serving.RLock()\n\tdefer l.serving.RUnlock()\n\tif ctx.Err() != nil {\n\t\treturn // stopping: not decided\n",
-		new:  "\tm.Ack()\n\tl.serving.RLock()\n\tdefer l.serving.RUnlock()\n\tif ctx.Err() != nil {\n\t\treturn // stopping: not decided\n",
+		new:  "\tfor _, m := range ms {\n\t\tm.Ack()\n\t}\n\tl.serving.RLock()\n\tdefer l.serving.RUnlock()\n\tif ctx.Err() != nil {\n\t\treturn // stopping: not decided\n",
 		pkgs: []string{"./mqttlink"}, run: "TestUndecidedCommandDeliveredAgain",
 	},
 	{
@@ -604,15 +604,15 @@ var mutants = []mutant{
 		why:  "each command is handled in a goroutine of its own: one actuator's commands can overtake each other",
 		file: "mqttlink/link.go",
 		old:  "\t\tif work.put(name, m) {\n",
-		new:  "\t\tif _, known := work.queues[name]; known && name != \"\" {\n\t\t\tgo l.serve(ctx, name, m)\n\t\t\treturn\n\t\t}\n\t\tif work.put(name, m) {\n",
+		new:  "\t\tif _, known := work.queues[name]; known && name != \"\" {\n\t\t\tgo l.serve(ctx, name, []mqtt.Message{m})\n\t\t\treturn\n\t\t}\n\t\tif work.put(name, m) {\n",
 		pkgs: []string{"./mqttlink"}, run: "TestActuatorOrder",
 	},
 	{
 		name: "backlog-never-refetched",
 		why:  "commands dropped from a full backlog wait for a reconnect that may never come: the link does not reconnect to receive them again",
 		file: "mqttlink/link.go",
-		old:  "if n := work.done(d); n > 0 {",
-		new:  "if n := work.done(d); n < 0 {",
+		old:  "if n := work.done(ds); n > 0 {",
+		new:  "if n := work.done(ds); n < 0 {",
 		pkgs: []string{"./mqttlink"}, run: "TestFullQueueDoesNotStall",
 	},
 	{

@@ -1,0 +1,104 @@
+package mqttlink
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/testctl"
+	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/wire"
+)
+
+// batchHandler decides commands as countHandler does and records the
+// batches it was given.
+type batchHandler struct {
+	countHandler
+	mu      sync.Mutex
+	batches [][]string
+}
+
+func (h *batchHandler) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.Result, error) {
+	var ids []string
+	var res []fence.Result
+	for _, c := range cmds {
+		ids = append(ids, c.ID)
+		r, _ := h.countHandler.Handle(ctx, c)
+		res = append(res, r)
+	}
+	h.mu.Lock()
+	h.batches = append(h.batches, ids)
+	h.mu.Unlock()
+	return res, nil
+}
+
+// TestQueuedCommandsGoTogether: the commands of an actuator that queued
+// while its worker was busy go to the core in one batch, in their order of
+// arrival; a malformed one among them is rejected in its turn and splits
+// the batch. Every one is answered and acknowledged: a link that starts
+// next on the same session is given none of them again.
+func TestQueuedCommandsGoTogether(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	topics := wire.Topics{GatewayID: testenv.ID(t, "batch")}
+	ids := []string{"q-0", "q-1", "q-2", "bad", "q-4", "q-5"}
+	queued := make(chan struct{})
+	var n int
+	testHookQueued = func(string, []byte) {
+		if n++; n == len(ids) {
+			close(queued)
+		}
+	}
+	testHookServe = func(_ string, payload []byte) {
+		if idOf(payload) == "q-0" {
+			select { // hold the worker until all are queued behind q-0
+			case <-queued:
+			case <-time.After(20 * time.Second):
+			}
+		}
+	}
+	t.Cleanup(func() { testHookQueued, testHookServe = nil, nil }) // after the link stops
+	h := &batchHandler{}
+	o := Options{Broker: broker, Topics: topics, Actuators: []string{"a"}, Store: "s"}
+	l := startLink(t, o, h)
+	ctl := testctl.Connect(t, broker, topics)
+	for i, id := range ids {
+		payload := wire.EncodeCommand(command(id, uint64(i+1)))
+		if id == "bad" {
+			payload = []byte(`{"id":"bad","token":"x"}`)
+		}
+		ctl.Publish(t, "a", payload, false)
+	}
+	for _, id := range ids {
+		res := ctl.Result(t, id)
+		want := fence.Applied
+		if id == "bad" {
+			want = fence.Rejected
+		}
+		if res.Outcome != want {
+			t.Errorf("%s answered %v (%s), want %v", id, res.Outcome, res.Error, want)
+		}
+	}
+	h.mu.Lock()
+	got := fmt.Sprint(h.batches)
+	h.mu.Unlock()
+	if want := "[[q-0] [q-1 q-2] [q-4 q-5]]"; got != want {
+		t.Errorf("the core was given %s, want %s", got, want)
+	}
+	if err, _ := l.stop(t, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	next := &batchHandler{}
+	startLink(t, o, next)
+	if res := ctl.Send(t, command("q-6", 7)); res.Outcome != fence.Applied {
+		t.Fatalf("q-6: %+v", res)
+	}
+	next.mu.Lock()
+	defer next.mu.Unlock()
+	if all := slices.Concat(next.batches...); !slices.Equal(all, []string{"q-6"}) {
+		t.Errorf("the next link was given %v, want only q-6: the others were answered but not all acknowledged", all)
+	}
+}
