@@ -188,6 +188,9 @@ func decodeCommand(actuator string, payload []byte) (c fence.Command, idRead boo
 	if !utf8.Valid(payload) {
 		return c, idRead, errors.New("payload is not valid UTF-8")
 	}
+	if fast, ok := decodeFast(actuator, payload); ok {
+		return fast, true, nil
+	}
 
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
