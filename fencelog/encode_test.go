@@ -83,3 +83,38 @@ func BenchmarkEncodeScope(b *testing.B) {
 		}
 	})
 }
+
+// encodeEntry writes exactly what json.Marshal writes, for audit entries
+// with every field set or empty, strings that need escaping, extreme
+// numbers and times.
+func TestEncodeEntryIsJSONMarshal(t *testing.T) {
+	strs := []string{"", "pump", "a\"b", "back\\slash", "tab\there", "<html>&", "héllo", "\xff\xfe", "\u2028", "新", "x\x00y"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	str := func() string { return strs[rng.IntN(len(strs))] }
+	u64 := func() uint64 {
+		switch rng.IntN(3) {
+		case 0:
+			return 0
+		case 1:
+			return math.MaxUint64
+		}
+		return rng.Uint64N(1 << 40)
+	}
+	times := []time.Time{{}, time.Date(2026, 12, 3, 7, 24, 48, 123456789, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), time.Unix(0, 0).UTC()}
+	outcomes := []fence.Outcome{"", fence.Applied, fence.Stale, OutcomeInterlock, "a\"b"}
+	for i := range 3000 {
+		e := Entry{Seq: u64(), At: times[rng.IntN(len(times))], Scope: str(), Actuator: str(), ID: str(), Holder: str(),
+			Command: fence.Fence{Token: u64(), Seq: u64()}, State: fence.State(rng.IntN(4)), Outcome: outcomes[rng.IntN(len(outcomes))],
+			Reason: str(), Fence: fence.Fence{Token: u64(), Seq: u64()}, Error: str(), Signer: str()}
+		want, werr := json.Marshal(e)
+		got, gerr := encodeEntry(e)
+		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) && werr == nil {
+			t.Fatalf("entry %d:\n got %s, %v\nwant %s, %v", i, got, gerr, want, werr)
+		}
+	}
+	for _, at := range []time.Time{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		if _, err := encodeEntry(Entry{At: at}); err == nil {
+			t.Errorf("an entry at %v encoded; json.Marshal refuses it", at)
+		}
+	}
+}

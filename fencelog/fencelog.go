@@ -1128,7 +1128,7 @@ func (l *Log) appendAudit(tx *bolt.Tx, entries []Entry) error {
 			return err
 		}
 		e.Seq = 0
-		v, err := json.Marshal(e)
+		v, err := encodeEntry(e)
 		if err != nil {
 			return err
 		}
