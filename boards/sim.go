@@ -36,6 +36,8 @@ type Sim struct {
 	levels map[string]bool
 	wrote  os.FileInfo
 	file   *os.File // the latch file this board wrote last, open for writing in place
+	// at is where each pin's level lies in that file's text.
+	at map[string]int64
 }
 
 // OpenSim opens (or creates) the latch file at path.
@@ -170,7 +172,8 @@ func (s *Sim) write(pin string, high bool) error {
 //
 // A level of a pin the file already has is written in place: every level
 // takes the same room (`"GPIO17":"high"` and `"GPIO17": "low"`), so one
-// write of the whole text over the old one changes only those bytes, and a
+// write of a single pin's level where it lies (or, for several pins, of
+// the whole text over the old one) changes only those bytes, and a
 // process killed after it leaves the file whole. A reader that reads while
 // it is written may see the old bytes of some pins and the new of others:
 // ReadLatch reads again until the text parses, and any mix of one pin's old
@@ -180,6 +183,15 @@ func (s *Sim) writeLocked(levels map[string]bool) error {
 	cur, err := s.readLocked()
 	if err != nil {
 		return err
+	}
+	if len(levels) == 1 && s.file != nil {
+		// One pin of the file this board wrote last (readLocked keeps it
+		// open only while it is unchanged): write its level alone.
+		for pin, high := range levels {
+			if at, ok := s.at[pin]; ok {
+				return s.writeLevel(pin, high, at)
+			}
+		}
 	}
 	m := make(map[string]bool, len(cur)+len(levels))
 	for pin, high := range cur {
@@ -192,7 +204,7 @@ func (s *Sim) writeLocked(levels map[string]bool) error {
 		}
 		m[pin] = high
 	}
-	text := latchText(m)
+	text, at := latchText(m)
 	if samePins && int64(len(text)) == s.wrote.Size() {
 		if _, err := s.file.WriteAt(text, 0); err != nil {
 			return fmt.Errorf("boards: sim latch: %w", err)
@@ -201,7 +213,7 @@ func (s *Sim) writeLocked(levels map[string]bool) error {
 		if err != nil {
 			return fmt.Errorf("boards: sim latch: %w", err)
 		}
-		s.levels, s.wrote = m, fi
+		s.levels, s.wrote, s.at = m, fi, at
 		return nil
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+".tmp*")
@@ -226,31 +238,52 @@ func (s *Sim) writeLocked(levels map[string]bool) error {
 	if s.file != nil {
 		s.file.Close()
 	}
-	s.file, s.levels, s.wrote = tmp, m, fi // tmp is the latch now
+	s.file, s.levels, s.wrote, s.at = tmp, m, fi, at // tmp is the latch now
 	return nil
 }
 
+// writeLevel writes pin's level, at offset at of the latch file this board
+// wrote last, in place. s.mu must be held.
+func (s *Sim) writeLevel(pin string, high bool, at int64) error {
+	if _, err := s.file.WriteAt(levelText(high), at); err != nil {
+		return fmt.Errorf("boards: sim latch: %w", err)
+	}
+	fi, err := s.file.Stat()
+	if err != nil {
+		return fmt.Errorf("boards: sim latch: %w", err)
+	}
+	s.levels[pin], s.wrote = high, fi
+	return nil
+}
+
+// levelText is a level as the latch holds it after its pin's name; both
+// take the same room.
+func levelText(high bool) []byte {
+	if high {
+		return []byte(`:"high"`)
+	}
+	return []byte(`: "low"`)
+}
+
 // latchText formats levels as the latch file's JSON object, pins sorted,
-// each level in the same room.
-func latchText(levels map[string]bool) []byte {
+// each level in the same room, and says where each pin's level lies.
+func latchText(levels map[string]bool) ([]byte, map[string]int64) {
 	pins := make([]string, 0, len(levels))
 	for pin := range levels {
 		pins = append(pins, pin)
 	}
 	sort.Strings(pins)
 	b := []byte{'{'}
+	at := make(map[string]int64, len(pins))
 	for i, pin := range pins {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = strconv.AppendQuote(b, pin)
-		if levels[pin] {
-			b = append(b, `:"high"`...)
-		} else {
-			b = append(b, `: "low"`...)
-		}
+		at[pin] = int64(len(b))
+		b = append(b, levelText(levels[pin])...)
 	}
-	return append(b, '}', '\n')
+	return append(b, '}', '\n'), at
 }
 
 // readLocked returns the latch's levels: this board's own, while the file
