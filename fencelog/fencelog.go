@@ -930,8 +930,13 @@ func (l *Log) Record(e Entry) error {
 		return ErrReadOnly
 	}
 	if len(l.pending) >= l.opts.AuditLimit {
+		// Drop the oldest by slicing, not copying: a stale flood beyond
+		// the limit would otherwise move the whole buffer for each entry.
+		// Appending reallocates once the array's end is reached, which
+		// lets the dropped entries go.
 		n := len(l.pending) - l.opts.AuditLimit + 1
-		l.pending = append(l.pending[:0], l.pending[n:]...)
+		clear(l.pending[:n])
+		l.pending = l.pending[n:]
 		l.dropped += uint64(n)
 	}
 	l.pending = append(l.pending, e)
