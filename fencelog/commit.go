@@ -198,9 +198,9 @@ type Stats struct {
 	// Commits is the number of write transactions committed since Open;
 	// each costs the disk two syncs (bbolt's data, then its meta page).
 	Commits uint64 `json:"commits"`
-	// Writes is the number of writes (applied commands, state changes,
-	// audit flushes) those commits held: Writes/Commits writes share each
-	// commit's syncs.
+	// Writes is the number of writes (admissions, each of one or more
+	// commands of a scope; state changes; audit flushes) those commits
+	// held: Writes/Commits writes share each commit's syncs.
 	Writes uint64 `json:"writes"`
 }
 

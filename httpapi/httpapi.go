@@ -50,8 +50,8 @@ type Status struct {
 	StoreFloor    uint64 `json:"store_floor"`
 	StoreFloorWhy string `json:"store_floor_why,omitempty"`
 	// StoreCommits counts the store's commits since the start, and the
-	// writes (applied commands, mostly) they held: each commit costs the
-	// disk two syncs, shared by its writes.
+	// writes (an actuator's applied commands, taken together, mostly) they
+	// held: each commit costs the disk two syncs, shared by its writes.
 	StoreCommits fencelog.Stats `json:"store_commits"`
 	// Topics is the command topic filter the gateway subscribes to.
 	Topics string `json:"topics"`
