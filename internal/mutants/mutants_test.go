@@ -587,8 +587,8 @@ var mutants = []mutant{
 		name: "retained-check-removed",
 		why:  "a command delivered with the retain flag (a stored retained message) is decided",
 		file: "mqttlink/link.go",
-		old:  "\tcase m.Retained():\n",
-		new:  "\tcase false && m.Retained():\n",
+		old:  "\t\tcase ms[i].Retained():\n",
+		new:  "\t\tcase false && ms[i].Retained():\n",
 		pkgs: []string{"./mqttlink"}, run: "TestRetainedCommandRefused",
 	},
 	{
