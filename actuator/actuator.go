@@ -117,6 +117,21 @@ type Options struct {
 	// is locked or its fence read: audited, nothing recorded or driven.
 	// It must not block.
 	Authorize func(c fence.Command, scope string) (reason string, err error)
+	// Observer, if set, is told what the bank does, for metrics.
+	Observer *Observer
+}
+
+// Observer receives the bank's measurements. Any of its funcs may be nil;
+// none may block: they run on the decision path.
+type Observer struct {
+	// Decided gets every answered command, as the event stream does.
+	Decided func(Event)
+	// Admitted gets each admission: its commands (one actuator's, taken
+	// together) and how long deciding and recording them took, the
+	// store's commit included.
+	Admitted func(took time.Duration, commands int)
+	// Driven gets each drive of an output and how long it took.
+	Driven func(actuator string, took time.Duration, err error)
 }
 
 // Bank is the set of configured actuators. Its methods are safe for
@@ -513,7 +528,11 @@ func (b *Bank) drive(o *output, s fence.State) error {
 			time.Sleep(wait)
 		}
 	}
+	start := time.Now()
 	err := o.pin.Out(o.level(s))
+	if ob := b.opts.Observer; ob != nil && ob.Driven != nil {
+		ob.Driven(o.Name, time.Since(start), err)
+	}
 	if s == fence.StateOff && o.lock != nil {
 		// Even a failed off may have moved the line: the dead time counts
 		// from now either way.
@@ -663,7 +682,11 @@ func (b *Bank) handle(o *output, cmds []fence.Command) []fence.Result {
 	for i, c := range cmds {
 		reqs[i] = fencelog.Request{Command: c, Plan: b.planner(o, c)}
 	}
+	start := time.Now()
 	adms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)
+	if ob := b.opts.Observer; ob != nil && ob.Admitted != nil {
+		ob.Admitted(time.Since(start), len(cmds))
+	}
 	results := make([]fence.Result, len(cmds))
 	for i, c := range cmds {
 		if err != nil {
@@ -883,6 +906,9 @@ func (b *Bank) Subscribe(buf int) (<-chan Event, func()) {
 
 func (b *Bank) emit(c fence.Command, scope string, res fence.Result) {
 	e := Event{At: time.Now(), Scope: scope, Holder: c.Holder, State: c.State, Result: res}
+	if ob := b.opts.Observer; ob != nil && ob.Decided != nil {
+		ob.Decided(e)
+	}
 	b.subMu.Lock()
 	defer b.subMu.Unlock()
 	for ch := range b.subs {

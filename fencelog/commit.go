@@ -150,6 +150,7 @@ func (l *Log) company(n int, d time.Duration) {
 // result.
 func (l *Log) commitBatch(batch []*write) {
 	failed := false
+	start := time.Now()
 	l.staged = make(map[string]scopeRecord)
 	err := l.db.Update(func(tx *bolt.Tx) error {
 		for _, w := range batch {
@@ -183,6 +184,9 @@ func (l *Log) commitBatch(batch []*write) {
 		g := &l.commit
 		g.commits.Add(1)
 		g.writes.Add(uint64(len(batch)))
+		if l.opts.OnCommit != nil {
+			l.opts.OnCommit(time.Since(start), len(batch))
+		}
 		if testHookCommitted != nil {
 			testHookCommitted(len(batch))
 		}
@@ -202,9 +206,17 @@ type Stats struct {
 	// commands of a scope; state changes; audit flushes) those commits
 	// held: Writes/Commits writes share each commit's syncs.
 	Writes uint64 `json:"writes"`
+	// AuditDropped counts the audit entries of stale, duplicate and
+	// rejected decisions dropped unwritten because AuditLimit of them
+	// waited for a write (a flood the background flush could not keep up
+	// with).
+	AuditDropped uint64 `json:"audit_dropped"`
 }
 
 // Stats returns the store's commit counts.
 func (l *Log) Stats() Stats {
-	return Stats{Commits: l.commit.commits.Load(), Writes: l.commit.writes.Load()}
+	l.mu.Lock()
+	dropped := l.dropped
+	l.mu.Unlock()
+	return Stats{Commits: l.commit.commits.Load(), Writes: l.commit.writes.Load(), AuditDropped: dropped}
 }

@@ -180,6 +180,10 @@ type Options struct {
 	// disk's sync would take (a benchmark of SD-card-like storage on a fast
 	// disk). Zero in normal use.
 	CommitDelay time.Duration
+	// OnCommit, if set, is told how long each commit took (its syncs
+	// included) and how many writes it held. It runs in the committing
+	// goroutine and must not block.
+	OnCommit func(took time.Duration, writes int)
 }
 
 // Entry is one audit record.

@@ -38,6 +38,9 @@ type Status struct {
 	LastErrorAt time.Time
 	// Failures counts failed attempts since the last successful connection.
 	Failures int
+	// Connects counts the connections made since the link started, and
+	// FailedAttempts every failed attempt since then.
+	Connects, FailedAttempts int
 	// Conflict names the other process serving the gateway id, if one was
 	// found; the gateway then takes no commands.
 	Conflict string
@@ -93,6 +96,7 @@ func (s *connState) failed(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.st.Failures++
+	s.st.FailedAttempts++
 	s.fail(why)
 	switch {
 	case s.st.Failures == 1 || why != s.loggedWhy:
@@ -122,6 +126,7 @@ func (s *connState) connected() {
 	}
 	s.everOnline = true
 	s.st.Connected, s.st.Since, s.st.Failures = true, now, 0
+	s.st.Connects++
 	s.upAt = now
 	s.loggedWhy = ""
 }

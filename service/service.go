@@ -33,6 +33,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
 	"github.com/fencegate/fencegate/httpapi"
+	gwmetrics "github.com/fencegate/fencegate/metrics"
 	"github.com/fencegate/fencegate/mqttlink"
 	"github.com/fencegate/fencegate/wire"
 )
@@ -89,8 +90,26 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		create = fencelog.Fresh()
 	}
 	_, statErr := os.Lstat(cfg.Store)
+	var flog *fencelog.Log
+	var link *mqttlink.Link
+	var names []string
+	for _, a := range cfg.Actuators {
+		names = append(names, a.Name)
+	}
+	mets := gwmetrics.New(gwmetrics.Sources{
+		Actuators: names,
+		Store:     func() fencelog.Stats { return flog.Stats() },
+		StorePath: cfg.Store,
+		Fences:    func() (map[string]fence.Fence, error) { return flog.Fences() },
+		Broker: func() gwmetrics.Broker {
+			st := link.Status()
+			return gwmetrics.Broker{Connected: st.Connected, Subscribed: st.Subscribed, Connects: st.Connects,
+				FailedAttempts: st.FailedAttempts, LastError: st.LastError, LastErrorAt: st.LastErrorAt}
+		},
+		Version: opts.Version,
+	})
 	flog, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: create, Gateway: cfg.ID, Logger: log.With("component", "fencelog"),
-		CommitDelay: opts.CommitDelay})
+		CommitDelay: opts.CommitDelay, OnCommit: mets.OnCommit})
 	if err != nil {
 		return err
 	}
@@ -102,7 +121,6 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	defer flog.Close()
 	info := Info{Store: cfg.Store}
 
-	var link *mqttlink.Link
 	bank, err := actuator.New(flog, cfg.Specs(), &actuator.Options{
 		Logger:      log.With("component", "actuator"),
 		Interlocks:  cfg.Locks(),
@@ -110,6 +128,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		AfterCommit: opts.AfterCommit,
 		Changed:     func(o []fence.Output) { link.Changed(o) },
 		Authorize:   authorize(cfg, log),
+		Observer:    mets.Observer(),
 	})
 	if err != nil {
 		return err
@@ -170,7 +189,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 		info.HTTP = ln.Addr().String()
 		st := &status{cfg: cfg, opts: opts, store: flog, link: link, started: time.Now().UTC()}
-		srv := &http.Server{Handler: httpapi.New(source{bank, st}, log.With("component", "http")), ReadHeaderTimeout: 5 * time.Second}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", mets.Handler())
+		mux.Handle("/", httpapi.New(source{bank, st}, log.With("component", "http")))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer func() {
 			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -240,6 +240,23 @@ func TestKill9UnderLoad(t *testing.T) {
 	checkReconciled(t, httpAddr, "final restart")
 }
 
+// runWithAPI starts a gateway (a fresh store, --init) on an embedded broker
+// with the given actuators' configuration and its API on a port of its
+// own, and waits until it is online and serves the API. It returns the
+// gateway's id, the API's address and a controller of its broker.
+func runWithAPI(t *testing.T, actuators string) (id, httpAddr string, ctl *testctl.Controller) {
+	t.Helper()
+	broker := testenv.EmbeddedBroker(t)
+	id = gatewayID(t)
+	httpAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cfg := writeConfigWith(t, t.TempDir(), id, broker, httpAddr, actuators)
+	p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
+	ctl = testctl.Connect(t, broker, wire.Topics{GatewayID: id})
+	ctl.WaitStatus(t, "online")
+	waitAPI(t, httpAddr, p)
+	return id, httpAddr, ctl
+}
+
 // waitAPI waits until p, and no other process, serves its API on addr.
 func waitAPI(t *testing.T, addr string, p *proc) {
 	t.Helper()

@@ -13,9 +13,6 @@ import (
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/httpapi"
-	"github.com/fencegate/fencegate/internal/testctl"
-	"github.com/fencegate/fencegate/internal/testenv"
-	"github.com/fencegate/fencegate/wire"
 )
 
 // TestStatusRuntime: GET /api/status counts the gateway process's own
@@ -25,14 +22,7 @@ import (
 // goroutines come back down.
 func TestStatusRuntime(t *testing.T) {
 	const streams = 100
-	broker := testenv.EmbeddedBroker(t)
-	id := gatewayID(t)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	cfg := writeConfigWith(t, t.TempDir(), id, broker, httpAddr, "actuators:\n  - {name: pump, pin: GPIO17}\n")
-	p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
-	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: id})
-	ctl.WaitStatus(t, "online")
-	waitAPI(t, httpAddr, p)
+	id, httpAddr, ctl := runWithAPI(t, "actuators:\n  - {name: pump, pin: GPIO17}\n")
 
 	status := func() httpapi.Runtime {
 		t.Helper()

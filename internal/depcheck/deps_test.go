@@ -81,6 +81,7 @@ func TestDependencyDirection(t *testing.T) {
 		// The broker connection's security, read by config: no broker client.
 		{"mqttsec", []string{paho, bbolt, mochi, gpio, yaml, mod}},
 		{"httpapi", []string{paho, mochi, gpio}},
+		{"metrics", []string{paho, mochi, gpio, mod + "mqttlink", mod + "boards"}},
 		// The run path: everything `gateway run` uses. The embedded broker
 		// and the simulator belong to the simulator only.
 		{"service", []string{mochi, mod + "sim", mod + "scenario", mod + "mqttbroker", "go.etcd.io/etcd", mod + "lease"}},

@@ -40,3 +40,21 @@ func isMutantRow(line string) bool {
 	cells := strings.Split(strings.Trim(line, "| "), " | ")
 	return len(cells) == 3 && strings.Contains(cells[2], "Test")
 }
+
+// TestMutantsApply: every mutant's edits find their text exactly once in
+// the working tree, so that a change of the code that moves a mutant's
+// text fails make test at once, not make mutants twenty minutes later.
+func TestMutantsApply(t *testing.T) {
+	for _, m := range mutants {
+		for _, e := range append([]edit{{m.file, m.old, m.new}}, m.more...) {
+			b, err := os.ReadFile(filepath.Join("..", "..", e.file))
+			if err != nil {
+				t.Errorf("mutant %s: %v", m.name, err)
+				continue
+			}
+			if n := strings.Count(string(b), e.old); n != 1 {
+				t.Errorf("mutant %s: its text occurs %d times in %s (want once); update the mutant to the code:\n%s", m.name, n, e.file, e.old)
+			}
+		}
+	}
+}

@@ -358,8 +358,8 @@ var mutants = []mutant{
 		name: "batch-done-before-commit",
 		why:  "the writers batched behind a commit's leader learn that their writes are done before the commit: their outputs may be driven on fences a power cut loses",
 		file: "fencelog/commit.go",
-		old:  "\tfailed := false\n\tl.staged = make(map[string]scopeRecord)\n",
-		new:  "\tfor _, w := range batch[1:] {\n\t\tw.done <- nil\n\t}\n\tfailed := false\n\tl.staged = make(map[string]scopeRecord)\n",
+		old:  "\tfailed := false\n\tstart := time.Now()\n",
+		new:  "\tfor _, w := range batch[1:] {\n\t\tw.done <- nil\n\t}\n\tfailed := false\n\tstart := time.Now()\n",
 		pkgs: []string{"./fencelog"}, run: "TestNoWriteReturnsBeforeItsCommit",
 	},
 	{
