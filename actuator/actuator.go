@@ -576,6 +576,14 @@ func (b *Bank) Republish() {
 	}
 }
 
+// Started reports whether Start has driven every output to its recorded
+// (or boot) state.
+func (b *Bank) Started() bool {
+	b.startMu.Lock()
+	defer b.startMu.Unlock()
+	return b.started
+}
+
 // Names returns the actuator names in configuration order.
 func (b *Bank) Names() []string { return slices.Clone(b.order) }
 
@@ -623,10 +631,7 @@ func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.R
 		}
 		return results, nil
 	}
-	b.startMu.Lock()
-	started := b.started
-	b.startMu.Unlock()
-	if !started {
+	if !b.Started() {
 		return nil, errors.New("actuator: Handle before Start")
 	}
 	var todo []int // the commands to decide: those authorized

@@ -10,6 +10,11 @@
 //	                      the level read back from its pin
 //	GET /api/audit?n=N    the newest N audit entries (default 50), oldest first
 //	GET /api/events       Server-Sent Events: one "decision" event per answer
+//	GET /healthz          200 while the process serves
+//	GET /readyz           200 while the gateway can take and carry out
+//	                      commands (store writable, outputs reconciled,
+//	                      broker connected and subscribed), else 503; the
+//	                      body says which check fails and why
 //
 // Nothing here changes anything: commands go over MQTT, where they are
 // fenced.
@@ -53,6 +58,12 @@ type Status struct {
 	// writes (an actuator's applied commands, taken together, mostly) they
 	// held: each commit costs the disk two syncs, shared by its writes.
 	StoreCommits fencelog.Stats `json:"store_commits"`
+	// StoreError is why the store takes no more writes (a failed commit:
+	// the gateway stops for its supervisor to reopen it); "" while it does.
+	StoreError string `json:"store_error,omitempty"`
+	// Reconciled is true once every output was driven to its recorded (or
+	// boot) state at start.
+	Reconciled bool `json:"reconciled"`
 	// Topics is the command topic filter the gateway subscribes to.
 	Topics string `json:"topics"`
 	Broker Broker `json:"broker"`
@@ -140,6 +151,18 @@ func New(src Source, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /", dashboard.Handler())
 	mux.HandleFunc("GET /api/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, src.Status()) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		rd := readiness(src.Status())
+		w.Header().Set("Content-Type", "application/json")
+		if !rd.Ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		json.NewEncoder(w).Encode(rd)
+	})
 	mux.HandleFunc("GET /api/actuators", func(w http.ResponseWriter, r *http.Request) {
 		sts, err := src.Statuses()
 		if err != nil {
@@ -269,4 +292,45 @@ func decisionJSON(e actuator.Event) Decision {
 	r := e.Result
 	return Decision{At: e.At.UTC(), Scope: e.Scope, Actuator: r.Actuator, ID: r.ID, Holder: e.Holder,
 		Outcome: r.Outcome, Reason: r.Reason, Command: r.Command, Want: e.State.String(), Fence: r.Fence, State: r.State.String(), Error: r.Error}
+}
+
+// Readiness is GET /readyz: whether the gateway can take and carry out
+// commands now, and each check that decides it.
+type Readiness struct {
+	Ready  bool    `json:"ready"`
+	Checks []Check `json:"checks"`
+}
+
+// Check is one condition of readiness: ok, or why not.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// readiness judges st: the store takes writes, the outputs were
+// reconciled, and the broker connection takes commands.
+func readiness(st Status) Readiness {
+	store := Check{Name: "store", OK: st.StoreError == "", Detail: "writable: " + st.Store}
+	if !store.OK {
+		store.Detail = st.StoreError
+	}
+	outputs := Check{Name: "outputs", OK: st.Reconciled, Detail: "reconciled to the recorded states"}
+	if !outputs.OK {
+		outputs.Detail = "not yet reconciled"
+	}
+	b := st.Broker
+	broker := Check{Name: "broker", OK: b.Connected && b.Subscribed, Detail: "connected to " + b.URL + ", taking commands on " + st.Topics}
+	switch {
+	case b.Conflict != "":
+		broker.Detail = "another process serves this gateway id: " + b.Conflict
+	case !b.Connected && b.LastError != "":
+		broker.Detail = "not connected to " + b.URL + ": " + b.LastError
+	case !b.Connected:
+		broker.Detail = "connecting to " + b.URL
+	case !b.Subscribed:
+		broker.Detail = "connected to " + b.URL + ", not yet taking commands (claiming the gateway id, subscribing)"
+	}
+	checks := []Check{store, outputs, broker}
+	return Readiness{Ready: store.OK && outputs.OK && broker.OK, Checks: checks}
 }

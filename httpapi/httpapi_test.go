@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,3 +114,65 @@ func TestEventsAuditAndDashboard(t *testing.T) {
 		t.Errorf("POST /api/actuators = %d, want 405: the API is read-only", r.StatusCode)
 	}
 }
+
+// GET /healthz answers while the process serves; GET /readyz answers 503,
+// naming the failing check, while the broker is not connected, and when
+// the store refused a write (a real store, deleted under it).
+func TestHealthAndReadiness(t *testing.T) {
+	srv, _ := newServer(t)
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("GET /healthz = %d %q, want 200 ok", code, body)
+	}
+	code, body := get("/readyz")
+	var rd httpapi.Readiness
+	if err := json.Unmarshal([]byte(body), &rd); err != nil {
+		t.Fatalf("GET /readyz: %v: %s", err, body)
+	}
+	if code != http.StatusServiceUnavailable || rd.Ready || !strings.Contains(body, "connection refused") {
+		t.Errorf("GET /readyz with the broker not connected = %d %s, want 503 saying why", code, body)
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fence.db")
+	l, err := fencelog.Open(path, &fencelog.Options{Create: fencelog.Fresh()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	os.Remove(path)
+	if _, err := l.Admit("pump", fence.Command{ID: "x", Actuator: "pump", Fence: fence.Fence{Token: 1}, State: fence.StateOn}, fence.Rules{}, nil); err == nil {
+		t.Fatal("a commit into a deleted store succeeded")
+	}
+	st := httpapi.Status{Store: path, StoreError: l.Err().Error(), Reconciled: true, Broker: httpapi.Broker{Connected: true, Subscribed: true}}
+	broken := httptest.NewServer(httpapi.New(fixed{source{}, st}, nil))
+	defer broken.Close()
+	resp, err := http.Get(broken.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd = httpapi.Readiness{}
+	json.NewDecoder(resp.Body).Decode(&rd)
+	if resp.StatusCode != http.StatusServiceUnavailable || rd.Ready || rd.Checks[0].Name != "store" || rd.Checks[0].OK ||
+		!strings.Contains(rd.Checks[0].Detail, "was deleted") {
+		t.Errorf("GET /readyz with a broken store = %d %+v, want 503 with the store's failure", resp.StatusCode, rd)
+	}
+}
+
+// fixed is a source with a given status.
+type fixed struct {
+	source
+	st httpapi.Status
+}
+
+func (f fixed) Status() httpapi.Status { return f.st }

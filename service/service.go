@@ -188,7 +188,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 			return fmt.Errorf("service: http %s: %w (set http: to another address, or \"\" to disable)", addr, err)
 		}
 		info.HTTP = ln.Addr().String()
-		st := &status{cfg: cfg, opts: opts, store: flog, link: link, started: time.Now().UTC()}
+		st := &status{cfg: cfg, opts: opts, store: flog, link: link, bank: bank, started: time.Now().UTC()}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", mets.Handler())
 		mux.Handle("/", httpapi.New(source{bank, st}, log.With("component", "http")))
@@ -259,7 +259,15 @@ type status struct {
 	opts    Options
 	store   *fencelog.Log
 	link    *mqttlink.Link
+	bank    *actuator.Bank
 	started time.Time
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // Status implements httpapi.Source.
@@ -274,6 +282,8 @@ func (s *status) Status() httpapi.Status {
 		StoreFloor:    s.store.Birth().Floor,
 		StoreFloorWhy: s.store.Birth().Why,
 		StoreCommits:  s.store.Stats(),
+		StoreError:    errText(s.store.Err()),
+		Reconciled:    s.bank.Started(),
 		Broker:        broker(s.link.Status()),
 		Topics:        wire.Topics{Prefix: s.cfg.MQTT.TopicPrefix, GatewayID: s.cfg.ID}.SetFilter(),
 		Runtime:       readRuntime(),
