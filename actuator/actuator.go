@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
@@ -160,6 +161,10 @@ type scope struct {
 	// before it waits: the tests' hook to force the interleavings a
 	// broken lock would allow (see export_test.go). Set before use.
 	waiting func()
+	// moved is when the lock's holder last made progress (took the lock,
+	// or went on to its batch's next command), Unix ns; 0 while the lock
+	// is free. See Bank.Stalled.
+	moved atomic.Int64
 }
 
 func (s *scope) lock(ctx context.Context) error {
@@ -168,6 +173,7 @@ func (s *scope) lock(ctx context.Context) error {
 	}
 	select {
 	case s.sem <- struct{}{}:
+		s.progress()
 		return nil
 	default:
 	}
@@ -176,13 +182,20 @@ func (s *scope) lock(ctx context.Context) error {
 	}
 	select {
 	case s.sem <- struct{}{}:
+		s.progress()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-func (s *scope) unlock() { <-s.sem }
+func (s *scope) unlock() {
+	s.moved.Store(0)
+	<-s.sem
+}
+
+// progress notes that the lock's holder moved on. The lock must be held.
+func (s *scope) progress() { s.moved.Store(time.Now().UnixNano()) }
 
 type output struct {
 	Spec
@@ -576,6 +589,23 @@ func (b *Bank) Republish() {
 	}
 }
 
+// Stalled names the scope whose lock has been held for longer than limit
+// without progress (a drive that never returns, a commit that never
+// does, a deadlock), and for how long; "" if none. A batch makes progress
+// with each command an interlock takes one at a time, so only one
+// command's work counts: its record, its dead time, its drives.
+func (b *Bank) Stalled(limit time.Duration) (scope string, held time.Duration) {
+	now := time.Now()
+	for _, sc := range b.scopes {
+		if moved := sc.moved.Load(); moved != 0 {
+			if d := now.Sub(time.Unix(0, moved)); d > limit && d > held {
+				scope, held = sc.name, d
+			}
+		}
+	}
+	return scope, held
+}
+
 // Started reports whether Start has driven every output to its recorded
 // (or boot) state.
 func (b *Bank) Started() bool {
@@ -658,6 +688,7 @@ func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.R
 		// pins, which the commands before it may have moved: one at a
 		// time, each planned after the one before it was driven.
 		for _, i := range todo {
+			o.scope.progress()
 			decided = append(decided, b.handle(o, cmds[i:i+1])...)
 		}
 	}

@@ -35,6 +35,7 @@ type committer struct {
 
 	commits atomic.Uint64 // transactions committed
 	writes  atomic.Uint64 // writes they held
+	running atomic.Int64  // when the commit in progress began (Unix ns); 0: none
 }
 
 type write struct {
@@ -151,6 +152,8 @@ func (l *Log) company(n int, d time.Duration) {
 func (l *Log) commitBatch(batch []*write) {
 	failed := false
 	start := time.Now()
+	l.commit.running.Store(start.UnixNano())
+	defer l.commit.running.Store(0)
 	l.staged = make(map[string]scopeRecord)
 	err := l.db.Update(func(tx *bolt.Tx) error {
 		for _, w := range batch {
@@ -219,4 +222,14 @@ func (l *Log) Stats() Stats {
 	dropped := l.dropped
 	l.mu.Unlock()
 	return Stats{Commits: l.commit.commits.Load(), Writes: l.commit.writes.Load(), AuditDropped: dropped}
+}
+
+// CommitRunning returns how long the store's commit in progress has been
+// running; 0 if none is. A commit that runs for ever (a disk that stopped
+// answering) shows here, for the service manager's watchdog.
+func (l *Log) CommitRunning() time.Duration {
+	if began := l.commit.running.Load(); began != 0 {
+		return time.Since(time.Unix(0, began))
+	}
+	return 0
 }

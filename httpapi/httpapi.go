@@ -156,7 +156,7 @@ func New(src Source, log *slog.Logger) http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		rd := readiness(src.Status())
+		rd := ReadinessOf(src.Status())
 		w.Header().Set("Content-Type", "application/json")
 		if !rd.Ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -308,9 +308,9 @@ type Check struct {
 	Detail string `json:"detail"`
 }
 
-// readiness judges st: the store takes writes, the outputs were
+// ReadinessOf judges st: the store takes writes, the outputs were
 // reconciled, and the broker connection takes commands.
-func readiness(st Status) Readiness {
+func ReadinessOf(st Status) Readiness {
 	store := Check{Name: "store", OK: st.StoreError == "", Detail: "writable: " + st.Store}
 	if !store.OK {
 		store.Detail = st.StoreError
@@ -333,4 +333,20 @@ func readiness(st Status) Readiness {
 	}
 	checks := []Check{store, outputs, broker}
 	return Readiness{Ready: store.OK && outputs.OK && broker.OK, Checks: checks}
+}
+
+// String says it in one line, for people and for systemd's STATUS=: what
+// the gateway does when ready, else the first check that fails.
+func (r Readiness) String() string {
+	for _, c := range r.Checks {
+		if !c.OK {
+			return "not ready: " + c.Name + ": " + c.Detail
+		}
+	}
+	for _, c := range r.Checks {
+		if c.Name == "broker" {
+			return "ready: " + c.Detail
+		}
+	}
+	return "ready"
 }

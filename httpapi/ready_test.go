@@ -29,7 +29,7 @@ func TestReadiness(t *testing.T) {
 	} {
 		st := ok
 		tt.change(&st)
-		rd := readiness(st)
+		rd := ReadinessOf(st)
 		if rd.Ready != (tt.failed == "") {
 			t.Errorf("%s: ready = %v", tt.name, rd.Ready)
 		}
@@ -40,6 +40,9 @@ func TestReadiness(t *testing.T) {
 			if c.Name == tt.failed && !strings.Contains(c.Detail, tt.detail) {
 				t.Errorf("%s: check %s says %q, want it to say %q", tt.name, c.Name, c.Detail, tt.detail)
 			}
+		}
+		if line := rd.String(); (tt.failed == "") != strings.HasPrefix(line, "ready: connected to") || !strings.Contains(line, tt.detail) {
+			t.Errorf("%s: %q", tt.name, line)
 		}
 		if len(rd.Checks) != 3 {
 			t.Errorf("%s: %d checks, want store, outputs and broker", tt.name, len(rd.Checks))

@@ -485,7 +485,9 @@ func TestUnit(t *testing.T) {
 	}
 	s := unitSettings(t, string(text))
 	want := map[string]string{
-		"Type":                     "exec",
+		"Type":                     "notify",
+		"NotifyAccess":             "main",
+		"WatchdogSec":              "30s",
 		"ExecStart":                binPath + " run --config " + configPath,
 		"Restart":                  "on-failure",
 		"RestartSec":               "2",

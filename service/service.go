@@ -35,6 +35,7 @@ import (
 	"github.com/fencegate/fencegate/httpapi"
 	gwmetrics "github.com/fencegate/fencegate/metrics"
 	"github.com/fencegate/fencegate/mqttlink"
+	"github.com/fencegate/fencegate/supervise"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -143,6 +144,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		log.Warn("configuration warning", "component", "config", "warning", w)
 	}
 	var readyOnce sync.Once
+	st := &status{cfg: cfg, opts: opts, store: flog, bank: bank, started: time.Now().UTC()}
 	link = mqttlink.New(mqttlink.Options{
 		Broker:    cfg.MQTT.Broker,
 		Topics:    topics,
@@ -158,12 +160,14 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		Ready: func() {
 			readyOnce.Do(func() {
 				log.Info("gateway ready", "id", cfg.ID, "subscribed", topics.SetFilter())
+				supervise.Ready(st.readiness().String())
 				if opts.Ready != nil {
 					opts.Ready(info)
 				}
 			})
 		},
 	}, bank)
+	st.link = link
 
 	board, err := openBoard(cfg, bank)
 	if err != nil {
@@ -188,7 +192,6 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 			return fmt.Errorf("service: http %s: %w (set http: to another address, or \"\" to disable)", addr, err)
 		}
 		info.HTTP = ln.Addr().String()
-		st := &status{cfg: cfg, opts: opts, store: flog, link: link, bank: bank, started: time.Now().UTC()}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", mets.Handler())
 		mux.Handle("/", httpapi.New(source{bank, st}, log.With("component", "http")))
@@ -204,6 +207,21 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if opts.Listening != nil {
 		opts.Listening(info)
 	}
+
+	if wd := supervise.Watchdog(); wd > 0 {
+		for _, g := range cfg.Locks() {
+			if g.DeadTime+time.Second > supervise.StallLimit(wd) {
+				log.Warn("WatchdogSec is too short for this interlock's dead time: a command waiting out the dead time may stop the watchdog's pings and have systemd restart the gateway; "+
+					"set WatchdogSec to at least twice the dead time plus 2 s", "interlock", g.Name, "dead_time", g.DeadTime.String(), "watchdog", wd.String())
+			}
+		}
+	}
+	go supervise.Run(ctx, supervise.Options{
+		Status:  func() string { return st.readiness().String() },
+		Stalled: func(limit time.Duration) string { return stalled(flog, bank, limit) },
+		Logger:  log.With("component", "supervise"),
+	})
+	defer supervise.Stopping()
 
 	go func() {
 		select {
@@ -261,6 +279,21 @@ type status struct {
 	link    *mqttlink.Link
 	bank    *actuator.Bank
 	started time.Time
+}
+
+// readiness judges the gateway's status (GET /readyz).
+func (s *status) readiness() httpapi.Readiness { return httpapi.ReadinessOf(s.Status()) }
+
+// stalled says why the decision path has stood still for longer than
+// limit: a store commit, or a scope held without progress; "" if neither.
+func stalled(flog *fencelog.Log, bank *actuator.Bank, limit time.Duration) string {
+	if d := flog.CommitRunning(); d > limit {
+		return fmt.Sprintf("a commit of the fence store has run for %v", d.Round(time.Millisecond))
+	}
+	if sc, d := bank.Stalled(limit); sc != "" {
+		return fmt.Sprintf("scope %s has been held for %v without progress", sc, d.Round(time.Millisecond))
+	}
+	return ""
 }
 
 func errText(err error) string {

@@ -24,15 +24,29 @@ const envCommitDelay = "FENCEGATE_COMMIT_DELAY"
 // process with SIGKILL after the Nth durable commit and before its drive,
 // where N is FENCEGATE_CRASH_AFTER_COMMIT. This is the window between the
 // fsync and the output that reconciliation at the next start must close.
+//
+// FENCEGATE_HANG_AFTER_COMMIT=N instead makes the Nth applied command
+// hang there for ever, holding its scope's lock: a decision path stuck as
+// by a drive that never returns (the watchdog test).
 func failpoint() func(fence.Command) {
-	n, err := strconv.ParseInt(os.Getenv("FENCEGATE_CRASH_AFTER_COMMIT"), 10, 64)
-	if err != nil || n <= 0 {
+	at := func(name string) int64 {
+		n, err := strconv.ParseInt(os.Getenv(name), 10, 64)
+		if err != nil || n <= 0 {
+			return 0
+		}
+		return n
+	}
+	crash, hang := at("FENCEGATE_CRASH_AFTER_COMMIT"), at("FENCEGATE_HANG_AFTER_COMMIT")
+	if crash == 0 && hang == 0 {
 		return nil
 	}
 	var count atomic.Int64
 	return func(fence.Command) {
-		if count.Add(1) == n {
+		switch count.Add(1) {
+		case crash:
 			killSelf() // never drives
+		case hang:
+			select {} // never drives, never lets the scope go
 		}
 	}
 }

@@ -82,6 +82,7 @@ func TestDependencyDirection(t *testing.T) {
 		{"mqttsec", []string{paho, bbolt, mochi, gpio, yaml, mod}},
 		{"httpapi", []string{paho, mochi, gpio}},
 		{"metrics", []string{paho, mochi, gpio, mod + "mqttlink", mod + "boards"}},
+		{"supervise", []string{paho, bbolt, mochi, gpio, yaml, mod}},
 		// The run path: everything `gateway run` uses. The embedded broker
 		// and the simulator belong to the simulator only.
 		{"service", []string{mochi, mod + "sim", mod + "scenario", mod + "mqttbroker", "go.etcd.io/etcd", mod + "lease"}},

@@ -353,6 +353,23 @@ var mutants = []mutant{
 		new:  `"password_from", l.opts.Settings.PasswordFrom, "password", l.opts.Password)`,
 		pkgs: []string{"./cmd/gateway"}, run: "TestSecretsNeverShown",
 	},
+	// Operability (issue 12).
+	{
+		name: "watchdog-pings-when-stuck",
+		why:  "the gateway pings systemd's watchdog while its decision path is stuck: a hung drive or store is never restarted",
+		file: "supervise/supervise.go",
+		old:  "\t\tcase why == \"\":\n",
+		new:  "\t\tcase true:\n",
+		pkgs: []string{"./cmd/gateway"}, run: "TestSystemdNotify",
+	},
+	{
+		name: "ready-without-broker",
+		why:  "GET /readyz says ready while the broker is not connected",
+		file: "httpapi/httpapi.go",
+		old:  "OK: b.Connected && b.Subscribed,",
+		new:  "OK: true,",
+		pkgs: []string{"./cmd/gateway"}, run: "TestReadyzFollowsTheBroker",
+	},
 	// Group commit (issue 11).
 	{
 		name: "batch-done-before-commit",
