@@ -872,6 +872,9 @@ func (b *Bank) Reject(c fence.Command, reason string, err error) fence.Result {
 // Audit returns up to n of the newest audit entries, oldest first.
 func (b *Bank) Audit(n int) ([]fencelog.Entry, error) { return b.log.Audit(n) }
 
+// FindAudit returns the newest audit entries that q selects, oldest first.
+func (b *Bank) FindAudit(q fencelog.AuditQuery) ([]fencelog.Entry, error) { return b.log.FindAudit(q) }
+
 // Output returns the recorded state of the named actuator.
 func (b *Bank) Output(name string) (fence.Output, error) {
 	o, ok := b.outs[name]

@@ -949,32 +949,65 @@ func (l *Log) Record(e Entry) error {
 
 // Audit returns up to n of the newest audit entries, oldest first,
 // including buffered ones not yet written.
-func (l *Log) Audit(n int) ([]Entry, error) {
+func (l *Log) Audit(n int) ([]Entry, error) { return l.FindAudit(AuditQuery{Limit: n}) }
+
+// AuditOutcomes are the outcomes an audit entry may have: the answers'
+// and the gateway's own actions (boot, moved, interlock).
+var AuditOutcomes = []fence.Outcome{fence.Applied, fence.Duplicate, fence.Stale, fence.Rejected, fence.Failed,
+	OutcomeBoot, OutcomeMoved, OutcomeInterlock}
+
+// AuditQuery selects audit entries. Empty fields select everything.
+type AuditQuery struct {
+	// Actuator, Outcome (one of AuditOutcomes) and Holder must equal the
+	// entry's.
+	Actuator string
+	Outcome  fence.Outcome
+	Holder   string
+	// Since and Until bound the entry's time: Since <= At < Until.
+	Since, Until time.Time
+	// Limit is the most entries returned, the newest that match.
+	Limit int
+}
+
+func (q AuditQuery) match(e Entry) bool {
+	return (q.Actuator == "" || e.Actuator == q.Actuator) && (q.Outcome == "" || e.Outcome == q.Outcome) &&
+		(q.Holder == "" || e.Holder == q.Holder) && (q.Since.IsZero() || !e.At.Before(q.Since)) &&
+		(q.Until.IsZero() || e.At.Before(q.Until))
+}
+
+// FindAudit returns up to q.Limit of the newest audit entries that q
+// selects, oldest first (in the order they were written), including
+// buffered ones not yet written. It reads the trail from its newest entry
+// back, all of it if need be: times are the wall clock's, which a clock
+// step can make go backwards, so an entry older than Since does not end
+// the search.
+func (l *Log) FindAudit(q AuditQuery) ([]Entry, error) {
+	l.mu.Lock()
 	var out []Entry
+	for i := len(l.pending) - 1; i >= 0 && len(out) < q.Limit; i-- {
+		if q.match(l.pending[i]) {
+			out = append(out, l.pending[i])
+		}
+	}
+	l.mu.Unlock()
 	err := l.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketAudit).Cursor()
-		for k, v := c.Last(); k != nil && len(out) < n; k, v = c.Prev() {
+		for k, v := c.Last(); k != nil && len(out) < q.Limit; k, v = c.Prev() {
 			var e Entry
 			if err := json.Unmarshal(v, &e); err != nil {
 				return err
 			}
 			e.Seq = binary.BigEndian.Uint64(k)
-			out = append(out, e)
+			if q.match(e) {
+				out = append(out, e)
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fencelog: read audit: %w", err)
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	l.mu.Lock()
-	out = append(out, l.pending...)
-	l.mu.Unlock()
-	if len(out) > n {
-		out = out[len(out)-n:]
-	}
+	slices.Reverse(out)
 	return out, nil
 }
 

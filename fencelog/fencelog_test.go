@@ -716,3 +716,54 @@ func TestTokenJump(t *testing.T) {
 		t.Errorf("audit has %d token-jump rejections, want 3:\n%+v", rejected, audit)
 	}
 }
+
+// FindAudit selects entries by actuator, outcome, holder and time, the
+// newest up to its limit, oldest first, buffered ones included.
+func TestFindAudit(t *testing.T) {
+	now := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
+	var at time.Time
+	l, _ := openLog(t, &Options{AuditFlush: -1, Now: func() time.Time { return at }})
+	for i, c := range []struct {
+		c    fence.Command
+		want fence.Outcome
+	}{
+		{cmd("a-1", "pump", 41, 0, fence.StateOn), fence.Applied},  // 07:01
+		{cmd("b-1", "pump", 42, 0, fence.StateOff), fence.Applied}, // 07:02
+		{cmd("a-2", "pump", 41, 1, fence.StateOn), fence.Stale},    // 07:03, buffered
+		{cmd("b-2", "fan", 42, 0, fence.StateOn), fence.Applied},   // 07:04
+		{cmd("a-3", "pump", 41, 2, fence.StateOn), fence.Stale},    // 07:05, buffered
+	} {
+		at = now.Add(time.Duration(i+1) * time.Minute)
+		scope := c.c.Actuator
+		admit(t, l, scope, c.c, c.want)
+	}
+	ids := func(q AuditQuery) string {
+		t.Helper()
+		es, err := l.FindAudit(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range es {
+			out = append(out, e.ID)
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tt := range []struct {
+		q    AuditQuery
+		want string
+	}{
+		{AuditQuery{Limit: 10}, "a-1 b-1 a-2 b-2 a-3"},
+		{AuditQuery{Limit: 2}, "b-2 a-3"},
+		{AuditQuery{Limit: 10, Actuator: "pump"}, "a-1 b-1 a-2 a-3"},
+		{AuditQuery{Limit: 10, Outcome: fence.Stale}, "a-2 a-3"},
+		{AuditQuery{Limit: 1, Outcome: fence.Stale}, "a-3"},
+		{AuditQuery{Limit: 10, Holder: "h-b-1"}, "b-1"},
+		{AuditQuery{Limit: 10, Since: now.Add(2 * time.Minute), Until: now.Add(4 * time.Minute)}, "b-1 a-2"},
+		{AuditQuery{Limit: 10, Actuator: "valve"}, ""},
+	} {
+		if got := ids(tt.q); got != tt.want {
+			t.Errorf("FindAudit(%+v) = %q, want %q", tt.q, got, tt.want)
+		}
+	}
+}

@@ -8,7 +8,9 @@
 //	                      process's goroutines and heap
 //	GET /api/actuators    every actuator: recorded state, fence, holder and
 //	                      the level read back from its pin
-//	GET /api/audit?n=N    the newest N audit entries (default 50), oldest first
+//	GET /api/audit?n=N    the newest N audit entries (default 50), oldest first;
+//	                      &actuator=, &outcome=, &holder=, &since=, &until=
+//	                      (RFC 3339 times) select among them
 //	GET /api/events       Server-Sent Events: one "decision" event per answer
 //	GET /healthz          200 while the process serves
 //	GET /readyz           200 while the gateway can take and carry out
@@ -22,9 +24,12 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,7 +42,7 @@ import (
 // Source is what the API reads: an *actuator.Bank and the gateway's status.
 type Source interface {
 	Statuses() ([]actuator.Status, error)
-	Audit(n int) ([]fencelog.Entry, error)
+	FindAudit(q fencelog.AuditQuery) ([]fencelog.Entry, error)
 	Subscribe(buf int) (<-chan actuator.Event, func())
 	Status() Status
 }
@@ -177,15 +182,12 @@ func New(src Source, log *slog.Logger) http.Handler {
 		writeJSON(w, out)
 	})
 	mux.HandleFunc("GET /api/audit", func(w http.ResponseWriter, r *http.Request) {
-		n := 50
-		if v := r.URL.Query().Get("n"); v != "" {
-			var err error
-			if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 10000 {
-				http.Error(w, "n: want a number from 1 to 10000", http.StatusBadRequest)
-				return
-			}
+		q, err := ParseAuditQuery(r.URL.Query())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
 		}
-		es, err := src.Audit(n)
+		es, err := src.FindAudit(q)
 		if err != nil {
 			http.Error(w, "cannot read the audit trail: "+err.Error(), http.StatusInternalServerError)
 			return
@@ -349,4 +351,34 @@ func (r Readiness) String() string {
 		}
 	}
 	return "ready"
+}
+
+// ParseAuditQuery reads the audit trail's filters from a query string (GET
+// /api/audit): n (1 to 10000, default 50), actuator, outcome, holder, and
+// since and until as RFC 3339 times.
+func ParseAuditQuery(v url.Values) (fencelog.AuditQuery, error) {
+	q := fencelog.AuditQuery{Limit: 50, Actuator: v.Get("actuator"), Outcome: fence.Outcome(v.Get("outcome")), Holder: v.Get("holder")}
+	if q.Outcome != "" && !slices.Contains(fencelog.AuditOutcomes, q.Outcome) {
+		return q, fmt.Errorf("outcome=%q: want one of %v", q.Outcome, fencelog.AuditOutcomes)
+	}
+	if s := v.Get("n"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 10000 {
+			return q, errors.New("n: want a number from 1 to 10000")
+		}
+		q.Limit = n
+	}
+	for _, t := range []struct {
+		name string
+		to   *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if s := v.Get(t.name); s != "" {
+			at, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return q, fmt.Errorf("%s=%q: want an RFC 3339 time, e.g. 2026-12-03T07:00:00Z", t.name, s)
+			}
+			*t.to = at
+		}
+	}
+	return q, nil
 }

@@ -61,6 +61,7 @@ Usage:
                                        create the fence store once, with a floor (fails if it exists)
   gateway check --config FILE          check a configuration, its store and board, as run would
   gateway inspect --store FILE         print fences and recent audit entries (read-only)
+  gateway audit --store FILE|--api URL print recent decisions, filtered; --follow a running gateway's
   gateway keygen --out PATH            make a controller's key pair for signed commands
   gateway bench [--profile P]          measure the gateway on this machine and disk (docs/performance.md)
   gateway version                      print the version
@@ -152,6 +153,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdCheck(ctx, rest, stdout, stderr)
 	case "init":
 		return cmdInit(ctx, rest, stdout, stderr)
+	case "audit":
+		return cmdAudit(ctx, rest, stdout, stderr)
 	case "inspect":
 		return cmdInspect(rest, stdout, stderr)
 	case "keygen":
