@@ -122,6 +122,13 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	defer flog.Close()
 	info := Info{Store: cfg.Store}
 
+	decisions := newDecisionLog(log.With("component", "decisions"), floodInterval)
+	observer := mets.Observer()
+	counted := observer.Decided
+	observer.Decided = func(e actuator.Event) {
+		counted(e)
+		decisions.decided(e)
+	}
 	bank, err := actuator.New(flog, cfg.Specs(), &actuator.Options{
 		Logger:      log.With("component", "actuator"),
 		Interlocks:  cfg.Locks(),
@@ -129,7 +136,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		AfterCommit: opts.AfterCommit,
 		Changed:     func(o []fence.Output) { link.Changed(o) },
 		Authorize:   authorize(cfg, log),
-		Observer:    mets.Observer(),
+		Observer:    observer,
 	})
 	if err != nil {
 		return err
@@ -216,6 +223,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 			}
 		}
 	}
+	go decisions.run(ctx)
 	go supervise.Run(ctx, supervise.Options{
 		Status:  func() string { return st.readiness().String() },
 		Stalled: func(limit time.Duration) string { return stalled(flog, bank, limit) },

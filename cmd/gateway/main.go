@@ -191,10 +191,19 @@ func versionNumber() string {
 	return "(devel)"
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+// newLogger makes the log of a command: at level and above, in format
+// (text, slog's key=value lines, or json, one JSON object a line).
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, usageErr("--log-level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	o := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, usageErr("--log-format %q: want text or json", format)
 }

@@ -38,7 +38,8 @@ given), takes over the outputs at their recorded or boot states, and takes
 fenced commands from the broker until SIGINT or SIGTERM.`)
 	cfgPath := fs.String("config", "", "configuration file (YAML)")
 	initStore := fs.Bool("init", false, "create the fence store if it is missing, as gateway init --new does: every token passes (for the simulator and tests; never in a supervisor's command line)")
-	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error (debug adds every duplicate command)")
+	format := fs.String("log-format", "text", "log format: text (key=value) or json (one object a line)")
 	crashFile := fs.String("sim-crash-file", "", "sim board only: after a durable commit, if this file exists, remove it and die before driving")
 	fs.hide("sim-crash-file") // the simulator's crash scenario
 	announce := fs.Bool("announce", false, "print \""+bench.AnnouncePrefix+"ADDR\" on stdout once the API listens (its address, also when the configuration says port 0)")
@@ -59,7 +60,7 @@ fenced commands from the broker until SIGINT or SIGTERM.`)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(stderr, *level)
+	log, err := newLogger(stderr, *level, *format)
 	if err != nil {
 		return err
 	}

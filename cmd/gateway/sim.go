@@ -59,7 +59,7 @@ func addSimFlags(fs *flag.FlagSet, dir string) simFlags {
 }
 
 func startSim(ctx context.Context, f simFlags, stderr io.Writer) (*sim.Sim, error) {
-	log, err := newLogger(stderr, *f.level)
+	log, err := newLogger(stderr, *f.level, "text")
 	if err != nil {
 		return nil, err
 	}
