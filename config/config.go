@@ -62,8 +62,18 @@ type Config struct {
 	// Controllers are the controllers whose signed commands the gateway
 	// takes.
 	Controllers []Controller `yaml:"controllers,omitempty"`
+	// HomeAssistant, if present, announces the actuators to Home
+	// Assistant through its MQTT discovery, as read-only entities.
+	HomeAssistant *HomeAssistant `yaml:"home_assistant,omitempty"`
 
 	lines map[string]int // the line of each key, by path (mqtt.tls.ca_file)
+}
+
+// HomeAssistant configures Home Assistant's MQTT discovery (package hass).
+type HomeAssistant struct {
+	// DiscoveryPrefix is Home Assistant's discovery prefix; "" means
+	// "homeassistant", Home Assistant's default.
+	DiscoveryPrefix string `yaml:"discovery_prefix,omitempty"`
 }
 
 // MQTT configures the broker connection.
@@ -358,9 +368,11 @@ func (c *Config) check() error {
 	errs = append(errs, c.checkSecurity()...)
 	if c.MQTT.TopicPrefix == "" {
 		c.MQTT.TopicPrefix = wire.DefaultPrefix
-	} else if strings.ContainsAny(c.MQTT.TopicPrefix, "+#") || strings.HasPrefix(c.MQTT.TopicPrefix, "/") ||
-		strings.HasSuffix(c.MQTT.TopicPrefix, "/") || strings.Contains(c.MQTT.TopicPrefix, "//") {
+	} else if !topicPrefix(c.MQTT.TopicPrefix) {
 		bad("mqtt.topic_prefix %q: no wildcards (+ #), no leading, trailing or double /", c.MQTT.TopicPrefix)
+	}
+	if ha := c.HomeAssistant; ha != nil && ha.DiscoveryPrefix != "" && !topicPrefix(ha.DiscoveryPrefix) {
+		bad("home_assistant.discovery_prefix %q: no wildcards (+ #), no leading, trailing or double / (Home Assistant's default is homeassistant)", ha.DiscoveryPrefix)
 	}
 	if c.Store == "" {
 		bad("store is required (the fence store's file, e.g. /var/lib/fencegate/fence.db)")
@@ -461,6 +473,12 @@ func (n nameSet) check(name string, line int, missing, hint string) string {
 	}
 	n[name] = max(line, 1)
 	return ""
+}
+
+// topicPrefix reports whether p may begin MQTT topic names: no wildcards,
+// no leading, trailing or double /.
+func topicPrefix(p string) bool {
+	return !strings.ContainsAny(p, "+#") && !strings.HasPrefix(p, "/") && !strings.HasSuffix(p, "/") && !strings.Contains(p, "//")
 }
 
 func checkBroker(s string) error {

@@ -104,6 +104,20 @@ type Options struct {
 	// Ready, if set, is called each time commands are taken on a new
 	// connection: subscribed, claim unopposed, "online" published.
 	Ready func()
+	// Announce, if set, is published after each "online", and again, with
+	// every state, whenever its birth message arrives.
+	Announce *Announcement
+}
+
+// Announcement is a retained message about the gateway for others (Home
+// Assistant's discovery), and the message on which they ask for it again
+// (Home Assistant's birth message, after its restart).
+type Announcement struct {
+	Topic   string
+	Payload []byte
+	// BirthTopic and BirthPayload: a message with this payload on this
+	// topic makes the link publish the announcement and every state again.
+	BirthTopic, BirthPayload string
 }
 
 // Backoff bounds the waits between connection attempts and between retries
@@ -476,6 +490,20 @@ func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch m
 		l.log.Warn("could not publish the online status", "err", err)
 	}
 	l.states.republish()
+	if a := l.opts.Announce; a != nil {
+		l.announce(ctx, c)
+		err := subscribe(ctx, c, a.BirthTopic, 1, func(_ mqtt.Client, m mqtt.Message) {
+			m.Ack() // acknowledgements are the link's to send (see serve)
+			if string(m.Payload()) == a.BirthPayload {
+				l.announce(ctx, c)
+				l.states.republish()
+			}
+		}, l.opts.Username)
+		if err != nil && ctx.Err() == nil {
+			l.log.Warn("could not subscribe to the birth message; the announcement is published at each connect only",
+				"topic", a.BirthTopic, "err", err)
+		}
+	}
 	if l.opts.Ready != nil {
 		l.opts.Ready()
 	}
@@ -732,6 +760,13 @@ func (l *Link) handle(ctx context.Context, cmds []fence.Command) ([]fence.Result
 		results = append(results, res)
 	}
 	return results, nil
+}
+
+// announce publishes the announcement, retained, without waiting for it:
+// it may run in paho's message handler.
+func (l *Link) announce(ctx context.Context, c mqtt.Client) {
+	a := l.opts.Announce
+	l.publish(ctx, c, a.Topic, 1, true, a.Payload)
 }
 
 // publish publishes on c, unless ctx (the link's, or the connection's) has

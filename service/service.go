@@ -32,6 +32,7 @@ import (
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
+	"github.com/fencegate/fencegate/hass"
 	"github.com/fencegate/fencegate/httpapi"
 	gwmetrics "github.com/fencegate/fencegate/metrics"
 	"github.com/fencegate/fencegate/mqttlink"
@@ -150,6 +151,15 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration warning", "component", "config", "warning", w)
 	}
+	var announce *mqttlink.Announcement
+	if ha := cfg.HomeAssistant; ha != nil {
+		d, err := hass.New(hass.Options{Prefix: ha.DiscoveryPrefix, Topics: topics, Version: opts.Version, Actuators: names})
+		if err != nil {
+			return err
+		}
+		announce = &mqttlink.Announcement{Topic: d.Topic, Payload: d.Payload, BirthTopic: d.BirthTopic, BirthPayload: d.BirthPayload}
+		log.Info("Home Assistant discovery", "topic", d.Topic, "birth", d.BirthTopic)
+	}
 	var readyOnce sync.Once
 	st := &status{cfg: cfg, opts: opts, store: flog, bank: bank, started: time.Now().UTC()}
 	link = mqttlink.New(mqttlink.Options{
@@ -164,6 +174,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		Store:     flog.ID(),
 		Version:   opts.Version,
 		Logger:    log.With("component", "mqttlink"),
+		Announce:  announce,
 		Ready: func() {
 			readyOnce.Do(func() {
 				log.Info("gateway ready", "id", cfg.ID, "subscribed", topics.SetFilter())

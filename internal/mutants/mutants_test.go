@@ -370,6 +370,22 @@ var mutants = []mutant{
 		new:  "OK: true,",
 		pkgs: []string{"./cmd/gateway"}, run: "TestReadyzFollowsTheBroker",
 	},
+	{
+		name: "ha-switch",
+		why:  "Home Assistant's discovery offers each actuator as a switch whose command topic is the gateway's: commands without lease or token",
+		file: "hass/hass.go",
+		old:  "\t\t\t\"p\":              \"binary_sensor\",\n",
+		new:  "\t\t\t\"p\":              \"switch\",\n\t\t\t\"command_topic\": o.Topics.Set(a),\n",
+		pkgs: []string{"./hass"}, run: "TestDiscoveryPayload",
+	},
+	{
+		name: "ha-birth-ignored",
+		why:  "the gateway does not answer Home Assistant's birth message: after Home Assistant restarts without the retained discovery, the actuators are gone from it",
+		file: "mqttlink/link.go",
+		old:  "\t\t\tif string(m.Payload()) == a.BirthPayload {\n",
+		new:  "\t\t\tif false && string(m.Payload()) == a.BirthPayload {\n",
+		pkgs: []string{"./cmd/gateway"}, run: "TestHomeAssistantDiscovery",
+	},
 	// Group commit (issue 11).
 	{
 		name: "batch-done-before-commit",

@@ -1,0 +1,136 @@
+package hass
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/wire"
+)
+
+// The fields Home Assistant documents for MQTT discovery (its MQTT
+// integration's page, "Device discovery payload", and the MQTT binary
+// sensor's page), abbreviations included, at each level of a device-based
+// discovery message. A field outside these is ignored, or refused, by
+// Home Assistant.
+var (
+	docRoot = set("dev", "device", "o", "origin", "cmps", "components", "availability", "availability_topic", "avty_t",
+		"availability_mode", "availability_template", "payload_available", "pl_avail", "payload_not_available", "pl_not_avail",
+		"command_topic", "state_topic", "qos", "encoding")
+	docDevice = set("ids", "identifiers", "name", "mf", "manufacturer", "mdl", "model", "model_id", "sw", "sw_version",
+		"hw", "hw_version", "sn", "serial_number", "cns", "connections", "via_device", "suggested_area", "configuration_url")
+	docOrigin       = set("name", "sw", "sw_version", "url", "support_url")
+	docBinarySensor = set("p", "platform", "availability", "availability_topic", "availability_mode", "availability_template",
+		"device_class", "enabled_by_default", "encoding", "entity_category", "entity_picture", "expire_after", "force_update",
+		"icon", "json_attributes_template", "json_attributes_topic", "name", "object_id", "default_entity_id", "off_delay",
+		"payload_available", "payload_not_available", "payload_off", "payload_on", "qos", "state_topic", "unique_id", "value_template")
+)
+
+func set(keys ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
+func checkKeys(t *testing.T, where string, m map[string]any, doc map[string]bool) {
+	t.Helper()
+	for k := range m {
+		if !doc[k] {
+			t.Errorf("%s: field %q is not one Home Assistant documents", where, k)
+		}
+	}
+}
+
+// The discovery message, field by field: the documented fields only;
+// device and origin with their required parts; one read-only binary
+// sensor per actuator, each with a unique id, following the actuator's
+// retained state; no command topic anywhere; the gateway's status as the
+// availability; and a topic and ids Home Assistant accepts.
+func TestDiscoveryPayload(t *testing.T) {
+	topics := wire.Topics{GatewayID: "greenhouse-1"}
+	d, err := New(Options{Topics: topics, Version: "v1.2.3", Actuators: []string{"pump", "vent-open", "vent-close"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Topic != "homeassistant/device/fencegate_greenhouse-1/config" || !regexp.MustCompile(`^homeassistant/device/[A-Za-z0-9_-]+/config$`).MatchString(d.Topic) {
+		t.Errorf("topic %q", d.Topic)
+	}
+	if d.BirthTopic != "homeassistant/status" || d.BirthPayload != "online" {
+		t.Errorf("birth message %q %q, want homeassistant/status online (Home Assistant's default)", d.BirthTopic, d.BirthPayload)
+	}
+	if strings.Contains(string(d.Payload), "command_topic") || strings.Contains(string(d.Payload), "cmd_t") {
+		t.Errorf("the discovery message gives Home Assistant a command topic: %s", d.Payload)
+	}
+	var msg map[string]any
+	if err := json.Unmarshal(d.Payload, &msg); err != nil {
+		t.Fatal(err)
+	}
+	checkKeys(t, "root", msg, docRoot)
+	dev, _ := msg["dev"].(map[string]any)
+	checkKeys(t, "dev", dev, docDevice)
+	if ids, _ := dev["ids"].([]any); len(ids) != 1 || ids[0] != "fencegate_greenhouse-1" || dev["name"] == "" || dev["sw"] != "v1.2.3" {
+		t.Errorf("dev = %v", dev)
+	}
+	o, _ := msg["o"].(map[string]any)
+	checkKeys(t, "o", o, docOrigin)
+	if o["name"] != "fencegate" || o["url"] != URL {
+		t.Errorf("o = %v (name is required)", o)
+	}
+	if msg["availability_topic"] != topics.Status() || msg["payload_available"] != wire.StatusOnline || msg["payload_not_available"] != wire.StatusOffline {
+		t.Errorf("availability: %v %v %v", msg["availability_topic"], msg["payload_available"], msg["payload_not_available"])
+	}
+	cmps, _ := msg["cmps"].(map[string]any)
+	if len(cmps) != 3 {
+		t.Fatalf("%d components, want one per actuator", len(cmps))
+	}
+	ids := map[string]bool{}
+	for key, v := range cmps {
+		c := v.(map[string]any)
+		checkKeys(t, "cmps."+key, c, docBinarySensor)
+		if !regexp.MustCompile(`^[A-Za-z0-9_-]+$`).MatchString(key) {
+			t.Errorf("component id %q: Home Assistant takes [A-Za-z0-9_-]", key)
+		}
+		name, _ := c["name"].(string)
+		uid, _ := c["unique_id"].(string)
+		if c["p"] != "binary_sensor" || uid == "" || ids[uid] {
+			t.Errorf("%s: platform %v, unique_id %q (required, and unique)", key, c["p"], uid)
+		}
+		ids[uid] = true
+		if c["state_topic"] != topics.State(name) || c["json_attributes_topic"] != topics.State(name) ||
+			c["payload_on"] != "on" || c["payload_off"] != "off" {
+			t.Errorf("%s: %v", key, c)
+		}
+	}
+}
+
+// The templates read fields that a real state message has: the state, and
+// the fence's token and seq, the holder, the scope and the time as
+// attributes.
+func TestTemplatesReadTheState(t *testing.T) {
+	var state map[string]any
+	at := time.Date(2026, 12, 3, 7, 24, 48, 0, time.UTC)
+	if err := json.Unmarshal(wire.EncodeState(fence.Output{Actuator: "pump", Scope: "pump", State: fence.StateOn,
+		Fence: fence.Fence{Token: 42, Seq: 3}, Holder: "ctl-b", ChangedAt: at}), &state); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := New(Options{Topics: wire.Topics{GatewayID: "gw"}, Actuators: []string{"pump"}})
+	for _, path := range regexp.MustCompile(`value_json\.([a-z_.]+)`).FindAllStringSubmatch(string(d.Payload), -1) {
+		var v any = state
+		for _, k := range strings.Split(path[1], ".") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				v = nil
+				break
+			}
+			v = m[k]
+		}
+		if v == nil {
+			t.Errorf("a template reads value_json.%s, which a state message does not have: %v", path[1], state)
+		}
+	}
+}
