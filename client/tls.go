@@ -77,6 +77,15 @@ func (o Options) Check() error {
 // security reads o's TLS files and password file (or, with a user name and
 // no password given, $FENCEGATE_MQTT_PASSWORD): the TLS configuration (nil
 // for a plain URL), the password, and the settings for messages.
+// Credentials returns what Dial connects with: the TLS configuration (nil
+// for a broker URL without TLS) and the password, read from PasswordFile
+// or $FENCEGATE_MQTT_PASSWORD as Dial would. A program that opens an MQTT
+// connection of its own next to a Client's (a bridge) uses it.
+func (o Options) Credentials() (*tls.Config, string, error) {
+	c, p, _, err := o.security()
+	return c, p, err
+}
+
 func (o Options) security() (*tls.Config, string, mqttsec.Settings, error) {
 	n := o.names()
 	s := mqttsec.Settings{Names: n, Broker: o.Broker, Username: o.Username}

@@ -12,6 +12,7 @@ package hass
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/fencegate/fencegate/wire"
 )
@@ -44,10 +45,6 @@ const URL = "https://github.com/fencegate/fencegate"
 
 // New returns the gateway's discovery message.
 func New(o Options) (Discovery, error) {
-	prefix := o.Prefix
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
 	id := "fencegate_" + o.Topics.GatewayID
 	cmps := map[string]map[string]any{}
 	for _, a := range o.Actuators {
@@ -65,20 +62,28 @@ func New(o Options) (Discovery, error) {
 			"json_attributes_template": "{{ {'token': value_json.fence.token, 'seq': value_json.fence.seq, 'holder': value_json.holder, 'scope': value_json.scope, 'changed_at': value_json.changed_at} | tojson }}",
 		}
 	}
-	msg := map[string]any{
-		"dev": map[string]any{
-			"ids":  []string{id},
-			"name": "fencegate " + o.Topics.GatewayID,
-			"mf":   "fencegate",
-			"mdl":  "gateway",
-			"sw":   o.Version,
-		},
-		"o":                     map[string]any{"name": "fencegate", "sw": o.Version, "url": URL},
+	return message(o.Prefix, id, "fencegate "+o.Topics.GatewayID, "gateway", o.Version, cmps, map[string]any{
 		"availability_topic":    o.Topics.Status(),
 		"payload_available":     wire.StatusOnline,
 		"payload_not_available": wire.StatusOffline,
-		"qos":                   1,
-		"cmps":                  cmps,
+	})
+}
+
+// message is a device-based discovery message for device id (name, model,
+// version) with components cmps and the shared options more, on the
+// discovery prefix ("": DefaultPrefix).
+func message(prefix, id, name, model, version string, cmps map[string]map[string]any, more map[string]any) (Discovery, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	msg := map[string]any{
+		"dev":  map[string]any{"ids": []string{id}, "name": name, "mf": "fencegate", "mdl": model, "sw": version},
+		"o":    map[string]any{"name": "fencegate", "sw": version, "url": URL},
+		"qos":  1,
+		"cmps": cmps,
+	}
+	for k, v := range more {
+		msg[k] = v
 	}
 	b, err := json.Marshal(msg)
 	if err != nil {
@@ -86,4 +91,88 @@ func New(o Options) (Discovery, error) {
 	}
 	return Discovery{Topic: prefix + "/device/" + id + "/config", Payload: b,
 		BirthTopic: prefix + "/status", BirthPayload: "online"}, nil
+}
+
+// BridgeTopics are the topics of a Home Assistant bridge for one gateway
+// (`gateway ha-bridge`): Home Assistant's switches command it there, and
+// it reports there.
+type BridgeTopics struct {
+	Prefix    string // "" means DefaultBridgePrefix
+	GatewayID string
+}
+
+// DefaultBridgePrefix begins a bridge's topics.
+const DefaultBridgePrefix = "fencegate-ha"
+
+func (t BridgeTopics) base() string {
+	p := t.Prefix
+	if p == "" {
+		p = DefaultBridgePrefix
+	}
+	return p + "/" + t.GatewayID + "/"
+}
+
+// Set is where Home Assistant commands an actuator: "on" or "off".
+func (t BridgeTopics) Set(actuator string) string { return t.base() + actuator + "/set" }
+
+// SetFilter matches every Set topic.
+func (t BridgeTopics) SetFilter() string { return t.base() + "+/set" }
+
+// Outcome is where the bridge reports, retained, its last command's answer
+// for an actuator.
+func (t BridgeTopics) Outcome(actuator string) string { return t.base() + actuator + "/outcome" }
+
+// Status is the bridge's availability: "online" while it runs, "offline"
+// (its last will) otherwise.
+func (t BridgeTopics) Status() string { return t.base() + "status" }
+
+// Actuator returns the actuator a Set topic names.
+func (t BridgeTopics) Actuator(topic string) (string, bool) {
+	rest, ok := strings.CutPrefix(topic, t.base())
+	if !ok {
+		return "", false
+	}
+	name, ok := strings.CutSuffix(rest, "/set")
+	return name, ok && name != "" && !strings.Contains(name, "/")
+}
+
+// BridgeOptions describe a bridge to announce.
+type BridgeOptions struct {
+	Prefix    string // the discovery prefix; "" means DefaultPrefix
+	Bridge    BridgeTopics
+	Gateway   wire.Topics
+	Name      string // the bridge's name: the holder of its commands
+	Version   string
+	Actuators []string
+}
+
+// NewBridge returns a bridge's discovery message: a switch per actuator
+// whose commands go to the bridge (never to the gateway), whose state is
+// the actuator's retained state, with the bridge's last answer for it as
+// attributes, available while both the bridge and the gateway are online.
+func NewBridge(o BridgeOptions) (Discovery, error) {
+	id := "fencegate_" + o.Gateway.GatewayID + "_bridge"
+	cmps := map[string]map[string]any{}
+	for _, a := range o.Actuators {
+		cmps[id+"_"+a] = map[string]any{
+			"p":                     "switch",
+			"name":                  a,
+			"unique_id":             id + "_" + a,
+			"command_topic":         o.Bridge.Set(a),
+			"payload_on":            "on",
+			"payload_off":           "off",
+			"state_topic":           o.Gateway.State(a),
+			"value_template":        "{{ value_json.state }}",
+			"state_on":              "on",
+			"state_off":             "off",
+			"json_attributes_topic": o.Bridge.Outcome(a),
+		}
+	}
+	return message(o.Prefix, id, "fencegate "+o.Gateway.GatewayID+" ("+o.Name+")", "ha-bridge", o.Version, cmps, map[string]any{
+		"availability": []map[string]any{
+			{"topic": o.Bridge.Status(), "payload_available": wire.StatusOnline, "payload_not_available": wire.StatusOffline},
+			{"topic": o.Gateway.Status(), "payload_available": wire.StatusOnline, "payload_not_available": wire.StatusOffline},
+		},
+		"availability_mode": "all",
+	})
 }

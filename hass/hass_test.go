@@ -134,3 +134,54 @@ func TestTemplatesReadTheState(t *testing.T) {
 		}
 	}
 }
+
+// The fields Home Assistant documents for an MQTT switch.
+var docSwitch = set("p", "platform", "availability", "availability_topic", "availability_mode", "availability_template",
+	"command_template", "command_topic", "device_class", "enabled_by_default", "encoding", "entity_category", "entity_picture",
+	"icon", "json_attributes_template", "json_attributes_topic", "name", "object_id", "default_entity_id", "optimistic",
+	"payload_available", "payload_not_available", "payload_off", "payload_on", "qos", "retain", "state_off", "state_on",
+	"state_topic", "unique_id", "value_template")
+
+// The bridge's discovery message, field by field: documented fields only;
+// a switch per actuator whose commands go to the bridge's topic, never
+// the gateway's; the actuator's retained state as its state; the bridge's
+// outcome as its attributes; available only while both the bridge and the
+// gateway are.
+func TestBridgeDiscoveryPayload(t *testing.T) {
+	gw := wire.Topics{Prefix: wire.DefaultPrefix, GatewayID: "greenhouse-1"}
+	bt := BridgeTopics{GatewayID: "greenhouse-1"}
+	d, err := NewBridge(BridgeOptions{Bridge: bt, Gateway: gw, Name: "ha-bridge", Version: "v1", Actuators: []string{"pump", "fan"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Topic != "homeassistant/device/fencegate_greenhouse-1_bridge/config" {
+		t.Errorf("topic %q", d.Topic)
+	}
+	var msg map[string]any
+	if err := json.Unmarshal(d.Payload, &msg); err != nil {
+		t.Fatal(err)
+	}
+	checkKeys(t, "root", msg, set("dev", "o", "cmps", "availability", "availability_mode", "qos"))
+	checkKeys(t, "root", msg, docRoot)
+	checkKeys(t, "dev", msg["dev"].(map[string]any), docDevice)
+	checkKeys(t, "o", msg["o"].(map[string]any), docOrigin)
+	avty, _ := msg["availability"].([]any)
+	if len(avty) != 2 || msg["availability_mode"] != "all" {
+		t.Errorf("availability %v, mode %v: want the bridge's and the gateway's status, both", avty, msg["availability_mode"])
+	}
+	for _, a := range avty {
+		checkKeys(t, "availability", a.(map[string]any), set("topic", "payload_available", "payload_not_available", "value_template"))
+	}
+	for key, v := range msg["cmps"].(map[string]any) {
+		c := v.(map[string]any)
+		checkKeys(t, "cmps."+key, c, docSwitch)
+		name := c["name"].(string)
+		if c["p"] != "switch" || c["command_topic"] != bt.Set(name) || strings.HasPrefix(c["command_topic"].(string), gw.Prefix+"/") ||
+			c["state_topic"] != gw.State(name) || c["json_attributes_topic"] != bt.Outcome(name) || c["unique_id"] == "" {
+			t.Errorf("%s: %v", key, c)
+		}
+		if a, ok := bt.Actuator(bt.Set(name)); !ok || a != name {
+			t.Errorf("BridgeTopics.Actuator(%q) = %q, %v", bt.Set(name), a, ok)
+		}
+	}
+}

@@ -66,6 +66,10 @@ type Options struct {
 	// TTL is the lease's time to live in seconds; zero means 10. etcd
 	// enforces a minimum (a few seconds with default settings).
 	TTL int
+	// Wait, if positive, bounds the wait for a lock another holds: Acquire
+	// then gives up with an error that wraps context.DeadlineExceeded.
+	// The lease itself lives as long as Acquire's context.
+	Wait time.Duration
 	// Gateway and Scope name the lock: one per gateway and fence scope.
 	// Scope is the actuator's fence scope as the gateway publishes it
 	// (client.Client.Scope), never the actuator's name: actuators that
@@ -106,6 +110,9 @@ func Acquire(ctx context.Context, cli *clientv3.Client, o Options) (*Lease, erro
 		// Stop waiting as soon as the session ends: its key is gone (or
 		// going), and waiting on would keep us out of the queue.
 		lctx, stop := context.WithCancel(ctx)
+		if o.Wait > 0 {
+			lctx, stop = context.WithTimeout(ctx, o.Wait)
+		}
 		go func() {
 			select {
 			case <-s.Done():
@@ -114,11 +121,15 @@ func Acquire(ctx context.Context, cli *clientv3.Client, o Options) (*Lease, erro
 			}
 		}()
 		err = m.Lock(lctx)
+		waited := errors.Is(lctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil // the wait's bound, not the caller's
 		stop()
 		if err == nil {
 			break
 		}
 		s.Close()
+		if waited {
+			return nil, fmt.Errorf("lease: lock %s: held by another for %v: %w", Key(o.Gateway, o.Scope), o.Wait, context.DeadlineExceeded)
+		}
 		expired := errors.Is(err, concurrency.ErrSessionExpired)
 		select {
 		case <-s.Done():

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -114,5 +115,36 @@ func TestAcquireRejectsBadNames(t *testing.T) {
 		if _, err := lease.Acquire(context.Background(), nil, o); err == nil {
 			t.Errorf("Acquire(%+v) succeeded", o)
 		}
+	}
+}
+
+// Options.Wait bounds the wait for a lock another holds, and only the
+// wait: a lease acquired with it lives as long as Acquire's context, long
+// after the wait's bound.
+func TestWaitBoundsTheWaitOnly(t *testing.T) {
+	url := testenv.Etcd(t)
+	cli := dial(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	o := lease.Options{Gateway: testenv.ID(t, "gw"), Scope: "pump", TTL: 3, Wait: 300 * time.Millisecond}
+	first, err := lease.Acquire(ctx, cli, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // three times the wait's bound
+	select {
+	case <-first.Lost():
+		t.Fatal("the lease was lost when the wait's bound passed")
+	default:
+	}
+	start := time.Now()
+	if _, err := lease.Acquire(ctx, cli, o); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire while another holds the lock: %v; want it to give up with context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("gave up after %v, want about 300ms", d)
+	}
+	if held, err := first.Held(ctx); err != nil || !held {
+		t.Errorf("the first lease: held %v, %v", held, err)
 	}
 }

@@ -63,6 +63,8 @@ Usage:
   gateway inspect --store FILE         print fences and recent audit entries (read-only)
   gateway audit --store FILE|--api URL print recent decisions, filtered; --follow a running gateway's
   gateway keygen --out PATH            make a controller's key pair for signed commands
+  gateway ha-bridge --gateway ID --etcd URL --actuators A,B
+                                       let Home Assistant's switches command actuators, fenced
   gateway bench [--profile P]          measure the gateway on this machine and disk (docs/performance.md)
   gateway version                      print the version
 
@@ -153,6 +155,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdCheck(ctx, rest, stdout, stderr)
 	case "init":
 		return cmdInit(ctx, rest, stdout, stderr)
+	case "ha-bridge":
+		return cmdHABridge(ctx, rest, stdout, stderr)
 	case "audit":
 		return cmdAudit(ctx, rest, stdout, stderr)
 	case "inspect":

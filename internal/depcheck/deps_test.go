@@ -84,6 +84,8 @@ func TestDependencyDirection(t *testing.T) {
 		{"metrics", []string{paho, mochi, gpio, mod + "mqttlink", mod + "boards"}},
 		{"supervise", []string{paho, bbolt, mochi, gpio, yaml, mod}},
 		{"hass", []string{paho, bbolt, mochi, gpio, yaml, mod + "fencelog", mod + "actuator", mod + "boards", mod + "mqttlink"}},
+		// The Home Assistant bridge is a controller: no gateway internals.
+		{"habridge", []string{bbolt, mochi, gpio, mod + "fencelog", mod + "actuator", mod + "boards", mod + "service", mod + "mqttlink"}},
 		// The run path: everything `gateway run` uses. The embedded broker
 		// and the simulator belong to the simulator only.
 		{"service", []string{mochi, mod + "sim", mod + "scenario", mod + "mqttbroker", "go.etcd.io/etcd", mod + "lease"}},

@@ -386,6 +386,14 @@ var mutants = []mutant{
 		new:  "\t\t\tif false && string(m.Payload()) == a.BirthPayload {\n",
 		pkgs: []string{"./cmd/gateway"}, run: "TestHomeAssistantDiscovery",
 	},
+	{
+		name: "bridge-retries-with-lost-lease",
+		why:  "on a stale answer the Home Assistant bridge sends again under its old lease instead of acquiring the scope again: Home Assistant's command is refused for good",
+		file: "habridge/habridge.go",
+		old:  "\t\t\tsc.l.Release(context.Background())\n\t\t\tsc.l = nil\n\t\t\tcontinue\n",
+		new:  "\t\t\tcontinue\n",
+		pkgs: []string{"./cmd/gateway"}, run: "TestHABridge",
+	},
 	// Group commit (issue 11).
 	{
 		name: "batch-done-before-commit",

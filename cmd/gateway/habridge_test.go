@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/habridge"
+	"github.com/fencegate/fencegate/internal/testctl"
+	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/wire"
+)
+
+// TestHABridge, end to end on a real broker and a real etcd: the bridge
+// announces a switch per actuator whose commands go to the bridge; Home
+// Assistant's "on" and "off" reach the gateway as commands with an etcd
+// lease's token, and the answers come back as the switch's attributes;
+// when another controller raised the scope's fence, the bridge's command
+// is stale, and the bridge acquires the lease again and is applied with
+// the new, higher token; a payload that is not on or off is rejected and
+// sends nothing; Home Assistant's birth message brings the discovery
+// again.
+func TestHABridge(t *testing.T) {
+	etcd := testenv.Etcd(t)
+	broker := testenv.EmbeddedBroker(t)
+	id := gatewayID(t)
+	cfg := writeConfigWith(t, t.TempDir(), id, broker, "", "actuators:\n  - {name: pump, pin: GPIO17}\n  - {name: fan, pin: GPIO22}\n")
+	startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
+	topics := wire.Topics{GatewayID: id}
+	ctl := testctl.Connect(t, broker, topics)
+	ctl.WaitStatus(t, "online")
+
+	prefix, bprefix := testenv.ID(t, "ha"), testenv.ID(t, "bridge")
+	bridge := startProc(t, nil, "ha-bridge", "--broker", broker, "--gateway", id, "--etcd", etcd, "--actuators", "pump,fan",
+		"--discovery-prefix", prefix, "--bridge-prefix", bprefix, "--ttl", "5", "--name", "ha-test", "--wait", "1s")
+
+	var mu sync.Mutex
+	msgs := map[string][][]byte{}
+	ha := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(testenv.ID(t, "home-assistant")))
+	if tok := ha.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer ha.Disconnect(0)
+	for _, f := range []string{prefix + "/device/+/config", bprefix + "/" + id + "/+/outcome"} {
+		if tok := ha.Subscribe(f, 1, func(_ mqtt.Client, m mqtt.Message) {
+			mu.Lock()
+			msgs[m.Topic()] = append(msgs[m.Topic()], m.Payload())
+			mu.Unlock()
+		}); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
+	}
+	wait := func(topic string, n int) []byte {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			mu.Lock()
+			got := msgs[topic]
+			mu.Unlock()
+			if len(got) >= n {
+				return got[n-1]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d messages within 30 s, want %d\nbridge:\n%s", topic, len(got), n, bridge.output())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	config := prefix + "/device/fencegate_" + id + "_bridge/config"
+	var disc struct {
+		Cmps map[string]struct {
+			P            string `json:"p"`
+			CommandTopic string `json:"command_topic"`
+			StateTopic   string `json:"state_topic"`
+		} `json:"cmps"`
+	}
+	if err := json.Unmarshal(wait(config, 1), &disc); err != nil {
+		t.Fatal(err)
+	}
+	sw := disc.Cmps["fencegate_"+id+"_bridge_pump"]
+	if sw.P != "switch" || sw.CommandTopic != bprefix+"/"+id+"/pump/set" || sw.StateTopic != topics.State("pump") {
+		t.Fatalf("the pump's switch: %+v", sw)
+	}
+	outcomeTopic := bprefix + "/" + id + "/pump/outcome"
+	press := func(payload string, n int) habridge.Outcome {
+		t.Helper()
+		if tok := ha.Publish(sw.CommandTopic, 1, false, payload); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
+		var o habridge.Outcome
+		if err := json.Unmarshal(wait(outcomeTopic, n), &o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	on := press("on", 1)
+	if on.Outcome != fence.Applied || on.Token == 0 || on.Seq != 0 || on.Asked != "on" {
+		t.Fatalf("on: %+v", on)
+	}
+	st := ctl.State(t, "pump", func(o fence.Output) bool { return o.State == fence.StateOn })
+	if st.Holder != "ha-test" || st.Fence != (fence.Fence{Token: on.Token}) {
+		t.Errorf("the pump after on: %+v; want held by ha-test at %d/0", st, on.Token)
+	}
+	if off := press("OFF", 2); off.Outcome != fence.Applied || off.Token != on.Token || off.Seq != 1 {
+		t.Errorf("off: %+v; want applied at %d/1", off, on.Token)
+	}
+
+	// Another controller raises the scope's fence above the bridge's token.
+	if res := ctl.Send(t, fence.Command{ID: id + "-intruder", Actuator: "pump", Holder: "intruder", Fence: fence.Fence{Token: on.Token + 1}}); res.Outcome != fence.Applied {
+		t.Fatalf("intruder: %+v", res)
+	}
+	again := press("on", 3)
+	if again.Outcome != fence.Applied || again.Token <= on.Token+1 {
+		t.Errorf("on after another controller raised the fence to %d/0: %+v; want applied with a higher token", on.Token+1, again)
+	}
+	if !strings.Contains(bridge.output(), "stale: another controller took the scope") {
+		t.Errorf("the bridge's log does not say it was stale:\n%s", bridge.output())
+	}
+	if bad := press("toggle", 4); bad.Outcome != fence.Rejected || bad.Reason != fence.ReasonInvalid {
+		t.Errorf("toggle: %+v; want rejected (invalid)", bad)
+	}
+	if tok := ha.Publish(prefix+"/status", 1, false, "online"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	wait(config, 2)
+
+	// Another controller holds the fan's scope: the bridge waits --wait,
+	// sends nothing, and says why.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	held, err := lease.Acquire(ctx, cli, lease.Options{Gateway: id, Scope: "fan", TTL: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	if tok := ha.Publish(bprefix+"/"+id+"/fan/set", 1, false, "on"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	var busy habridge.Outcome
+	if err := json.Unmarshal(wait(bprefix+"/"+id+"/fan/outcome", 1), &busy); err != nil {
+		t.Fatal(err)
+	}
+	if busy.Outcome != fence.Failed || !strings.Contains(busy.Error, "another controller has held scope fan's lease for 1s; nothing was sent") {
+		t.Errorf("fan on while another controller holds its scope: %+v", busy)
+	}
+	if o := ctl.State(t, "fan", nil); o.State == fence.StateOn {
+		t.Errorf("the fan went on: %+v", o)
+	}
+}

@@ -1,0 +1,307 @@
+// Package habridge lets Home Assistant command fencegate's actuators the
+// fenced way. It is an ordinary controller: Home Assistant's switches
+// (announced through MQTT discovery, package hass) publish "on" or "off"
+// on the bridge's own topics, never the gateway's; for each, the bridge
+// holds the etcd lease of the actuator's fence scope (one etcd session,
+// package lease), sends a tokenized command (package client), and reports
+// the gateway's answer back to Home Assistant, retained, as the switch's
+// attributes. A stale answer means another controller took the scope:
+// the bridge lets its lease go, acquires it again (a higher token) and
+// sends the command once more.
+package habridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/hass"
+	"github.com/fencegate/fencegate/internal/pahosec"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/wire"
+)
+
+// Options configure a bridge.
+type Options struct {
+	// Client is the connection to the gateway (its broker, which Home
+	// Assistant shares, the gateway's id and topic prefix, credentials);
+	// the bridge's own connection for Home Assistant's topics uses the
+	// same broker and credentials.
+	Client client.Options
+	// Etcd are the lease service's endpoints; TTL the leases' time to live
+	// in seconds (0: 10).
+	Etcd []string
+	TTL  int
+	// Actuators are the actuators Home Assistant may command.
+	Actuators []string
+	// Name is the bridge's name: the holder of its commands.
+	Name string
+	// DiscoveryPrefix is Home Assistant's ("": hass.DefaultPrefix), and
+	// BridgePrefix begins the bridge's topics ("": hass.DefaultBridgePrefix).
+	DiscoveryPrefix, BridgePrefix string
+	// Wait bounds the wait for a scope's lease held by another controller
+	// (0: 30 s); the command then fails, and says so.
+	Wait    time.Duration
+	Version string
+	Logger  *slog.Logger
+}
+
+// Outcome is what the bridge reports, retained, on an actuator's outcome
+// topic after each command: Home Assistant shows it as the switch's
+// attributes.
+type Outcome struct {
+	Outcome fence.Outcome `json:"last_outcome"`
+	Asked   string        `json:"last_asked"`
+	Token   uint64        `json:"token,omitempty"`
+	Seq     uint64        `json:"seq"`
+	Reason  string        `json:"reason,omitempty"`
+	Error   string        `json:"error,omitempty"`
+	At      time.Time     `json:"at"`
+}
+
+// Bridge is a running bridge.
+type Bridge struct {
+	o      Options
+	log    *slog.Logger
+	topics hass.BridgeTopics
+	gw     *client.Client
+	etcd   *clientv3.Client
+	ha     mqtt.Client
+	disc   hass.Discovery
+	known  map[string]bool
+
+	mu     sync.Mutex // guards scopes
+	scopes map[string]*scope
+}
+
+// scope is a fence scope's lease, while the bridge holds it; its lock
+// keeps the scope's commands in order.
+type scope struct {
+	mu   sync.Mutex
+	l    *lease.Lease
+	next uint64 // the next command's seq under l
+}
+
+// Run runs the bridge until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	if o.Name == "" {
+		o.Name = "ha-bridge"
+	}
+	if o.Wait == 0 {
+		o.Wait = 30 * time.Second
+	}
+	if len(o.Actuators) == 0 {
+		return errors.New("habridge: no actuators: name the ones Home Assistant may command")
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := &Bridge{o: o, log: log, topics: hass.BridgeTopics{Prefix: o.BridgePrefix, GatewayID: o.Client.GatewayID},
+		known: map[string]bool{}, scopes: map[string]*scope{}}
+	for _, a := range o.Actuators {
+		b.known[a] = true
+	}
+	gwTopics := wire.Topics{Prefix: o.Client.Prefix, GatewayID: o.Client.GatewayID}
+	if gwTopics.Prefix == "" {
+		gwTopics.Prefix = wire.DefaultPrefix
+	}
+	var err error
+	if b.disc, err = hass.NewBridge(hass.BridgeOptions{Prefix: o.DiscoveryPrefix, Bridge: b.topics, Gateway: gwTopics,
+		Name: o.Name, Version: o.Version, Actuators: o.Actuators}); err != nil {
+		return err
+	}
+	if b.etcd, err = clientv3.New(clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second}); err != nil {
+		return fmt.Errorf("habridge: etcd %v: %w", o.Etcd, err)
+	}
+	defer b.etcd.Close()
+	if b.gw, err = client.Dial(ctx, o.Client); err != nil {
+		return err
+	}
+	defer b.gw.Close()
+	if err := b.connectHA(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		b.ha.Publish(b.topics.Status(), 1, true, wire.StatusOffline).WaitTimeout(2 * time.Second)
+		b.ha.Disconnect(250)
+	}()
+	log.Info("Home Assistant bridge running", "gateway", o.Client.GatewayID, "actuators", o.Actuators, "commands", b.topics.SetFilter(),
+		"discovery", b.disc.Topic)
+	<-ctx.Done()
+	b.mu.Lock()
+	for _, s := range b.scopes {
+		if s.l != nil {
+			s.l.Release(context.Background())
+		}
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+// connectHA connects the bridge's own MQTT client: its last will says
+// offline; at every connect it subscribes to its command topics and Home
+// Assistant's birth message, says online and publishes its discovery.
+func (b *Bridge) connectHA(ctx context.Context) error {
+	tlsConf, password, err := b.o.Client.Credentials()
+	if err != nil {
+		return err
+	}
+	opts := mqtt.NewClientOptions().AddBroker(b.o.Client.Broker).
+		SetClientID(fmt.Sprintf("fencegate-ha-bridge-%s-%d", b.o.Client.GatewayID, time.Now().UnixNano())).
+		SetUsername(b.o.Client.Username).SetPassword(password).SetCleanSession(true).SetAutoReconnect(true).
+		SetMaxReconnectInterval(10*time.Second).SetConnectTimeout(5*time.Second).
+		SetWill(b.topics.Status(), wire.StatusOffline, 1, true)
+	pahosec.SetTLS(opts, tlsConf)
+	opts.SetOnConnectHandler(func(c mqtt.Client) {
+		go func() { // not in paho's connect handler, which must not block
+			subs := map[string]byte{b.topics.SetFilter(): 1, b.disc.BirthTopic: 1}
+			if tok := c.SubscribeMultiple(subs, b.receive(ctx)); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+				b.log.Error("cannot subscribe to Home Assistant's commands", "topics", subs, "err", tok.Error())
+				return
+			}
+			c.Publish(b.topics.Status(), 1, true, wire.StatusOnline)
+			c.Publish(b.disc.Topic, 1, true, b.disc.Payload)
+		}()
+	})
+	b.ha = mqtt.NewClient(opts)
+	tok := b.ha.Connect()
+	select {
+	case <-tok.Done():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := tok.Error(); err != nil {
+		return fmt.Errorf("habridge: connect %s: %w", b.o.Client.Broker, err)
+	}
+	return nil
+}
+
+// receive handles Home Assistant's messages: a command (in a goroutine of
+// its own, so that paho's reader never waits for a lease or an answer),
+// or its birth message.
+func (b *Bridge) receive(ctx context.Context) mqtt.MessageHandler {
+	return func(c mqtt.Client, m mqtt.Message) {
+		if m.Topic() == b.disc.BirthTopic {
+			if string(m.Payload()) == b.disc.BirthPayload {
+				c.Publish(b.disc.Topic, 1, true, b.disc.Payload)
+			}
+			return
+		}
+		name, ok := b.topics.Actuator(m.Topic())
+		if !ok || !b.known[name] {
+			b.log.Warn("command for an actuator the bridge does not serve", "topic", m.Topic())
+			return
+		}
+		var s fence.State
+		switch strings.ToLower(strings.TrimSpace(string(m.Payload()))) {
+		case "on":
+			s = fence.StateOn
+		case "off":
+			s = fence.StateOff
+		default:
+			b.report(name, Outcome{Outcome: fence.Rejected, Asked: string(m.Payload()), Reason: fence.ReasonInvalid,
+				Error: fmt.Sprintf("want on or off, got %q", m.Payload()), At: time.Now().UTC()})
+			return
+		}
+		go b.command(ctx, name, s)
+	}
+}
+
+// command sends state s to actuator under its scope's lease, and reports
+// the answer.
+func (b *Bridge) command(ctx context.Context, actuator string, s fence.State) {
+	out := Outcome{Asked: s.String()}
+	defer func() {
+		out.At = time.Now().UTC()
+		b.report(actuator, out)
+	}()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	name, err := b.gw.Scope(sctx, actuator)
+	cancel()
+	if err != nil {
+		out.Outcome, out.Error = fence.Failed, err.Error()
+		return
+	}
+	b.mu.Lock()
+	sc := b.scopes[name]
+	if sc == nil {
+		sc = &scope{}
+		b.scopes[name] = sc
+	}
+	b.mu.Unlock()
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for attempt := 0; attempt < 2; attempt++ {
+		if err := b.hold(ctx, sc, name); err != nil {
+			out.Outcome, out.Error = fence.Failed, err.Error()
+			return
+		}
+		c := fence.Command{ID: fmt.Sprintf("%s-%d-%d", b.o.Name, sc.l.Token(), sc.next), Actuator: actuator, Holder: b.o.Name,
+			Fence: fence.Fence{Token: sc.l.Token(), Seq: sc.next}, State: s}
+		sc.next++
+		out.Token, out.Seq = c.Fence.Token, c.Fence.Seq
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		res, err := b.gw.Send(cctx, c)
+		cancel()
+		out.Outcome, out.Reason, out.Error = res.Outcome, res.Reason, res.Error
+		var stale *client.StaleError
+		switch {
+		case errors.As(err, &stale):
+			// Another controller holds the scope now, with a higher
+			// token: let ours go, wait for the scope again, send again.
+			b.log.Warn("stale: another controller took the scope; acquiring it again", "scope", name, "fence", stale.Fence().String())
+			sc.l.Release(context.Background())
+			sc.l = nil
+			continue
+		case err != nil && res.Outcome == "":
+			out.Outcome, out.Error = fence.Failed, err.Error()
+		}
+		b.log.Info("command", "actuator", actuator, "state", s.String(), "outcome", out.Outcome, "token", c.Fence.Token, "seq", c.Fence.Seq)
+		return
+	}
+}
+
+// hold makes sure sc holds its scope's lease, acquiring it (waiting up to
+// Options.Wait for another holder) if it has none or lost it.
+func (b *Bridge) hold(ctx context.Context, sc *scope, name string) error {
+	if sc.l != nil {
+		select {
+		case <-sc.l.Lost():
+			b.log.Warn("the scope's lease was lost (etcd unreachable for longer than its TTL); acquiring it again", "scope", name)
+			sc.l = nil
+		default:
+			return nil
+		}
+	}
+	// The lease lives as long as the bridge (ctx); only the wait is bounded.
+	l, err := lease.Acquire(ctx, b.etcd, lease.Options{Gateway: b.o.Client.GatewayID, Scope: name, TTL: b.o.TTL, Wait: b.o.Wait})
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("another controller has held scope %s's lease for %v; nothing was sent", name, b.o.Wait)
+		}
+		return err
+	}
+	sc.l, sc.next = l, 0
+	b.log.Info("holding the scope's lease", "scope", name, "token", l.Token())
+	return nil
+}
+
+// report publishes an actuator's outcome, retained, for Home Assistant.
+func (b *Bridge) report(actuator string, o Outcome) {
+	p, err := json.Marshal(o)
+	if err != nil {
+		return
+	}
+	b.ha.Publish(b.topics.Outcome(actuator), 1, true, p)
+}
