@@ -51,7 +51,11 @@ type Options struct {
 	DiscoveryPrefix, BridgePrefix string
 	// Wait bounds the wait for a scope's lease held by another controller
 	// (0: 30 s); the command then fails, and says so.
-	Wait    time.Duration
+	Wait time.Duration
+	// Idle is how long the bridge keeps a scope's lease after its last
+	// command (0: one minute); then it lets the lease go, so that other
+	// controllers of the scope can have it.
+	Idle    time.Duration
 	Version string
 	Logger  *slog.Logger
 }
@@ -87,9 +91,11 @@ type Bridge struct {
 // scope is a fence scope's lease, while the bridge holds it; its lock
 // keeps the scope's commands in order.
 type scope struct {
-	mu   sync.Mutex
-	l    *lease.Lease
-	next uint64 // the next command's seq under l
+	mu    sync.Mutex
+	l     *lease.Lease
+	next  uint64      // the next command's seq under l
+	last  time.Time   // when the last command ended
+	timer *time.Timer // lets l go once the scope was idle long enough
 }
 
 // Run runs the bridge until ctx ends.
@@ -99,6 +105,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.Wait == 0 {
 		o.Wait = 30 * time.Second
+	}
+	if o.Idle == 0 {
+		o.Idle = time.Minute
 	}
 	if len(o.Actuators) == 0 {
 		return errors.New("habridge: no actuators: name the ones Home Assistant may command")
@@ -141,9 +150,15 @@ func Run(ctx context.Context, o Options) error {
 	<-ctx.Done()
 	b.mu.Lock()
 	for _, s := range b.scopes {
+		s.mu.Lock()
+		if s.timer != nil {
+			s.timer.Stop()
+		}
 		if s.l != nil {
 			s.l.Release(context.Background())
+			s.l = nil
 		}
+		s.mu.Unlock()
 	}
 	b.mu.Unlock()
 	return nil
@@ -242,6 +257,7 @@ func (b *Bridge) command(ctx context.Context, actuator string, s fence.State) {
 	b.mu.Unlock()
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	defer b.idleLater(sc, name)
 	for attempt := 0; attempt < 2; attempt++ {
 		if err := b.hold(ctx, sc, name); err != nil {
 			out.Outcome, out.Error = fence.Failed, err.Error()
@@ -270,6 +286,25 @@ func (b *Bridge) command(ctx context.Context, actuator string, s fence.State) {
 		b.log.Info("command", "actuator", actuator, "state", s.String(), "outcome", out.Outcome, "token", c.Fence.Token, "seq", c.Fence.Seq)
 		return
 	}
+}
+
+// idleLater lets sc's lease go once the scope had no command for
+// Options.Idle. sc.mu must be held.
+func (b *Bridge) idleLater(sc *scope, name string) {
+	sc.last = time.Now()
+	if sc.timer != nil {
+		sc.timer.Stop()
+	}
+	sc.timer = time.AfterFunc(b.o.Idle, func() {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		if sc.l == nil || time.Since(sc.last) < b.o.Idle {
+			return // let go already, or a command came meanwhile (its own timer follows)
+		}
+		sc.l.Release(context.Background())
+		sc.l = nil
+		b.log.Info("let the scope's lease go after its idle time", "scope", name, "idle", b.o.Idle.String())
+	})
 }
 
 // hold makes sure sc holds its scope's lease, acquiring it (waiting up to

@@ -24,9 +24,9 @@ answer back (fencegate-ha/ID/ACTUATOR/outcome, retained: the switch's
 attributes). A stale answer means another controller took the scope: the
 bridge acquires the lease again and sends once more.
 
-The bridge holds a scope's lease from its first command until it stops:
-other controllers of that scope wait meanwhile. Run it for the scopes
-Home Assistant owns. It runs until interrupted.`)
+The bridge keeps a scope's lease for --idle after its last command, then
+lets it go, so that other controllers of the scope can have it. It runs
+until interrupted.`)
 	conn := addBrokerFlags(fs)
 	gw := fs.String("gateway", "", "gateway id (required)")
 	etcdURL := fs.String("etcd", "", "etcd endpoints, comma-separated (required)")
@@ -34,6 +34,7 @@ Home Assistant owns. It runs until interrupted.`)
 	name := fs.String("name", "ha-bridge", "the bridge's name: the holder of its commands in the audit trail")
 	ttl := fs.Int("ttl", 10, "lease time to live in seconds")
 	wait := fs.Duration("wait", 30*time.Second, "how long a command waits for a scope's lease another controller holds")
+	idle := fs.Duration("idle", time.Minute, "how long the bridge keeps a scope's lease after its last command")
 	discovery := fs.String("discovery-prefix", "", "Home Assistant's discovery prefix (default homeassistant)")
 	bridgePrefix := fs.String("bridge-prefix", "", "the bridge's topics' prefix (default fencegate-ha)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -50,6 +51,8 @@ Home Assistant owns. It runs until interrupted.`)
 		return usageErr("--actuators is required: name the actuators Home Assistant may command")
 	case *ttl < 1:
 		return usageErr("--ttl %d: want 1 or more seconds", *ttl)
+	case *wait <= 0 || *idle <= 0:
+		return usageErr("--wait %v, --idle %v: want durations above 0", *wait, *idle)
 	}
 	var names []string
 	for _, a := range strings.Split(*acts, ",") {
@@ -67,7 +70,7 @@ Home Assistant owns. It runs until interrupted.`)
 		return err
 	}
 	err = habridge.Run(ctx, habridge.Options{Client: o, Etcd: strings.Split(*etcdURL, ","), TTL: *ttl, Actuators: names,
-		Name: *name, DiscoveryPrefix: *discovery, BridgePrefix: *bridgePrefix, Wait: *wait, Version: versionNumber(),
+		Name: *name, DiscoveryPrefix: *discovery, BridgePrefix: *bridgePrefix, Wait: *wait, Idle: *idle, Version: versionNumber(),
 		Logger: log.With(slog.String("component", "ha-bridge"))})
 	return dialErr(err)
 }

@@ -40,7 +40,7 @@ func TestHABridge(t *testing.T) {
 
 	prefix, bprefix := testenv.ID(t, "ha"), testenv.ID(t, "bridge")
 	bridge := startProc(t, nil, "ha-bridge", "--broker", broker, "--gateway", id, "--etcd", etcd, "--actuators", "pump,fan",
-		"--discovery-prefix", prefix, "--bridge-prefix", bprefix, "--ttl", "5", "--name", "ha-test", "--wait", "1s")
+		"--discovery-prefix", prefix, "--bridge-prefix", bprefix, "--ttl", "5", "--name", "ha-test", "--wait", "1s", "--idle", "3s")
 
 	var mu sync.Mutex
 	msgs := map[string][][]byte{}
@@ -158,5 +158,20 @@ func TestHABridge(t *testing.T) {
 	}
 	if o := ctl.State(t, "fan", nil); o.State == fence.StateOn {
 		t.Errorf("the fan went on: %+v", o)
+	}
+
+	// Idle for --idle, the bridge lets the pump's scope go: another
+	// controller gets its lease.
+	start := time.Now()
+	pump, err := lease.Acquire(ctx, cli, lease.Options{Gateway: id, Scope: "pump", TTL: 5, Wait: 20 * time.Second})
+	if err != nil {
+		t.Fatalf("the pump's lease after the bridge's idle time: %v\nbridge:\n%s", err, bridge.output())
+	}
+	defer pump.Release(context.Background())
+	if pump.Token() <= again.Token {
+		t.Errorf("the pump's lease after the bridge's: token %d, want above the bridge's %d", pump.Token(), again.Token)
+	}
+	if !strings.Contains(bridge.output(), "let the scope's lease go after its idle time") {
+		t.Errorf("the bridge did not say it let the lease go (acquired after %v):\n%s", time.Since(start), bridge.output())
 	}
 }
