@@ -21,29 +21,36 @@ import (
 // TestNoCommandAfterConflict (issue 8, point 9): once the link has found
 // another process serving its gateway id, not one more command reaches the
 // core, however many were already waiting in its queue. Hooks force the
-// interleaving: the first command is held just after its commit while 59
-// more wait behind it; the other process's claim arrives, and the link's
+// interleaving: the first command is held just after its commit (with
+// those queued behind it when its worker took it: they share the commit)
+// while the rest wait behind it; the other process's claim arrives, and the link's
 // stop is held back once the conflict is announced; then the first command
 // is released. The next one must wait at the closed door rather than reach
-// the core; only then may the link stop. Only the first may have been
-// applied.
+// the core; only then may the link stop. Only the first commit's commands
+// may have been applied.
 func TestNoCommandAfterConflict(t *testing.T) {
 	announced, stop := make(chan struct{}), make(chan struct{})
 	parked := make(chan struct{}, 1)
 	testHookConflict = func() { close(announced); <-stop }
+	var queued atomic.Int64
+	testHookQueued = func(string, []byte) { queued.Add(1) }
 	testHookParked = func() {
 		select {
 		case parked <- struct{}{}:
 		default:
 		}
 	}
-	defer func() { testHookConflict, testHookParked = nil, nil }()
+	defer func() { testHookConflict, testHookParked, testHookQueued = nil, nil, nil }()
 	broker := testenv.EmbeddedBroker(t)
 	flog, sim := openStore(t)
 	held, hold := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
+	var decided fence.Fence // the fence the first commit left: the first batch's commands, queued together
 	bank, err := actuator.New(flog, []actuator.Spec{{Name: "pump", PinName: "GPIO17"}}, &actuator.Options{AfterCommit: func(fence.Command) {
 		if first.CompareAndSwap(false, true) {
+			if out, err := flog.Output("pump", "pump"); err == nil {
+				decided = out.Fence
+			}
 			close(held)
 			<-hold
 		}
@@ -61,14 +68,25 @@ func TestNoCommandAfterConflict(t *testing.T) {
 	ctl := testctl.Connect(t, broker, topics)
 	ctl.WaitStatus(t, wire.StatusOnline)
 	const n = 60
-	for i := 1; i <= n; i++ {
+	publish := func(i int) {
 		ctl.Publish(t, "pump", wire.EncodeCommand(fence.Command{ID: fmt.Sprint("c-", i), Actuator: "pump",
 			Fence: fence.Fence{Token: 1, Seq: uint64(i)}, State: fence.State(i%2 + 1)}), false)
 	}
+	publish(1)
 	select {
 	case <-held:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the first command did not reach the core")
+	}
+	// The others queue behind the first, held in its commit.
+	for i := 2; i <= n; i++ {
+		publish(i)
+	}
+	for deadline := time.Now().Add(20 * time.Second); queued.Load() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(hold)
+			t.Fatalf("%d of %d commands queued", queued.Load(), n)
+		}
 	}
 	other := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(testenv.ID(t, "other")))
 	if tok := other.Connect(); tok.Wait() && tok.Error() != nil {
@@ -89,7 +107,7 @@ func TestNoCommandAfterConflict(t *testing.T) {
 	// The pump's next command now either waits at the door or is decided.
 	moved := func() bool {
 		out, err := flog.Output("pump", "pump")
-		return err == nil && out.Fence.Seq > 1
+		return err == nil && decided.Less(out.Fence)
 	}
 	for deadline := time.Now().Add(20 * time.Second); len(parked) == 0 && !moved(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -110,8 +128,8 @@ func TestNoCommandAfterConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Fence != (fence.Fence{Token: 1, Seq: 1}) {
-		t.Errorf("after the conflict was found, the pump's fence moved on to %s: the commands that waited were applied", out.Fence)
+	if decided.Token != 1 || out.Fence != decided {
+		t.Errorf("after the conflict was found, the pump's fence moved on from %s (the first commit's) to %s: the commands that waited were applied", decided, out.Fence)
 	}
 }
 
