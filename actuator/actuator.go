@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -162,8 +163,8 @@ type scope struct {
 	// broken lock would allow (see export_test.go). Set before use.
 	waiting func()
 	// moved is when the lock's holder last made progress (took the lock,
-	// or went on to its batch's next command), Unix ns; 0 while the lock
-	// is free. See Bank.Stalled.
+	// or went on to its batch's next command), as 1 + ns since epoch; 0
+	// while the lock is free. See Bank.Stalled.
 	moved atomic.Int64
 }
 
@@ -195,7 +196,11 @@ func (s *scope) unlock() {
 }
 
 // progress notes that the lock's holder moved on. The lock must be held.
-func (s *scope) progress() { s.moved.Store(time.Now().UnixNano()) }
+func (s *scope) progress() { s.moved.Store(int64(time.Since(epoch)) + 1) }
+
+// epoch is what the scopes' progress times count from: the monotonic
+// clock, which no step of the wall clock moves.
+var epoch = time.Now()
 
 type output struct {
 	Spec
@@ -595,10 +600,10 @@ func (b *Bank) Republish() {
 // with each command an interlock takes one at a time, so only one
 // command's work counts: its record, its dead time, its drives.
 func (b *Bank) Stalled(limit time.Duration) (scope string, held time.Duration) {
-	now := time.Now()
+	now := time.Since(epoch)
 	for _, sc := range b.scopes {
 		if moved := sc.moved.Load(); moved != 0 {
-			if d := now.Sub(time.Unix(0, moved)); d > limit && d > held {
+			if d := now - time.Duration(moved-1); d > limit && d > held {
 				scope, held = sc.name, d
 			}
 		}
@@ -644,7 +649,13 @@ func (b *Bank) Handle(ctx context.Context, c fence.Command) (fence.Result, error
 // that order; but the commands its scope admits share one commit, and so
 // one sync of the store. Each is still driven only after that commit, and
 // in order, each read back before the next is driven. If ctx ends while
-// the batch waits for its scope, none is decided and the error is ctx's.
+// the batch waits for its scope, the commands from the first that waited
+// on are not decided: HandleBatch returns the answers before it (those
+// Authorize rejected) and ctx's error.
+//
+// An interlocked output's commands are decided one at a time under the
+// lock (see MaxBatch): a caller that must look at something between them
+// gives them one by one.
 func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.Result, error) {
 	results := make([]fence.Result, len(cmds))
 	if len(cmds) == 0 {
@@ -678,7 +689,7 @@ func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.R
 		return results, nil
 	}
 	if err := o.scope.lock(ctx); err != nil {
-		return nil, err
+		return results[:todo[0]], err // the rejections before the first that waited are answered
 	}
 	var decided []fence.Result
 	if o.lock == nil {
@@ -698,6 +709,17 @@ func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.R
 		b.emit(cmds[i], o.Scope, decided[k])
 	}
 	return results, nil
+}
+
+// MaxBatch is the most commands of an actuator that HandleBatch should be
+// given at once: one for an interlocked output, whose commands are
+// planned and waited for (the dead time) one by one anyway; the link's
+// own bound otherwise.
+func (b *Bank) MaxBatch(actuator string) int {
+	if o, ok := b.outs[actuator]; ok && o.lock != nil {
+		return 1
+	}
+	return math.MaxInt
 }
 
 func pick(cmds []fence.Command, at []int) []fence.Command {

@@ -2,11 +2,14 @@ package actuator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/fence"
 )
 
@@ -172,5 +175,41 @@ func TestHandleBatchCommitsOnce(t *testing.T) {
 	}
 	if _, err := r.bank.HandleBatch(context.Background(), []fence.Command{b[0], command("v-1", "valve", 1, 0, fence.StateOn)}); err == nil {
 		t.Errorf("a batch of two actuators' commands was taken")
+	}
+}
+
+// An interlocked output is to be given one command at a time; a plain one
+// as many as queued.
+func TestMaxBatch(t *testing.T) {
+	r := newRigWrapped(t, "", append([]act{{name: "pump", pin: "GPIO17"}}, ventActs...), ventLock(true, 0), nil)
+	if n := r.bank.MaxBatch("pump"); n < 64 {
+		t.Errorf("MaxBatch(pump) = %d, want no bound below the link's", n)
+	}
+	for _, name := range []string{"vent-open", "vent-close"} {
+		if n := r.bank.MaxBatch(name); n != 1 {
+			t.Errorf("MaxBatch(%s) = %d, want 1 (interlocked)", name, n)
+		}
+	}
+}
+
+// A batch whose context ended before it got its scope answers the
+// commands Authorize rejected before the first that waited, and decides
+// nothing.
+func TestHandleBatchContextEndedAnswersRejectionsBefore(t *testing.T) {
+	r := newRig(t, "", defaultActs, &actuator.Options{Authorize: func(c fence.Command, scope string) (string, error) {
+		if strings.HasPrefix(c.ID, "bad") {
+			return fence.ReasonUnsigned, errors.New("unsigned")
+		}
+		return "", nil
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := r.bank.HandleBatch(ctx, []fence.Command{command("bad-1", "pump", 1, 0, fence.StateOn), command("ok-1", "pump", 1, 1, fence.StateOn),
+		command("bad-2", "pump", 1, 2, fence.StateOn)})
+	if !errors.Is(err, context.Canceled) || len(res) != 1 || res[0].ID != "bad-1" || res[0].Outcome != fence.Rejected {
+		t.Fatalf("HandleBatch with an ended context = %+v, %v; want bad-1's rejection only, and context.Canceled", res, err)
+	}
+	if out, _ := r.log.Output("pump", "pump"); out.Fence.Token != 0 {
+		t.Errorf("the pump's fence moved to %s", out.Fence)
 	}
 }

@@ -35,7 +35,7 @@ type committer struct {
 
 	commits atomic.Uint64 // transactions committed
 	writes  atomic.Uint64 // writes they held
-	running atomic.Int64  // when the commit in progress began (Unix ns); 0: none
+	running atomic.Int64  // when the commit in progress began, as 1 + ns since epoch; 0: none
 }
 
 type write struct {
@@ -152,7 +152,7 @@ func (l *Log) company(n int, d time.Duration) {
 func (l *Log) commitBatch(batch []*write) {
 	failed := false
 	start := time.Now()
-	l.commit.running.Store(start.UnixNano())
+	l.commit.running.Store(int64(start.Sub(epoch)) + 1)
 	defer l.commit.running.Store(0)
 	l.staged = make(map[string]scopeRecord)
 	err := l.db.Update(func(tx *bolt.Tx) error {
@@ -229,7 +229,11 @@ func (l *Log) Stats() Stats {
 // answering) shows here, for the service manager's watchdog.
 func (l *Log) CommitRunning() time.Duration {
 	if began := l.commit.running.Load(); began != 0 {
-		return time.Since(time.Unix(0, began))
+		return time.Since(epoch) - time.Duration(began-1)
 	}
 	return 0
 }
+
+// epoch is what commit times count from: the monotonic clock, which no
+// step of the wall clock moves.
+var epoch = time.Now()

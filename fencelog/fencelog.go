@@ -189,8 +189,10 @@ type Options struct {
 // Entry is one audit record.
 type Entry struct {
 	// Seq numbers entries in the order they were written, which is the
-	// order of decisions except that a buffered stale, duplicate or
-	// rejected entry may land just after an applied entry decided later.
+	// order of decisions except that a buffered entry (a stale, duplicate
+	// or rejected decision, or a failed drive's) may land after entries
+	// decided later: after an applied entry of another scope, or of the
+	// commands committed with its own in one batch.
 	// Set when read back.
 	Seq      uint64        `json:"seq,omitempty"`
 	At       time.Time     `json:"at"`

@@ -82,7 +82,7 @@ type Bridge struct {
 	etcd   *clientv3.Client
 	ha     mqtt.Client
 	disc   hass.Discovery
-	known  map[string]bool
+	queues map[string]chan fence.State // per actuator, in the order Home Assistant sent them
 
 	mu     sync.Mutex // guards scopes
 	scopes map[string]*scope
@@ -117,9 +117,9 @@ func Run(ctx context.Context, o Options) error {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b := &Bridge{o: o, log: log, topics: hass.BridgeTopics{Prefix: o.BridgePrefix, GatewayID: o.Client.GatewayID},
-		known: map[string]bool{}, scopes: map[string]*scope{}}
+		queues: map[string]chan fence.State{}, scopes: map[string]*scope{}}
 	for _, a := range o.Actuators {
-		b.known[a] = true
+		b.queues[a] = make(chan fence.State, queueLen)
 	}
 	gwTopics := wire.Topics{Prefix: o.Client.Prefix, GatewayID: o.Client.GatewayID}
 	if gwTopics.Prefix == "" {
@@ -138,6 +138,24 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer b.gw.Close()
+	// One worker per actuator takes its commands in the order they came:
+	// "on" then "off" must leave it off.
+	var workers sync.WaitGroup
+	for a, q := range b.queues {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for {
+				select {
+				case s := <-q:
+					b.command(ctx, a, s)
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	defer workers.Wait()
 	if err := b.connectHA(ctx); err != nil {
 		return err
 	}
@@ -209,12 +227,13 @@ func (b *Bridge) receive(ctx context.Context) mqtt.MessageHandler {
 	return func(c mqtt.Client, m mqtt.Message) {
 		if m.Topic() == b.disc.BirthTopic {
 			if string(m.Payload()) == b.disc.BirthPayload {
-				c.Publish(b.disc.Topic, 1, true, b.disc.Payload)
+				go c.Publish(b.disc.Topic, 1, true, b.disc.Payload) // a publish may wait for paho's queue: never in its reader
 			}
 			return
 		}
 		name, ok := b.topics.Actuator(m.Topic())
-		if !ok || !b.known[name] {
+		q := b.queues[name]
+		if !ok || q == nil {
 			b.log.Warn("command for an actuator the bridge does not serve", "topic", m.Topic())
 			return
 		}
@@ -225,13 +244,21 @@ func (b *Bridge) receive(ctx context.Context) mqtt.MessageHandler {
 		case "off":
 			s = fence.StateOff
 		default:
-			b.report(name, Outcome{Outcome: fence.Rejected, Asked: string(m.Payload()), Reason: fence.ReasonInvalid,
+			go b.report(name, Outcome{Outcome: fence.Rejected, Asked: string(m.Payload()), Reason: fence.ReasonInvalid,
 				Error: fmt.Sprintf("want on or off, got %q", m.Payload()), At: time.Now().UTC()})
 			return
 		}
-		go b.command(ctx, name, s)
+		select {
+		case q <- s: // never blocks paho's reader
+		default:
+			go b.report(name, Outcome{Outcome: fence.Rejected, Asked: s.String(), Reason: "busy",
+				Error: fmt.Sprintf("%d commands for %s wait already; nothing was sent", queueLen, name), At: time.Now().UTC()})
+		}
 	}
 }
+
+// queueLen bounds the commands that wait for an actuator's worker.
+const queueLen = 64
 
 // command sends state s to actuator under its scope's lease, and reports
 // the answer.
@@ -333,6 +360,7 @@ func (b *Bridge) hold(ctx context.Context, sc *scope, name string) error {
 }
 
 // report publishes an actuator's outcome, retained, for Home Assistant.
+// It does not wait for the broker's acknowledgement.
 func (b *Bridge) report(actuator string, o Outcome) {
 	p, err := json.Marshal(o)
 	if err != nil {

@@ -66,9 +66,10 @@ type Options struct {
 	// TTL is the lease's time to live in seconds; zero means 10. etcd
 	// enforces a minimum (a few seconds with default settings).
 	TTL int
-	// Wait, if positive, bounds the wait for a lock another holds: Acquire
-	// then gives up with an error that wraps context.DeadlineExceeded.
-	// The lease itself lives as long as Acquire's context.
+	// Wait, if positive, bounds Acquire's wait, for etcd's grant and for
+	// a lock another holds together: Acquire then gives up with an error
+	// that wraps context.DeadlineExceeded. The lease itself lives as long
+	// as Acquire's context.
 	Wait time.Duration
 	// Gateway and Scope name the lock: one per gateway and fence scope.
 	// Scope is the actuator's fence scope as the gateway publishes it
@@ -100,18 +101,41 @@ func Acquire(ctx context.Context, cli *clientv3.Client, o Options) (*Lease, erro
 		s *concurrency.Session
 		m *concurrency.Mutex
 	)
+	deadline := time.Now().Add(o.Wait) // with Wait: for the grant and the lock together
 	for {
 		var err error
-		s, err = concurrency.NewSession(cli, concurrency.WithTTL(o.TTL), concurrency.WithContext(ctx))
+		sopts := []concurrency.SessionOption{concurrency.WithTTL(o.TTL), concurrency.WithContext(ctx)}
+		if o.Wait > 0 {
+			// The grant is bounded by Wait too (an etcd out of reach);
+			// the session's keep-alive lives on ctx.
+			gctx, cancel := context.WithDeadline(ctx, deadline)
+			g, gerr := cli.Grant(gctx, int64(o.TTL))
+			err = gerr
+			timedOut := errors.Is(gctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+			cancel()
+			if err != nil {
+				if timedOut {
+					return nil, fmt.Errorf("lease: grant: no answer from etcd within %v: %w", o.Wait, context.DeadlineExceeded)
+				}
+				return nil, fmt.Errorf("lease: grant: %w", err)
+			}
+			sopts = append(sopts, concurrency.WithLease(g.ID))
+		}
+		s, err = concurrency.NewSession(cli, sopts...)
 		if err != nil {
 			return nil, fmt.Errorf("lease: session: %w", err)
 		}
 		m = concurrency.NewMutex(s, Key(o.Gateway, o.Scope))
 		// Stop waiting as soon as the session ends: its key is gone (or
 		// going), and waiting on would keep us out of the queue.
-		lctx, stop := context.WithCancel(ctx)
+		var (
+			lctx context.Context
+			stop context.CancelFunc
+		)
 		if o.Wait > 0 {
-			lctx, stop = context.WithTimeout(ctx, o.Wait)
+			lctx, stop = context.WithDeadline(ctx, deadline)
+		} else {
+			lctx, stop = context.WithCancel(ctx)
 		}
 		go func() {
 			select {

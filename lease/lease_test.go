@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -146,5 +147,21 @@ func TestWaitBoundsTheWaitOnly(t *testing.T) {
 	}
 	if held, err := first.Held(ctx); err != nil || !held {
 		t.Errorf("the first lease: held %v, %v", held, err)
+	}
+}
+
+// Options.Wait bounds the wait for etcd's grant too: with etcd out of
+// reach, Acquire gives up after Wait instead of waiting for ever.
+func TestWaitBoundsAnUnreachableEtcd(t *testing.T) {
+	cli := dial(t, fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))) // nothing listens there
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := lease.Acquire(ctx, cli, lease.Options{Gateway: "gw", Scope: "pump", TTL: 3, Wait: time.Second})
+	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		t.Fatalf("Acquire with etcd out of reach: %v (after %v); want it to give up with context.DeadlineExceeded after 1s", err, time.Since(start))
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("gave up after %v, want about 1s", d)
 	}
 }

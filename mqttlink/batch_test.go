@@ -18,8 +18,16 @@ import (
 // batches it was given.
 type batchHandler struct {
 	countHandler
+	max     int // MaxBatch's answer; 0: 64
 	mu      sync.Mutex
 	batches [][]string
+}
+
+func (h *batchHandler) MaxBatch(string) int {
+	if h.max == 0 {
+		return 64
+	}
+	return h.max
 }
 
 func (h *batchHandler) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.Result, error) {
@@ -42,6 +50,21 @@ func (h *batchHandler) HandleBatch(ctx context.Context, cmds []fence.Command) ([
 // the batch. Every one is answered and acknowledged: a link that starts
 // next on the same session is given none of them again.
 func TestQueuedCommandsGoTogether(t *testing.T) {
+	for _, tt := range []struct {
+		max  int
+		want string
+	}{
+		{0, "[[q-0] [q-1 q-2] [q-4 q-5]]"},
+		// A handler that takes one at a time (an interlocked output) is
+		// given one at a time, so that the link looks at its door and
+		// its context between them.
+		{1, "[[q-0] [q-1] [q-2] [q-4] [q-5]]"},
+	} {
+		t.Run(fmt.Sprint("max ", tt.max), func(t *testing.T) { queuedTogether(t, tt.max, tt.want) })
+	}
+}
+
+func queuedTogether(t *testing.T, max int, want string) {
 	broker := testenv.EmbeddedBroker(t)
 	topics := wire.Topics{GatewayID: testenv.ID(t, "batch")}
 	ids := []string{"q-0", "q-1", "q-2", "bad", "q-4", "q-5"}
@@ -61,7 +84,7 @@ func TestQueuedCommandsGoTogether(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { testHookQueued, testHookServe = nil, nil }) // after the link stops
-	h := &batchHandler{}
+	h := &batchHandler{max: max}
 	o := Options{Broker: broker, Topics: topics, Actuators: []string{"a"}, Store: "s"}
 	l := startLink(t, o, h)
 	ctl := testctl.Connect(t, broker, topics)
@@ -85,13 +108,13 @@ func TestQueuedCommandsGoTogether(t *testing.T) {
 	h.mu.Lock()
 	got := fmt.Sprint(h.batches)
 	h.mu.Unlock()
-	if want := "[[q-0] [q-1 q-2] [q-4 q-5]]"; got != want {
+	if got != want {
 		t.Errorf("the core was given %s, want %s", got, want)
 	}
 	if err, _ := l.stop(t, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	next := &batchHandler{}
+	next := &batchHandler{max: max}
 	startLink(t, o, next)
 	if res := ctl.Send(t, command("q-6", 7)); res.Outcome != fence.Applied {
 		t.Fatalf("q-6: %+v", res)

@@ -229,6 +229,9 @@ func (l *Link) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			batch := maxBatch
+			if bh, ok := l.h.(BatchHandler); ok {
+				batch = max(1, min(batch, bh.MaxBatch(name)))
+			}
 			if name == "" {
 				batch = 1 // the unknown actuators' queue holds many names
 			}
@@ -495,7 +498,7 @@ func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch m
 		err := subscribe(ctx, c, a.BirthTopic, 1, func(_ mqtt.Client, m mqtt.Message) {
 			m.Ack() // acknowledgements are the link's to send (see serve)
 			if string(m.Payload()) == a.BirthPayload {
-				l.announce(ctx, c)
+				go l.announce(ctx, c) // a publish may wait for paho's queue: never in its reader
 				l.states.republish()
 			}
 		}, l.opts.Username)
@@ -735,13 +738,21 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 // together.
 const maxBatch = 64
 
+// errDoorClosed ends a batch whose door closed (another process serves
+// the gateway id): the commands left are not decided.
+var errDoorClosed = errors.New("mqttlink: the link takes no more commands")
+
 // BatchHandler is a Handler that decides several commands of one actuator
 // at once (package actuator's Bank): the commands it admits share one
-// commit. HandleBatch answers all of cmds, in their order, or, with an
-// error, none (ctx ended while they waited).
+// commit. HandleBatch answers a prefix of cmds, in their order: all of
+// them, or, with an error, those before the first that was not decided
+// (ctx ended while it waited). MaxBatch is the most commands of an
+// actuator it takes at once (1 for one it decides one at a time, so that
+// the link looks at its door and its context between them).
 type BatchHandler interface {
 	Handler
 	HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.Result, error)
+	MaxBatch(actuator string) int
 }
 
 // handle decides cmds, well-formed commands to one actuator, in order, and
@@ -752,7 +763,10 @@ func (l *Link) handle(ctx context.Context, cmds []fence.Command) ([]fence.Result
 		return bh.HandleBatch(ctx, cmds)
 	}
 	results := make([]fence.Result, 0, len(cmds))
-	for _, c := range cmds {
+	for i, c := range cmds {
+		if i > 0 && !l.open() {
+			return results, errDoorClosed
+		}
 		res, err := l.h.Handle(ctx, c)
 		if err != nil {
 			return results, err
@@ -762,8 +776,8 @@ func (l *Link) handle(ctx context.Context, cmds []fence.Command) ([]fence.Result
 	return results, nil
 }
 
-// announce publishes the announcement, retained, without waiting for it:
-// it may run in paho's message handler.
+// announce publishes the announcement, retained, without waiting for its
+// acknowledgement.
 func (l *Link) announce(ctx context.Context, c mqtt.Client) {
 	a := l.opts.Announce
 	l.publish(ctx, c, a.Topic, 1, true, a.Payload)

@@ -228,9 +228,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 
 	if wd := supervise.Watchdog(); wd > 0 {
 		for _, g := range cfg.Locks() {
-			if g.DeadTime+time.Second > supervise.StallLimit(wd) {
-				log.Warn("WatchdogSec is too short for this interlock's dead time: a command waiting out the dead time may stop the watchdog's pings and have systemd restart the gateway; "+
-					"set WatchdogSec to at least twice the dead time plus 2 s", "interlock", g.Name, "dead_time", g.DeadTime.String(), "watchdog", wd.String())
+			if g.DeadTime+stallMargin > supervise.StallLimit(wd) {
+				log.Warn("WatchdogSec is too short for this interlock's dead time: a command waiting out the dead time (and its commit) may stop the watchdog's pings and have systemd restart the gateway; "+
+					"set WatchdogSec to at least twice the dead time plus 10 s", "interlock", g.Name, "dead_time", g.DeadTime.String(), "watchdog", wd.String())
 			}
 		}
 	}
@@ -299,6 +299,11 @@ type status struct {
 	bank    *actuator.Bank
 	started time.Time
 }
+
+// stallMargin is what a command's own work (its commit, its drives) may
+// add to an interlock's dead time before the watchdog takes its scope for
+// stuck.
+const stallMargin = 5 * time.Second
 
 // readiness judges the gateway's status (GET /readyz).
 func (s *status) readiness() httpapi.Readiness { return httpapi.ReadinessOf(s.Status()) }

@@ -127,6 +127,30 @@ func TestHABridge(t *testing.T) {
 	if bad := press("toggle", 4); bad.Outcome != fence.Rejected || bad.Reason != fence.ReasonInvalid {
 		t.Errorf("toggle: %+v; want rejected (invalid)", bad)
 	}
+	// A burst: on, off, on, off, ... sent at once are carried out in that
+	// order (the seqs follow it), and the last one holds.
+	const burst = 10
+	for range burst {
+		for _, p := range []string{"on", "off"} {
+			if tok := ha.Publish(sw.CommandTopic, 1, false, p); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+				t.Fatal(tok.Error())
+			}
+		}
+	}
+	wait(outcomeTopic, 4+2*burst)
+	mu.Lock()
+	outs := msgs[outcomeTopic][4:]
+	mu.Unlock()
+	for i, b := range outs {
+		var o habridge.Outcome
+		json.Unmarshal(b, &o)
+		if want := []string{"on", "off"}[i%2]; o.Outcome != fence.Applied || o.Asked != want || o.Seq != again.Seq+1+uint64(i) {
+			t.Errorf("burst command %d: %+v; want %s applied at seq %d", i, o, want, again.Seq+1+uint64(i))
+		}
+	}
+	if st := ctl.State(t, "pump", func(o fence.Output) bool { return o.Fence.Seq == again.Seq+2*burst }); st.State != fence.StateOff {
+		t.Errorf("the pump after the burst: %+v; want off, the last command's", st)
+	}
 	if tok := ha.Publish(prefix+"/status", 1, false, "online"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatal(tok.Error())
 	}
