@@ -132,6 +132,22 @@ func TestSystemdNotify(t *testing.T) {
 		return n, p, ctl, id
 	}
 
+	t.Run("status follows the broker", func(t *testing.T) {
+		n := listenNotify(t)
+		b := testenv.MosquittoVolatile(t)
+		id := gatewayID(t)
+		cfg := writeConfigWith(t, t.TempDir(), id, b.URL, "", "actuators:\n  - {name: pump, pin: GPIO17}\n")
+		before := time.Now()
+		startProc(t, []string{"NOTIFY_SOCKET=" + n.path}, "run", "--config", cfg, "--init", "--log-level", "warn")
+		n.wait(t, before, "READY=1")
+		stopped := time.Now()
+		b.Stop(t, syscall.SIGTERM)
+		n.wait(t, stopped, "STATUS=not ready: broker: not connected to "+b.URL)
+		started := time.Now()
+		b.Start(t)
+		n.wait(t, started, "STATUS=ready: connected to "+b.URL)
+	})
+
 	t.Run("stuck scope", func(t *testing.T) {
 		n, p, ctl, id := start(t, time.Second, "FENCEGATE_HANG_AFTER_COMMIT=2")
 		n.wait(t, time.Now(), "WATCHDOG=1")
