@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -46,6 +47,35 @@ func TestReadiness(t *testing.T) {
 		}
 		if len(rd.Checks) != 3 {
 			t.Errorf("%s: %d checks, want store, outputs and broker", tt.name, len(rd.Checks))
+		}
+	}
+}
+
+// The audit trail's filters: good ones are read, bad ones refused with
+// what is wrong.
+func TestParseAuditQuery(t *testing.T) {
+	for _, tt := range []struct {
+		query, err string
+	}{
+		{"", ""},
+		{"n=100&actuator=pump&outcome=stale&holder=ctl-a&since=2026-12-03T07:00:00Z&until=2026-12-03T08:00:00.5Z", ""},
+		{"outcome=interlock", ""},
+		{"n=0", "n: want a number from 1 to 10000"},
+		{"n=10001", "n: want a number from 1 to 10000"},
+		{"outcome=maybe", `outcome="maybe": want one of`},
+		{"since=yesterday", `since="yesterday": want an RFC 3339 time`},
+		{"until=2026-12-03", `until="2026-12-03": want an RFC 3339 time`},
+	} {
+		v, _ := url.ParseQuery(tt.query)
+		q, err := ParseAuditQuery(v)
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("%q: %v", tt.query, err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%q: %v, want an error saying %q", tt.query, err, tt.err)
+		}
+		if tt.query == "" && q.Limit != 50 {
+			t.Errorf("the default n is %d, want 50", q.Limit)
 		}
 	}
 }
