@@ -328,9 +328,9 @@ func (b *Bridge) idleLater(sc *scope, name string) {
 		if sc.l == nil || time.Since(sc.last) < b.o.Idle {
 			return // let go already, or a command came meanwhile (its own timer follows)
 		}
+		b.log.Info("letting the scope's lease go after its idle time", "scope", name, "idle", b.o.Idle.String())
 		sc.l.Release(context.Background())
 		sc.l = nil
-		b.log.Info("let the scope's lease go after its idle time", "scope", name, "idle", b.o.Idle.String())
 	})
 }
 

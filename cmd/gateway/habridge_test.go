@@ -195,7 +195,7 @@ func TestHABridge(t *testing.T) {
 	if pump.Token() <= again.Token {
 		t.Errorf("the pump's lease after the bridge's: token %d, want above the bridge's %d", pump.Token(), again.Token)
 	}
-	if !strings.Contains(bridge.output(), "let the scope's lease go after its idle time") {
+	if !strings.Contains(bridge.output(), "letting the scope's lease go after its idle time") {
 		t.Errorf("the bridge did not say it let the lease go (acquired after %v):\n%s", time.Since(start), bridge.output())
 	}
 }
