@@ -16,19 +16,8 @@ import (
 // characters, HTML characters, non-ASCII, invalid UTF-8), extreme numbers
 // and times.
 func TestEncodeScopeIsJSONMarshal(t *testing.T) {
-	strs := []string{"", "pump", "a\"b", "back\\slash", "tab\there", "<html>&", "héllo", "\xff\xfe", "\u2028", "新", "x\x00y"}
 	rng := rand.New(rand.NewPCG(1, 2))
-	str := func() string { return strs[rng.IntN(len(strs))] }
-	u64 := func() uint64 {
-		switch rng.IntN(3) {
-		case 0:
-			return 0
-		case 1:
-			return math.MaxUint64
-		}
-		return rng.Uint64N(1 << 40)
-	}
-	times := []time.Time{{}, time.Date(2026, 12, 3, 7, 24, 48, 123456789, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), time.Unix(0, 0).UTC()}
+	str, u64, at := randomValues(rng)
 	for i := range 2000 {
 		rec := scopeRecord{Fence: fence.Fence{Token: u64(), Seq: u64()}}
 		for range rng.IntN(fence.Window + 1) {
@@ -44,7 +33,7 @@ func TestEncodeScopeIsJSONMarshal(t *testing.T) {
 		if n := rng.IntN(5); n > 0 || i%5 == 0 {
 			rec.Outputs = map[string]outputRecord{}
 			for range n {
-				rec.Outputs[str()] = outputRecord{State: fence.State(rng.IntN(3)), Holder: str(), ChangedAt: times[rng.IntN(len(times))]}
+				rec.Outputs[str()] = outputRecord{State: fence.State(rng.IntN(3)), Holder: str(), ChangedAt: at()}
 			}
 		}
 		want, err := json.Marshal(rec)
@@ -88,22 +77,11 @@ func BenchmarkEncodeScope(b *testing.B) {
 // with every field set or empty, strings that need escaping, extreme
 // numbers and times.
 func TestEncodeEntryIsJSONMarshal(t *testing.T) {
-	strs := []string{"", "pump", "a\"b", "back\\slash", "tab\there", "<html>&", "héllo", "\xff\xfe", "\u2028", "新", "x\x00y"}
 	rng := rand.New(rand.NewPCG(3, 4))
-	str := func() string { return strs[rng.IntN(len(strs))] }
-	u64 := func() uint64 {
-		switch rng.IntN(3) {
-		case 0:
-			return 0
-		case 1:
-			return math.MaxUint64
-		}
-		return rng.Uint64N(1 << 40)
-	}
-	times := []time.Time{{}, time.Date(2026, 12, 3, 7, 24, 48, 123456789, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), time.Unix(0, 0).UTC()}
+	str, u64, at := randomValues(rng)
 	outcomes := []fence.Outcome{"", fence.Applied, fence.Stale, OutcomeInterlock, "a\"b"}
 	for i := range 3000 {
-		e := Entry{Seq: u64(), At: times[rng.IntN(len(times))], Scope: str(), Actuator: str(), ID: str(), Holder: str(),
+		e := Entry{Seq: u64(), At: at(), Scope: str(), Actuator: str(), ID: str(), Holder: str(),
 			Command: fence.Fence{Token: u64(), Seq: u64()}, State: fence.State(rng.IntN(4)), Outcome: outcomes[rng.IntN(len(outcomes))],
 			Reason: str(), Fence: fence.Fence{Token: u64(), Seq: u64()}, Error: str(), Signer: str()}
 		want, werr := json.Marshal(e)
@@ -117,4 +95,25 @@ func TestEncodeEntryIsJSONMarshal(t *testing.T) {
 			t.Errorf("an entry at %v encoded; json.Marshal refuses it", at)
 		}
 	}
+}
+
+// randomValues returns, drawn from rng, the strings, numbers and times the
+// encoders' tests try: strings that need escaping (quotes, control
+// characters, HTML characters, non-ASCII, invalid UTF-8), the extreme
+// numbers, zero, UTC, offset and epoch times.
+func randomValues(rng *rand.Rand) (str func() string, u64 func() uint64, at func() time.Time) {
+	strs := []string{"", "pump", "a\"b", "back\\slash", "tab\there", "<html>&", "héllo", "\xff\xfe", "\u2028", "新", "x\x00y"}
+	times := []time.Time{{}, time.Date(2026, 12, 3, 7, 24, 48, 123456789, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), time.Unix(0, 0).UTC()}
+	str = func() string { return strs[rng.IntN(len(strs))] }
+	u64 = func() uint64 {
+		switch rng.IntN(3) {
+		case 0:
+			return 0
+		case 1:
+			return math.MaxUint64
+		}
+		return rng.Uint64N(1 << 40)
+	}
+	at = func() time.Time { return times[rng.IntN(len(times))] }
+	return str, u64, at
 }
