@@ -971,7 +971,8 @@ type AuditQuery struct {
 	Limit int
 }
 
-func (q AuditQuery) match(e Entry) bool {
+// Match reports whether q selects e (Limit aside).
+func (q AuditQuery) Match(e Entry) bool {
 	return (q.Actuator == "" || e.Actuator == q.Actuator) && (q.Outcome == "" || e.Outcome == q.Outcome) &&
 		(q.Holder == "" || e.Holder == q.Holder) && (q.Since.IsZero() || !e.At.Before(q.Since)) &&
 		(q.Until.IsZero() || e.At.Before(q.Until))
@@ -987,7 +988,7 @@ func (l *Log) FindAudit(q AuditQuery) ([]Entry, error) {
 	l.mu.Lock()
 	var out []Entry
 	for i := len(l.pending) - 1; i >= 0 && len(out) < q.Limit; i-- {
-		if q.match(l.pending[i]) {
+		if q.Match(l.pending[i]) {
 			out = append(out, l.pending[i])
 		}
 	}
@@ -1000,7 +1001,7 @@ func (l *Log) FindAudit(q AuditQuery) ([]Entry, error) {
 				return err
 			}
 			e.Seq = binary.BigEndian.Uint64(k)
-			if q.match(e) {
+			if q.Match(e) {
 				out = append(out, e)
 			}
 		}

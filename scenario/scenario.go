@@ -142,7 +142,7 @@ type Narration struct {
 // FetchSim reads a running simulator's description (GET /api/sim).
 func FetchSim(ctx context.Context, simURL string) (Sim, error) {
 	var info Sim
-	err := getJSON(ctx, simURL+"/api/sim", &info)
+	err := httpapi.GetJSON(ctx, simURL+"/api/sim", &info)
 	return info, err
 }
 
@@ -228,27 +228,10 @@ func (r *run) fail(format string, a ...any) Verdict {
 	return Verdict{false, text}
 }
 
-func getJSON(ctx context.Context, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
-}
-
 // actuator reads an actuator through the gateway's API (via the simulator).
 func (r *run) actuator(ctx context.Context, name string) (httpapi.Actuator, error) {
 	var list []httpapi.Actuator
-	if err := getJSON(ctx, r.env.SimURL+"/api/actuators", &list); err != nil {
+	if err := httpapi.GetJSON(ctx, r.env.SimURL+"/api/actuators", &list); err != nil {
 		return httpapi.Actuator{}, err
 	}
 	for _, a := range list {

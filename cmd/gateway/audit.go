@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,7 +60,7 @@ duration back from now (30m, 2h). --json prints one JSON object a line.`)
 		return usageErr("-n %d: want a number from 1 to 10000", q.Limit)
 	}
 	q.Outcome = fence.Outcome(*outcome)
-	if q.Outcome != "" && !isAuditOutcome(q.Outcome) {
+	if q.Outcome != "" && !slices.Contains(fencelog.AuditOutcomes, q.Outcome) {
 		return usageErr("--outcome %q: want one of %s", *outcome, outcomeList())
 	}
 	now := time.Now()
@@ -128,7 +129,7 @@ duration back from now (30m, 2h). --json prints one JSON object a line.`)
 		e := fencelog.Entry{At: d.At, Scope: d.Scope, Actuator: d.Actuator, ID: d.ID, Holder: d.Holder, Command: d.Command,
 			Outcome: d.Outcome, Reason: d.Reason, Fence: d.Fence, Error: d.Error}
 		e.State, _ = fence.ParseState(d.Want)
-		if q.Actuator != "" && e.Actuator != q.Actuator || q.Outcome != "" && e.Outcome != q.Outcome || q.Holder != "" && e.Holder != q.Holder {
+		if !q.Match(e) {
 			return nil
 		}
 		return print(e)
@@ -145,15 +146,6 @@ func outcomeList() string {
 		s = append(s, string(o))
 	}
 	return strings.Join(s, ", ")
-}
-
-func isAuditOutcome(o fence.Outcome) bool {
-	for _, a := range fencelog.AuditOutcomes {
-		if a == o {
-			return true
-		}
-	}
-	return false
 }
 
 // parseWhen reads --since or --until: an RFC 3339 time, or a duration back
@@ -219,9 +211,9 @@ func fetchAudit(ctx context.Context, base *url.URL, q fencelog.AuditQuery) ([]fe
 	}
 	u := base.JoinPath("/api/audit")
 	u.RawQuery = v.Encode()
-	resp, err := httpGet(ctx, u.String())
+	resp, err := httpapi.Get(ctx, u.String())
 	if err != nil {
-		return nil, err
+		return nil, apiErr(err)
 	}
 	defer resp.Body.Close()
 	var es []fencelog.Entry
@@ -232,26 +224,21 @@ func fetchAudit(ctx context.Context, base *url.URL, q fencelog.AuditQuery) ([]fe
 }
 
 func openEvents(ctx context.Context, base *url.URL) (*http.Response, error) {
-	return httpGet(ctx, base.JoinPath("/api/events").String())
+	resp, err := httpapi.Get(ctx, base.JoinPath("/api/events").String())
+	return resp, apiErr(err)
 }
 
-// httpGet GETs u and fails, saying what the gateway answered, unless it
-// answers 200.
-func httpGet(ctx context.Context, u string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
+// apiErr says where to look when the gateway's API cannot be reached; an
+// answer other than 200 says what is wrong itself.
+func apiErr(err error) error {
+	var ue *url.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ue):
+		return fmt.Errorf("audit: %w (is the gateway running, with its API at that address? see http: in its configuration)", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("audit: %w (is the gateway running, with its API at that address? see http: in its configuration)", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		resp.Body.Close()
-		return nil, fmt.Errorf("audit: GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
-	}
-	return resp, nil
+	return fmt.Errorf("audit: %w", err)
 }
 
 // readEvents calls each with every decision of a Server-Sent Events
