@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -11,9 +10,7 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
-	"github.com/fencegate/fencegate/internal/testctl"
 	"github.com/fencegate/fencegate/internal/testenv"
-	"github.com/fencegate/fencegate/wire"
 )
 
 // TestAuditCLI: gateway audit prints a known sequence of decisions, one a
@@ -22,19 +19,9 @@ import (
 // lines; --follow prints decisions as they are made; bad flags are usage
 // errors that change nothing.
 func TestAuditCLI(t *testing.T) {
-	broker := testenv.EmbeddedBroker(t)
-	id := gatewayID(t)
-	dir := t.TempDir()
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	cfg := writeConfigWith(t, dir, id, broker, httpAddr, `actuators:
-  - {name: pump, pin: GPIO17}
-  - {name: fan, pin: GPIO22}
-`)
-	p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
-	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: id})
-	ctl.WaitStatus(t, "online")
-	waitAPI(t, httpAddr, p)
-	api := "http://" + httpAddr
+	g := startGateway(t, testenv.EmbeddedBroker(t), "actuators:\n  - {name: pump, pin: GPIO17}\n  - {name: fan, pin: GPIO22}\n", true)
+	dir, p, ctl := g.dir, g.p, g.ctl
+	api := "http://" + g.http
 
 	before := time.Now()
 	send := func(c fence.Command, want fence.Outcome) {

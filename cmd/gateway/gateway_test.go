@@ -240,21 +240,36 @@ func TestKill9UnderLoad(t *testing.T) {
 	checkReconciled(t, httpAddr, "final restart")
 }
 
-// runWithAPI starts a gateway (a fresh store, --init) on an embedded broker
-// with the given actuators' configuration and its API on a port of its
-// own, and waits until it is online and serves the API. It returns the
-// gateway's id, the API's address and a controller of its broker.
-func runWithAPI(t *testing.T, actuators string) (id, httpAddr string, ctl *testctl.Controller) {
+// testGateway is a gateway process a test started on a fresh store.
+type testGateway struct {
+	id, dir, cfg string // its id, its directory (store, latch) and configuration file
+	http         string // its API's address; "" without one
+	p            *proc
+	ctl          *testctl.Controller // a controller of its broker
+}
+
+// startGateway starts `gateway run --init` for gateway id gatewayID(t) on
+// broker, with the given actuators (and more) section of its
+// configuration, its API on a port of its own if api, and flags (none:
+// --log-level warn); it waits until the gateway is online and, with an
+// API, serves it.
+func startGateway(t *testing.T, broker, actuators string, api bool, flags ...string) testGateway {
 	t.Helper()
-	broker := testenv.EmbeddedBroker(t)
-	id = gatewayID(t)
-	httpAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	cfg := writeConfigWith(t, t.TempDir(), id, broker, httpAddr, actuators)
-	p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
-	ctl = testctl.Connect(t, broker, wire.Topics{GatewayID: id})
-	ctl.WaitStatus(t, "online")
-	waitAPI(t, httpAddr, p)
-	return id, httpAddr, ctl
+	g := testGateway{id: gatewayID(t), dir: t.TempDir()}
+	if api {
+		g.http = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	}
+	g.cfg = writeConfigWith(t, g.dir, g.id, broker, g.http, actuators)
+	if len(flags) == 0 {
+		flags = []string{"--log-level", "warn"}
+	}
+	g.p = startProc(t, nil, append([]string{"run", "--config", g.cfg, "--init"}, flags...)...)
+	g.ctl = testctl.Connect(t, broker, wire.Topics{GatewayID: g.id})
+	g.ctl.WaitStatus(t, "online")
+	if api {
+		waitAPI(t, g.http, g.p)
+	}
+	return g
 }
 
 // waitAPI waits until p, and no other process, serves its API on addr.

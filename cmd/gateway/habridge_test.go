@@ -13,7 +13,6 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/habridge"
-	"github.com/fencegate/fencegate/internal/testctl"
 	"github.com/fencegate/fencegate/internal/testenv"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/wire"
@@ -31,12 +30,9 @@ import (
 func TestHABridge(t *testing.T) {
 	etcd := testenv.Etcd(t)
 	broker := testenv.EmbeddedBroker(t)
-	id := gatewayID(t)
-	cfg := writeConfigWith(t, t.TempDir(), id, broker, "", "actuators:\n  - {name: pump, pin: GPIO17}\n  - {name: fan, pin: GPIO22}\n")
-	startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
+	g := startGateway(t, broker, "actuators:\n  - {name: pump, pin: GPIO17}\n  - {name: fan, pin: GPIO22}\n", false)
+	id, ctl := g.id, g.ctl
 	topics := wire.Topics{GatewayID: id}
-	ctl := testctl.Connect(t, broker, topics)
-	ctl.WaitStatus(t, "online")
 
 	prefix, bprefix := testenv.ID(t, "ha"), testenv.ID(t, "bridge")
 	bridge := startProc(t, nil, "ha-bridge", "--broker", broker, "--gateway", id, "--etcd", etcd, "--actuators", "pump,fan",

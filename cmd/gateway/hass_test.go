@@ -21,12 +21,9 @@ import (
 func TestHomeAssistantDiscovery(t *testing.T) {
 	broker := testenv.EmbeddedBroker(t)
 	prefix := testenv.ID(t, "ha") // a discovery prefix of this test's own
-	id := gatewayID(t)
-	cfg := writeConfigWith(t, t.TempDir(), id, broker, "", "actuators:\n  - {name: pump, pin: GPIO17}\n  - {name: fan, pin: GPIO22}\n"+
-		"home_assistant:\n  discovery_prefix: "+prefix+"\n")
-	startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
+	id := startGateway(t, broker, "actuators:\n  - {name: pump, pin: GPIO17}\n  - {name: fan, pin: GPIO22}\n"+
+		"home_assistant:\n  discovery_prefix: "+prefix+"\n", false).id
 	topics := wire.Topics{GatewayID: id}
-	testctl.Connect(t, broker, topics).WaitStatus(t, "online")
 
 	var mu sync.Mutex
 	got := map[string]int{}

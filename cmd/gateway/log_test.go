@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/internal/testctl"
 	"github.com/fencegate/fencegate/internal/testenv"
 	"github.com/fencegate/fencegate/wire"
 )
@@ -18,12 +17,8 @@ import (
 // stale commands from one holder is one line in full and one line with
 // the count (at the stop, or each minute), not a line each.
 func TestLogJSONAndFloods(t *testing.T) {
-	broker := testenv.EmbeddedBroker(t)
-	id := gatewayID(t)
-	cfg := writeConfigWith(t, t.TempDir(), id, broker, "", "actuators:\n  - {name: pump, pin: GPIO17}\n")
-	p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-format", "json")
-	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: id})
-	ctl.WaitStatus(t, "online")
+	g := startGateway(t, testenv.EmbeddedBroker(t), "actuators:\n  - {name: pump, pin: GPIO17}\n", false, "--log-format", "json")
+	id, cfg, p, ctl := g.id, g.cfg, g.p, g.ctl
 	if res := ctl.Send(t, fence.Command{ID: id + "-b", Actuator: "pump", Holder: "ctl-b", Fence: fence.Fence{Token: 42}, State: fence.StateOn}); res.Outcome != fence.Applied {
 		t.Fatalf("applied: %+v", res)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
 // TestMetricsEndpoint: a running gateway serves GET /metrics in
@@ -17,7 +18,8 @@ import (
 // "(unknown)"), the scope's fence, the store's commits and syncs, the
 // admission, commit and drive histograms, the broker connection.
 func TestMetricsEndpoint(t *testing.T) {
-	id, httpAddr, ctl := runWithAPI(t, "actuators:\n  - {name: pump, pin: GPIO17}\n")
+	g := startGateway(t, testenv.EmbeddedBroker(t), "actuators:\n  - {name: pump, pin: GPIO17}\n", true)
+	id, httpAddr, ctl := g.id, g.http, g.ctl
 
 	before := scrape(t, httpAddr)
 	send := func(c fence.Command, want fence.Outcome) {

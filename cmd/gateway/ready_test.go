@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"syscall"
@@ -19,11 +18,7 @@ import (
 // throughout.
 func TestReadyzFollowsTheBroker(t *testing.T) {
 	b := testenv.MosquittoVolatile(t)
-	id := gatewayID(t)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	cfg := writeConfigWith(t, t.TempDir(), id, b.URL, httpAddr, "actuators:\n  - {name: pump, pin: GPIO17}\n")
-	p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
-	waitAPI(t, httpAddr, p)
+	httpAddr := startGateway(t, b.URL, "actuators:\n  - {name: pump, pin: GPIO17}\n", true).http
 
 	ready := func() (int, httpapi.Readiness) {
 		t.Helper()

@@ -13,6 +13,7 @@ import (
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/httpapi"
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
 // TestStatusRuntime: GET /api/status counts the gateway process's own
@@ -22,7 +23,8 @@ import (
 // goroutines come back down.
 func TestStatusRuntime(t *testing.T) {
 	const streams = 100
-	id, httpAddr, ctl := runWithAPI(t, "actuators:\n  - {name: pump, pin: GPIO17}\n")
+	g := startGateway(t, testenv.EmbeddedBroker(t), "actuators:\n  - {name: pump, pin: GPIO17}\n", true)
+	id, httpAddr, ctl := g.id, g.http, g.ctl
 
 	status := func() httpapi.Runtime {
 		t.Helper()
