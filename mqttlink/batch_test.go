@@ -46,7 +46,8 @@ func (h *batchHandler) HandleBatch(ctx context.Context, cmds []fence.Command) ([
 
 // TestQueuedCommandsGoTogether: the commands of an actuator that queued
 // while its worker was busy go to the core in one batch, in their order of
-// arrival; a malformed one among them is rejected in its turn and splits
+// arrival (hooks hold the worker on the first, published alone, until the
+// others are queued behind it); a malformed one among them is rejected in its turn and splits
 // the batch. Every one is answered and acknowledged: a link that starts
 // next on the same session is given none of them again.
 func TestQueuedCommandsGoTogether(t *testing.T) {
@@ -75,8 +76,11 @@ func queuedTogether(t *testing.T, max int, want string) {
 			close(queued)
 		}
 	}
+	taken := make(chan struct{})
+	var takenOnce sync.Once
 	testHookServe = func(_ string, payload []byte) {
 		if idOf(payload) == "q-0" {
+			takenOnce.Do(func() { close(taken) })
 			select { // hold the worker until all are queued behind q-0
 			case <-queued:
 			case <-time.After(20 * time.Second):
@@ -94,6 +98,14 @@ func queuedTogether(t *testing.T, max int, want string) {
 			payload = []byte(`{"id":"bad","token":"x"}`)
 		}
 		ctl.Publish(t, "a", payload, false)
+		if i == 0 {
+			// q-0 alone: the others are published once the worker took it.
+			select {
+			case <-taken:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the worker did not take q-0")
+			}
+		}
 	}
 	for _, id := range ids {
 		res := ctl.Result(t, id)
