@@ -891,9 +891,6 @@ func (b *Bank) Reject(c fence.Command, reason string, err error) fence.Result {
 	return res
 }
 
-// Audit returns up to n of the newest audit entries, oldest first.
-func (b *Bank) Audit(n int) ([]fencelog.Entry, error) { return b.log.Audit(n) }
-
 // FindAudit returns the newest audit entries that q selects, oldest first.
 func (b *Bank) FindAudit(q fencelog.AuditQuery) ([]fencelog.Entry, error) { return b.log.FindAudit(q) }
 

@@ -124,9 +124,6 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// Registry is the metrics' registry (for tests).
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 // scrape collects the metrics read when scraped.
 type scrape struct{ src Sources }
 
