@@ -73,8 +73,8 @@ type Outcome struct {
 	At      time.Time     `json:"at"`
 }
 
-// Bridge is a running bridge.
-type Bridge struct {
+// bridge is a running bridge.
+type bridge struct {
 	o      Options
 	log    *slog.Logger
 	topics hass.BridgeTopics
@@ -116,7 +116,7 @@ func Run(ctx context.Context, o Options) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Bridge{o: o, log: log, topics: hass.BridgeTopics{Prefix: o.BridgePrefix, GatewayID: o.Client.GatewayID},
+	b := &bridge{o: o, log: log, topics: hass.BridgeTopics{Prefix: o.BridgePrefix, GatewayID: o.Client.GatewayID},
 		queues: map[string]chan fence.State{}, scopes: map[string]*scope{}}
 	for _, a := range o.Actuators {
 		b.queues[a] = make(chan fence.State, queueLen)
@@ -185,7 +185,7 @@ func Run(ctx context.Context, o Options) error {
 // connectHA connects the bridge's own MQTT client: its last will says
 // offline; at every connect it subscribes to its command topics and Home
 // Assistant's birth message, says online and publishes its discovery.
-func (b *Bridge) connectHA(ctx context.Context) error {
+func (b *bridge) connectHA(ctx context.Context) error {
 	tlsConf, password, err := b.o.Client.Credentials()
 	if err != nil {
 		return err
@@ -223,7 +223,7 @@ func (b *Bridge) connectHA(ctx context.Context) error {
 // receive handles Home Assistant's messages: a command (in a goroutine of
 // its own, so that paho's reader never waits for a lease or an answer),
 // or its birth message.
-func (b *Bridge) receive(ctx context.Context) mqtt.MessageHandler {
+func (b *bridge) receive(ctx context.Context) mqtt.MessageHandler {
 	return func(c mqtt.Client, m mqtt.Message) {
 		if m.Topic() == b.disc.BirthTopic {
 			if string(m.Payload()) == b.disc.BirthPayload {
@@ -262,7 +262,7 @@ const queueLen = 64
 
 // command sends state s to actuator under its scope's lease, and reports
 // the answer.
-func (b *Bridge) command(ctx context.Context, actuator string, s fence.State) {
+func (b *bridge) command(ctx context.Context, actuator string, s fence.State) {
 	out := Outcome{Asked: s.String()}
 	defer func() {
 		out.At = time.Now().UTC()
@@ -317,7 +317,7 @@ func (b *Bridge) command(ctx context.Context, actuator string, s fence.State) {
 
 // idleLater lets sc's lease go once the scope had no command for
 // Options.Idle. sc.mu must be held.
-func (b *Bridge) idleLater(sc *scope, name string) {
+func (b *bridge) idleLater(sc *scope, name string) {
 	sc.last = time.Now()
 	if sc.timer != nil {
 		sc.timer.Stop()
@@ -336,7 +336,7 @@ func (b *Bridge) idleLater(sc *scope, name string) {
 
 // hold makes sure sc holds its scope's lease, acquiring it (waiting up to
 // Options.Wait for another holder) if it has none or lost it.
-func (b *Bridge) hold(ctx context.Context, sc *scope, name string) error {
+func (b *bridge) hold(ctx context.Context, sc *scope, name string) error {
 	if sc.l != nil {
 		select {
 		case <-sc.l.Lost():
@@ -361,7 +361,7 @@ func (b *Bridge) hold(ctx context.Context, sc *scope, name string) error {
 
 // report publishes an actuator's outcome, retained, for Home Assistant.
 // It does not wait for the broker's acknowledgement.
-func (b *Bridge) report(actuator string, o Outcome) {
+func (b *bridge) report(actuator string, o Outcome) {
 	p, err := json.Marshal(o)
 	if err != nil {
 		return
