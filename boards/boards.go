@@ -57,6 +57,9 @@ type Line struct {
 	// opened. Package actuator decides it (the boot rule), so that taking
 	// over a line moves nothing that reconciliation would not move.
 	InitialHigh bool
+	// ActiveLow says the output is on at low; Check warns about a chip
+	// whose lines energise it before the gateway starts.
+	ActiveLow bool
 }
 
 // Options configure Open.
@@ -107,24 +110,64 @@ var (
 	_ actuator.Pin = (*rpiPin)(nil)
 )
 
+// Report is what Check found.
+type Report struct {
+	// Board describes the board for people.
+	Board string
+	// Warnings are about lines Open would take, but that may not do what
+	// their outputs want before the gateway starts.
+	Warnings []Warning
+}
+
+// Warning is about one of Options.Lines.
+type Warning struct {
+	Line int // index in Options.Lines
+	Text string
+}
+
 // Check tells whether Open would succeed with these options, without
-// taking any line over: the sim board's latch can be read, or this
-// machine is the configured Raspberry Pi and its GPIO chip has the lines.
-// It returns a description of the board for people.
-func Check(o Options) (string, error) {
+// taking any line over: the sim board's latch can be read and has the
+// lines, or this machine is the configured Raspberry Pi and its GPIO
+// chips have the lines. It warns about lines of chips whose power-on
+// level energises their outputs until the gateway starts
+// (pinmap.PowerOnWarning).
+func Check(o Options) (Report, error) {
 	switch {
 	case o.Board == pinmap.Sim:
 		path := LatchPath(o.Store)
 		if _, err := ReadLatch(path); err != nil {
-			return "", err
+			return Report{}, err
 		}
-		return "sim board, latch " + path, nil
+		r := Report{Board: "sim board, latch " + path}
+		seen := map[string]bool{}
+		for i, l := range o.Lines {
+			key, err := simCanonical(l.Pin)
+			if err != nil {
+				return Report{}, err
+			}
+			if seen[key] {
+				return Report{}, fmt.Errorf("boards: %s is opened twice", pinmap.Describe(key))
+			}
+			seen[key] = true
+			if c, _, err := simLine(key); err == nil {
+				r.warn(i, c.family(), l.ActiveLow)
+			}
+		}
+		return r, nil
 	case pinmap.IsRaspberryPi(o.Board):
 		model, err := pinmap.ResolveModel(o.Board)
 		if err != nil {
-			return "", notHere(err)
+			return Report{}, notHere(err)
 		}
 		return checkRaspberryPi(model, o.Lines)
 	}
-	return "", notHere(fmt.Errorf("boards: unknown board %q (want one of %s)", o.Board, strings.Join(pinmap.Boards(), ", ")))
+	return Report{}, notHere(fmt.Errorf("boards: unknown board %q (want one of %s)", o.Board, strings.Join(pinmap.Boards(), ", ")))
+}
+
+// warn adds the power-on warning, if any, for line i on a chip of this
+// family.
+func (r *Report) warn(i int, family string, activeLow bool) {
+	if w := pinmap.PowerOnWarning(family, activeLow); w != "" {
+		r.Warnings = append(r.Warnings, Warning{Line: i, Text: w})
+	}
 }

@@ -386,3 +386,85 @@ func TestSimLatchInPlace(t *testing.T) {
 		t.Errorf("latch after the last drives = %v, %v; want GPIO17 low (1999 odd), GPIO27 low", m, err)
 	}
 }
+
+// The sim board's expanders: a chip line by label or name, by offset or
+// line name, is one line of the latch; a line opened twice under two
+// names, an unknown chip or line, and the header's chip are refused.
+func TestSimChipLines(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "fence.db")
+	b, err := Open(Options{Board: "sim", Store: store, Lines: []Line{
+		{Pin: "mcp23017@20:GPA3", InitialHigh: true}, {Pin: "gpiochip5:0"}, {Pin: "GPIO17"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, name := range []string{"mcp23017@20:GPA3", "mcp23017@20:3", "gpiochip1:3", "/dev/gpiochip1:GPA3"} {
+		p, err := b.Pin(name)
+		if err != nil {
+			t.Fatalf("Pin(%s): %v", name, err)
+		}
+		if !mustLevel(t, p) {
+			t.Errorf("Pin(%s) is low, want the initial high of mcp23017@20:GPA3", name)
+		}
+	}
+	p, _ := b.Pin("pcf8574@27:P0")
+	if err := p.Out(true); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadLatch(LatchPath(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]bool{"mcp23017@20:3": true, "pcf8574@27:0": true, "GPIO17": false}; !reflect.DeepEqual(m, want) {
+		t.Errorf("latch = %v, want %v", m, want)
+	}
+	if got := len(SimChipLines()); got != 4*16+8 {
+		t.Errorf("SimChipLines: %d lines, want 72", got)
+	}
+
+	for _, c := range []struct {
+		lines []Line
+		frags []string
+	}{
+		{[]Line{{Pin: "mcp23017@20:GPA3"}, {Pin: "gpiochip1:3"}}, []string{"line 3 of GPIO chip mcp23017@20 is opened twice"}},
+		{[]Line{{Pin: "mcp23017@29:0"}}, []string{"no GPIO chip mcp23017@29", "mcp23017@20 (gpiochip1)", "pin:"}},
+		{[]Line{{Pin: "gpiochip0:17"}}, []string{"no GPIO chip gpiochip0", "name the header's lines with pin:"}},
+		{[]Line{{Pin: "mcp23017@20:16"}}, []string{"chip mcp23017@20 has no line 16", "0 to 15", "GPA0 to GPB7"}},
+		{[]Line{{Pin: "pcf8574@27:GPA0"}}, []string{"chip pcf8574@27 has no line GPA0", "P0 to P7"}},
+	} {
+		_, err := Open(Options{Board: "sim", Store: filepath.Join(t.TempDir(), "f.db"), Lines: c.lines})
+		_, cerr := Check(Options{Board: "sim", Store: filepath.Join(t.TempDir(), "f.db"), Lines: c.lines})
+		for _, err := range []error{err, cerr} {
+			if err == nil {
+				t.Errorf("%v: opened, want an error", c.lines)
+				continue
+			}
+			for _, f := range c.frags {
+				if !strings.Contains(err.Error(), f) {
+					t.Errorf("%v: error %q does not say %q", c.lines, err, f)
+				}
+			}
+		}
+	}
+}
+
+// Check warns where a chip's power-on level energises an output before
+// the gateway starts: a PCF8574's lines start high, so an output on at
+// high is on; one on at low is not. An MCP23017's lines float.
+func TestCheckPowerOnWarnings(t *testing.T) {
+	r, err := Check(Options{Board: "sim", Store: filepath.Join(t.TempDir(), "f.db"), Lines: []Line{
+		{Pin: "pcf8574@27:P0"}, {Pin: "pcf8574@27:P1", ActiveLow: true}, {Pin: "mcp23017@21:GPB0", ActiveLow: true}, {Pin: "GPIO17"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Warnings) != 2 || r.Warnings[0].Line != 0 || r.Warnings[1].Line != 2 {
+		t.Fatalf("warnings %+v, want one for line 0 (pcf8574, on at high) and one for line 2 (mcp23017)", r.Warnings)
+	}
+	if w := r.Warnings[0].Text; !strings.Contains(w, "pcf8574 lines are high from power-on") || !strings.Contains(w, "energised") {
+		t.Errorf("pcf8574 warning %q", w)
+	}
+	if w := r.Warnings[1].Text; !strings.Contains(w, "without pull resistors") {
+		t.Errorf("mcp23017 warning %q", w)
+	}
+}

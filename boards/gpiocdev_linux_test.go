@@ -3,6 +3,7 @@ package boards
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -83,7 +84,7 @@ func TestRaspberryPiClosed(t *testing.T) {
 	}
 	defer w.Close()
 	p := &RaspberryPi{Model: pinmap.Model{Name: "Raspberry Pi 3 Model B"}, Chip: "pinctrl-bcm2835",
-		req: &lineRequest{f: r}, index: map[string]int{"GPIO17": 0}}
+		reqs: []*heldRequest{{chip: "pinctrl-bcm2835", req: &lineRequest{f: r}}}, index: map[string]lineRef{"GPIO17": {req: 0, bit: 1}}}
 	pin, err := p.Pin("PIN11")
 	if err != nil {
 		t.Fatal(err)
@@ -98,5 +99,40 @@ func TestRaspberryPiClosed(t *testing.T) {
 	}
 	if _, err := pin.Level(); err == nil || !strings.Contains(err.Error(), "boards: read GPIO17") || !errors.Is(err, errClosed) {
 		t.Errorf("Level after Close = %v, want the board is closed", err)
+	}
+}
+
+// A chip named with its address (mcp23017@20) is the one whose device,
+// as sysfs links it, is at that address on its bus.
+func TestChipAddress(t *testing.T) {
+	sys := t.TempDir()
+	devs := filepath.Join(sys, "bus", "gpio", "devices")
+	if err := os.MkdirAll(devs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for chip, dev := range map[string]string{
+		"gpiochip2": "devices/platform/soc/fe804000.i2c/i2c-1/1-0020/gpiochip2",
+		"gpiochip3": "devices/platform/soc/fe804000.i2c/i2c-1/1-0021/gpiochip3",
+		"gpiochip4": "devices/platform/soc/fe204000.spi/spi_master/spi0/spi0.0/gpiochip4",
+	} {
+		if err := os.MkdirAll(filepath.Join(sys, dev), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(sys, dev), filepath.Join(devs, chip)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		chip, addr string
+		want       bool
+	}{
+		{"gpiochip2", "20", true}, {"gpiochip2", "0x20", true}, {"gpiochip2", "0X20", true},
+		{"gpiochip2", "21", false}, {"gpiochip3", "21", true}, {"gpiochip3", "1-0021", true},
+		{"gpiochip4", "spi0.0", true}, {"gpiochip4", "0", false}, {"gpiochip9", "20", false},
+		{"gpiochip2", "", false}, {"gpiochip2", "zz", false},
+	} {
+		if got := sameAddress(busAddress(devs, c.chip), c.addr); got != c.want {
+			t.Errorf("%s@%s: got %v, want %v (device %q)", c.chip, c.addr, got, c.want, busAddress(devs, c.chip))
+		}
 	}
 }

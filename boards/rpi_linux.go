@@ -3,6 +3,8 @@ package boards
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -15,29 +17,42 @@ import (
 
 // RaspberryPi is an open set of output lines on a Raspberry Pi, driven
 // through the kernel's GPIO character device, which also works on the
-// Pi 5's RP1 chip. periph's gpioioctl driver finds the chip (by label) and
-// the lines' offsets (by name); the lines are requested here
-// (gpiocdev_linux.go), because periph's request cannot carry their
+// Pi 5's RP1 chip and on any other GPIO chip the kernel exposes (I²C and
+// SPI expanders). periph's gpioioctl driver finds the chips (by label,
+// name or path) and the lines' offsets (by name); the lines are requested
+// here (gpiocdev_linux.go), because periph's request cannot carry their
 // initial levels.
 //
-// All outputs are requested in one line request. Levels are written with
-// SET_VALUES and read back with GET_VALUES on that same request, never with
-// periph's GPIOLine.Read, which would turn an output into an input with a
-// pull-up and drop a relay.
+// The outputs of each chip are requested in one line request. Levels are
+// written with SET_VALUES and read back with GET_VALUES on that request,
+// never with periph's GPIOLine.Read, which would turn an output into an
+// input with a pull-up and drop a relay.
 type RaspberryPi struct {
 	Model pinmap.Model
-	Chip  string // the GPIO chip's label
+	Chip  string // the label of the GPIO chip carrying the header's lines
 
-	mu    sync.Mutex     // serialises Out, Level and Close on req
-	req   *lineRequest   // nil when no lines were opened or after Close
-	index map[string]int // canonical pin name → index in req
+	mu    sync.Mutex         // serialises Out, Level and Close on reqs
+	reqs  []*heldRequest     // one per chip; req nil after Close
+	index map[string]lineRef // canonical name → its request and bit
+}
+
+// heldRequest is one chip's line request.
+type heldRequest struct {
+	chip string // the chip's label, for messages
+	req  *lineRequest
+}
+
+// lineRef is an opened line: its request and its bit in it.
+type lineRef struct {
+	req int
+	bit uint64
 }
 
 var initOnce sync.Once
 var initErr error
 
-// OpenRaspberryPi requests the given output lines on model's GPIO chip,
-// each at its initial level.
+// OpenRaspberryPi requests the given output lines, each at its initial
+// level: the header's pins on model's GPIO chip, chip lines on theirs.
 //
 // The levels are part of the line request, so the kernel sets each line's
 // level before it makes the line an output: a line whose initial level is
@@ -45,78 +60,191 @@ var initErr error
 // active-low output, whose high is off, and most for two of them in one
 // interlock (a motor's two directions on solid-state relays or an H-bridge).
 func OpenRaspberryPi(model pinmap.Model, outs []Line) (*RaspberryPi, error) {
-	initOnce.Do(func() { _, initErr = driverreg.Init() })
-	if initErr != nil {
-		return nil, fmt.Errorf("boards: periph: %w", initErr)
-	}
-	chip := findChip(model)
-	if chip == nil {
-		var labels []string
-		for _, c := range gpioioctl.Chips {
-			labels = append(labels, c.Label())
-		}
-		return nil, notHere(fmt.Errorf("boards: %s: no GPIO chip labelled %s (found %v); is /dev/gpiochip* readable by this user (group gpio)?",
-			model.Name, strings.Join(model.Chips, " or "), labels))
-	}
-	p := &RaspberryPi{Model: model, Chip: chip.Label(), index: map[string]int{}}
-	if len(outs) > gpioV2LinesMax {
-		return nil, fmt.Errorf("boards: %d outputs on one board; the kernel requests at most %d lines at once", len(outs), gpioV2LinesMax)
-	}
-	var names []string
-	var offsets []uint32
-	var high uint64
-	for i, o := range outs {
-		name, err := pinmap.Canonical(o.Pin)
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := p.index[name]; dup {
-			return nil, fmt.Errorf("boards: %s is opened twice", pinmap.Describe(name))
-		}
-		line := chip.ByName(name)
-		if line == nil {
-			return nil, notHere(fmt.Errorf("boards: %s: chip %s has no line named %s", model.Name, chip.Label(), name))
-		}
-		p.index[name] = i
-		names = append(names, name)
-		offsets = append(offsets, uint32(line.Number()))
-		if o.InitialHigh {
-			high |= 1 << i
-		}
-	}
-	if len(offsets) == 0 {
-		return p, nil
-	}
-	req, err := requestOutputs(chip.Path(), offsets, high)
+	header, groups, err := resolveLines(model, outs)
 	if err != nil {
-		return nil, fmt.Errorf("boards: request %s on %s: %w (is another program using these lines?)", strings.Join(names, ", "), chip.Label(), err)
+		return nil, err
 	}
-	p.req = req
+	p := &RaspberryPi{Model: model, Chip: header.Label(), index: map[string]lineRef{}}
+	for _, g := range groups {
+		req, err := requestOutputs(g.chip.Path(), g.offsets, g.high)
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("boards: request %s on %s: %w (is another program using these lines?)", strings.Join(g.names, ", "), g.chip.Label(), err)
+		}
+		for i, name := range g.names {
+			p.index[name] = lineRef{req: len(p.reqs), bit: 1 << i}
+		}
+		p.reqs = append(p.reqs, &heldRequest{chip: g.chip.Label(), req: req})
+	}
 	return p, nil
 }
 
-// checkRaspberryPi finds model's GPIO chip and the lines, without
-// requesting any.
-func checkRaspberryPi(model pinmap.Model, lines []Line) (string, error) {
+// chipLines are the lines to request on one chip.
+type chipLines struct {
+	chip    *gpioioctl.GPIOChip
+	names   []string // canonical names, as Pin takes them
+	offsets []uint32
+	high    uint64
+	lines   []int // index in the lines resolveLines was given
+}
+
+// resolveLines finds model's header chip and the chip and offset of every
+// line, grouped by chip in the order the lines come.
+func resolveLines(model pinmap.Model, lines []Line) (*gpioioctl.GPIOChip, []*chipLines, error) {
 	initOnce.Do(func() { _, initErr = driverreg.Init() })
 	if initErr != nil {
-		return "", fmt.Errorf("boards: periph: %w", initErr)
+		return nil, nil, fmt.Errorf("boards: periph: %w", initErr)
 	}
-	chip := findChip(model)
-	if chip == nil {
-		return "", notHere(fmt.Errorf("boards: %s: no GPIO chip labelled %s; is /dev/gpiochip* readable by this user (group gpio)?",
-			model.Name, strings.Join(model.Chips, " or ")))
+	header := findChip(model)
+	if header == nil {
+		return nil, nil, notHere(fmt.Errorf("boards: %s: no GPIO chip labelled %s (found %s); is /dev/gpiochip* readable by this user (group gpio)?",
+			model.Name, strings.Join(model.Chips, " or "), chipList()))
 	}
-	for _, l := range lines {
+	var groups []*chipLines
+	byPath := map[string]*chipLines{}
+	taken := map[string]string{} // chip path and offset → the name that took it
+	for i, l := range lines {
 		name, err := pinmap.Canonical(l.Pin)
 		if err != nil {
-			return "", err
+			return nil, nil, err
 		}
-		if chip.ByName(name) == nil {
-			return "", notHere(fmt.Errorf("boards: %s: chip %s has no line named %s", model.Name, chip.Label(), name))
+		chip, offset := header, -1
+		if chipRef, line, ok := pinmap.SplitChipLine(name); ok {
+			if chip, err = findChipRef(chipRef); err != nil {
+				return nil, nil, err
+			}
+			n, byOffset := pinmap.LineOffset(line)
+			if !byOffset {
+				if gl := chip.ByName(line); gl != nil {
+					n = gl.Number()
+				} else {
+					n = -1
+				}
+			}
+			if n < 0 || n >= chip.LineCount() {
+				return nil, nil, notHere(fmt.Errorf("boards: GPIO chip %s (%s) has no line %s (it has offsets 0 to %d; gpioinfo %s lists their names)",
+					chip.Label(), chip.Name(), line, chip.LineCount()-1, chip.Name()))
+			}
+			offset = n
+		} else if gl := header.ByName(name); gl != nil {
+			offset = gl.Number()
+		} else {
+			return nil, nil, notHere(fmt.Errorf("boards: %s: chip %s has no line named %s", model.Name, header.Label(), name))
+		}
+		at := fmt.Sprintf("%s:%d", chip.Path(), offset)
+		if other, dup := taken[at]; dup {
+			return nil, nil, fmt.Errorf("boards: %s and %s are the same line (offset %d of %s)", pinmap.Describe(other), pinmap.Describe(name), offset, chip.Name())
+		}
+		taken[at] = name
+		g := byPath[chip.Path()]
+		if g == nil {
+			g = &chipLines{chip: chip}
+			byPath[chip.Path()] = g
+			groups = append(groups, g)
+		}
+		if len(g.offsets) == gpioV2LinesMax {
+			return nil, nil, fmt.Errorf("boards: more than %d outputs on GPIO chip %s; the kernel requests at most %d lines at once", gpioV2LinesMax, chip.Label(), gpioV2LinesMax)
+		}
+		if l.InitialHigh {
+			g.high |= 1 << len(g.offsets)
+		}
+		g.names = append(g.names, name)
+		g.offsets = append(g.offsets, uint32(offset))
+		g.lines = append(g.lines, i)
+	}
+	return header, groups, nil
+}
+
+// checkRaspberryPi finds the GPIO chips and the lines, without requesting
+// any, and warns about chips whose power-on level energises an output.
+func checkRaspberryPi(model pinmap.Model, lines []Line) (Report, error) {
+	header, groups, err := resolveLines(model, lines)
+	if err != nil {
+		return Report{}, err
+	}
+	r := Report{Board: fmt.Sprintf("%s, GPIO chip %s, %d lines", model.Name, header.Label(), len(lines))}
+	for _, g := range groups {
+		if g.chip != header {
+			r.Board += fmt.Sprintf("; chip %s (%s): %d lines", g.chip.Label(), g.chip.Name(), len(g.lines))
+		}
+		for _, i := range g.lines {
+			r.warn(i, g.chip.Label(), lines[i].ActiveLow)
 		}
 	}
-	return fmt.Sprintf("%s, GPIO chip %s, %d lines", model.Name, chip.Label(), len(lines)), nil
+	return r, nil
+}
+
+// findChipRef finds a GPIO chip by its name (gpiochip2), its path
+// (/dev/gpiochip2) or its label (mcp23017); a label may carry the chip's
+// address on its bus after @ (mcp23017@20: the one at I²C address 0x20),
+// for two chips of one kind.
+func findChipRef(ref string) (*gpioioctl.GPIOChip, error) {
+	label, addr, byAddr := strings.Cut(ref, "@")
+	var found []*gpioioctl.GPIOChip
+	for _, c := range gpioioctl.Chips {
+		if c.Name() == ref || c.Path() == ref {
+			return c, nil
+		}
+		if c.Label() == label && (!byAddr || sameAddress(busAddress(sysGPIODevices, c.Name()), addr)) {
+			found = append(found, c)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return nil, notHere(fmt.Errorf("boards: no GPIO chip %s (found %s); is its overlay loaded (dtoverlay= in config.txt), and /dev/gpiochip* readable by this user (group gpio)?", ref, chipList()))
+	}
+	var names []string
+	for _, c := range found {
+		names = append(names, fmt.Sprintf("%s at %s", c.Name(), busAddress(sysGPIODevices, c.Name())))
+	}
+	return nil, notHere(fmt.Errorf("boards: %d GPIO chips are labelled %s (%s): add the address, e.g. chip: %s@20, so that a change in the order the kernel finds them cannot swap them",
+		len(found), label, strings.Join(names, ", "), label))
+}
+
+// sysGPIODevices is where sysfs links each GPIO chip to its device.
+const sysGPIODevices = "/sys/bus/gpio/devices"
+
+// busAddress returns the device a GPIO chip belongs to, as its bus names
+// it: "1-0020" for I²C address 0x20 on bus 1, "spi0.0", or "" if sysfs
+// does not say.
+func busAddress(sysDevices, chipName string) string {
+	dev, err := filepath.EvalSymlinks(filepath.Join(sysDevices, chipName))
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(filepath.Dir(dev))
+}
+
+// sameAddress reports whether a chip's device (busAddress) is at addr,
+// an I²C address in hexadecimal (20, 0x20) or a device name (spi0.0).
+func sameAddress(device, addr string) bool {
+	if device == "" || addr == "" {
+		return false
+	}
+	if device == addr {
+		return true
+	}
+	_, hex, ok := strings.Cut(device, "-")
+	if !ok {
+		return false
+	}
+	a, err1 := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(addr), "0x"), 16, 16)
+	d, err2 := strconv.ParseUint(hex, 16, 16)
+	return err1 == nil && err2 == nil && a == d
+}
+
+// chipList lists the GPIO chips this machine has, for messages.
+func chipList() string {
+	var s []string
+	for _, c := range gpioioctl.Chips {
+		s = append(s, fmt.Sprintf("%s (%s)", c.Label(), c.Name()))
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
 }
 
 func findChip(model pinmap.Model) *gpioioctl.GPIOChip {
@@ -145,11 +273,11 @@ func (p *RaspberryPi) Pin(name string) (actuator.Pin, error) {
 	if err != nil {
 		return nil, err
 	}
-	i, ok := p.index[g]
+	ref, ok := p.index[g]
 	if !ok {
 		return nil, fmt.Errorf("boards: %s was not opened", pinmap.Describe(g))
 	}
-	return &rpiPin{board: p, name: g, bit: 1 << i}, nil
+	return &rpiPin{board: p, name: g, ref: ref}, nil
 }
 
 // Close implements Board: it releases the lines, which the kernel leaves
@@ -157,15 +285,17 @@ func (p *RaspberryPi) Pin(name string) (actuator.Pin, error) {
 func (p *RaspberryPi) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.req == nil {
-		return nil
+	var errs []error
+	for _, h := range p.reqs {
+		if h.req == nil {
+			continue
+		}
+		if err := h.req.close(); err != nil {
+			errs = append(errs, fmt.Errorf("boards: release the lines on %s: %w", h.chip, err))
+		}
+		h.req = nil
 	}
-	err := p.req.close()
-	p.req = nil
-	if err != nil {
-		return fmt.Errorf("boards: release the lines on %s: %w", p.Chip, err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // errClosed is what a pin of a closed board says.
@@ -174,8 +304,12 @@ var errClosed = errors.New("the board is closed")
 type rpiPin struct {
 	board *RaspberryPi
 	name  string
-	bit   uint64 // the line's bit in the request
+	ref   lineRef
 }
+
+// request returns the pin's line request, nil if the board is closed.
+// board.mu must be held.
+func (r *rpiPin) request() *lineRequest { return r.board.reqs[r.ref.req].req }
 
 func (r *rpiPin) String() string { return r.board.Model.Name + " " + pinmap.Describe(r.name) }
 
@@ -186,11 +320,11 @@ func (r *rpiPin) Out(high bool) error {
 	defer r.board.mu.Unlock()
 	var v uint64
 	if high {
-		v = r.bit
+		v = r.ref.bit
 	}
 	err := errClosed
-	if r.board.req != nil {
-		err = r.board.req.set(v, r.bit)
+	if req := r.request(); req != nil {
+		err = req.set(v, r.ref.bit)
 	}
 	if err != nil {
 		return fmt.Errorf("boards: drive %s: %w", pinmap.Describe(r.name), err)
@@ -205,8 +339,8 @@ func (r *rpiPin) Level() (bool, error) {
 	defer r.board.mu.Unlock()
 	var v uint64
 	err := errClosed
-	if r.board.req != nil {
-		v, err = r.board.req.get(r.bit)
+	if req := r.request(); req != nil {
+		v, err = req.get(r.ref.bit)
 	}
 	if err != nil {
 		return false, fmt.Errorf("boards: read %s: %w", pinmap.Describe(r.name), err)

@@ -23,7 +23,7 @@ type RaspberryPi struct {
 // OpenRaspberryPi fails: the GPIO character device exists only on Linux.
 func OpenRaspberryPi(pinmap.Model, []Line) (*RaspberryPi, error) { return nil, errNotLinux }
 
-func checkRaspberryPi(pinmap.Model, []Line) (string, error) { return "", errNotLinux }
+func checkRaspberryPi(pinmap.Model, []Line) (Report, error) { return Report{}, errNotLinux }
 
 // String implements Board.
 func (p *RaspberryPi) String() string { return p.Model.Name }

@@ -68,7 +68,7 @@ func (s *Sim) Close() error {
 
 // Pin returns the output named name (any form pinmap.Canonical accepts).
 func (s *Sim) Pin(name string) (actuator.Pin, error) {
-	g, err := pinmap.Canonical(name)
+	g, err := simCanonical(name)
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +83,12 @@ func (s *Sim) SetLevels(lines []Line) error {
 	}
 	levels := make(map[string]bool, len(lines))
 	for _, l := range lines {
-		g, err := pinmap.Canonical(l.Pin)
+		g, err := simCanonical(l.Pin)
 		if err != nil {
 			return err
+		}
+		if _, dup := levels[g]; dup {
+			return fmt.Errorf("boards: %s is opened twice", pinmap.Describe(g))
 		}
 		levels[g] = l.InitialHigh
 	}
@@ -97,7 +100,7 @@ func (s *Sim) SetLevels(lines []Line) error {
 // SetFault makes every drive of the named pin fail with err (nil clears it).
 // It is the simulator's fault injection.
 func (s *Sim) SetFault(name string, err error) error {
-	g, cerr := pinmap.Canonical(name)
+	g, cerr := simCanonical(name)
 	if cerr != nil {
 		return cerr
 	}

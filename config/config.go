@@ -98,15 +98,47 @@ type MQTT struct {
 
 // Actuator configures one output.
 type Actuator struct {
-	Name      string `yaml:"name"`
-	Pin       string `yaml:"pin"`
+	Name string `yaml:"name"`
+	// Pin is a line of the 40-pin header (GPIO17, BCM17, PIN11), in its
+	// canonical form after Load.
+	Pin string `yaml:"pin,omitempty"`
+	// Chip and Line name an output on any GPIO chip the kernel exposes,
+	// such as an I²C expander (instead of Pin): the chip by its label
+	// (mcp23017, or mcp23017@20 for the one at address 0x20), name
+	// (gpiochip2) or path, the line by its offset or name.
+	Chip      string `yaml:"chip,omitempty"`
+	Line      string `yaml:"line,omitempty"`
 	ActiveLow bool   `yaml:"active_low,omitempty"`
 	Boot      string `yaml:"boot,omitempty"`
 	Scope     string `yaml:"scope,omitempty"`
 	// RequireSignature makes this actuator take signed commands only.
 	RequireSignature bool `yaml:"require_signature,omitempty"`
 
-	line int
+	line   int
+	output string // canonical: Pin, or the chip line
+}
+
+// Output returns the actuator's output as boards name it: its header pin
+// or its chip line ("mcp23017:3", pinmap.ChipLine).
+func (a *Actuator) Output() string { return a.output }
+
+// resolveOutput returns the actuator's output as configured, for
+// messages, and its canonical name: a header pin, or a chip line.
+func (a *Actuator) resolveOutput() (given, canonical string, err error) {
+	switch {
+	case a.Pin != "" && (a.Chip != "" || a.Line != ""):
+		return "", "", fmt.Errorf("pin %s and chip/line both name an output: keep pin: for a header pin, or chip: and line: for a line of another GPIO chip", a.Pin)
+	case a.Pin != "":
+		if strings.Contains(a.Pin, ":") {
+			return "", "", fmt.Errorf("pin %q: name a line of another GPIO chip with chip: and line:", a.Pin)
+		}
+		g, err := pinmap.Canonical(a.Pin)
+		return "pin " + a.Pin, g, err
+	case a.Chip != "" || a.Line != "":
+		g, err := pinmap.ChipLine(a.Chip, a.Line)
+		return fmt.Sprintf("chip %s line %s", a.Chip, a.Line), g, err
+	}
+	return "", "", errors.New("pin is required (e.g. GPIO17, BCM17 or PIN11), or chip: and line: for a line of another GPIO chip")
 }
 
 // Interlock configures a group of actuators of one scope of which at most
@@ -148,7 +180,7 @@ func (c *Config) Rules() map[string]fence.Rules {
 func (c *Config) Specs() []actuator.Spec {
 	specs := make([]actuator.Spec, 0, len(c.Actuators))
 	for _, a := range c.Actuators {
-		specs = append(specs, actuator.Spec{Name: a.Name, Scope: a.Scope, PinName: a.Pin, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot)})
+		specs = append(specs, actuator.Spec{Name: a.Name, Scope: a.Scope, PinName: a.output, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot)})
 	}
 	return specs
 }
@@ -404,15 +436,17 @@ func (c *Config) check() error {
 		if msg := names.check(a.Name, a.line, "name is required", " (it is a topic level)"); msg != "" {
 			bad("%s: %s", where, msg)
 		}
-		if a.Pin == "" {
-			bad("%s: pin is required (e.g. GPIO17, BCM17 or PIN11)", where)
-		} else if g, err := pinmap.Canonical(a.Pin); err != nil {
+		given, g, err := a.resolveOutput()
+		if err != nil {
 			bad("%s: %v", where, strings.TrimPrefix(err.Error(), "pinmap: "))
 		} else if other, dup := pins[g]; dup {
-			bad("%s: pin %s is %s, already used by %q", where, a.Pin, pinmap.Describe(g), other)
+			bad("%s: %s is %s, already used by %q", where, given, pinmap.Describe(g), other)
 		} else {
 			pins[g] = a.Name
-			a.Pin = g
+			a.output = g
+			if a.Pin != "" {
+				a.Pin = g
+			}
 		}
 		if boot, err := actuator.ParseBoot(a.Boot); err != nil {
 			bad("%s: %v", where, strings.TrimPrefix(err.Error(), "actuator: "))

@@ -56,7 +56,7 @@ func TestParseValid(t *testing.T) {
 	if got := c.HTTPAddr(); got != "127.0.0.1:8080" {
 		t.Errorf("HTTPAddr() = %q, want %q", got, "127.0.0.1:8080")
 	}
-	want := []Actuator{{Name: "pump", Pin: "GPIO17", Boot: "last", Scope: "pump", line: 9}}
+	want := []Actuator{{Name: "pump", Pin: "GPIO17", Boot: "last", Scope: "pump", line: 9, output: "GPIO17"}}
 	if !reflect.DeepEqual(c.Actuators, want) {
 		t.Errorf("Actuators = %+v, want %+v", c.Actuators, want)
 	}
@@ -89,10 +89,10 @@ func TestParseDefaults(t *testing.T) {
 		t.Errorf("Parse left Store = %q, want %q (relative paths are resolved by Load)", c.Store, "fence.db")
 	}
 	want := []Actuator{
-		{Name: "pump", Pin: "GPIO17", Boot: "last", Scope: "pump", line: 7},
-		{Name: "valve", Pin: "GPIO27", ActiveLow: true, Boot: "off", Scope: "valve", line: 9},
-		{Name: "fan", Pin: "GPIO18", Boot: "on", Scope: "climate", line: 13},
-		{Name: "heater", Pin: "GPIO22", Boot: "last", Scope: "climate", line: 17},
+		{Name: "pump", Pin: "GPIO17", Boot: "last", Scope: "pump", line: 7, output: "GPIO17"},
+		{Name: "valve", Pin: "GPIO27", ActiveLow: true, Boot: "off", Scope: "valve", line: 9, output: "GPIO27"},
+		{Name: "fan", Pin: "GPIO18", Boot: "on", Scope: "climate", line: 13, output: "GPIO18"},
+		{Name: "heater", Pin: "GPIO22", Boot: "last", Scope: "climate", line: 17, output: "GPIO22"},
 	}
 	if !reflect.DeepEqual(c.Actuators, want) {
 		t.Errorf("Actuators = %+v, want %+v", c.Actuators, want)
@@ -108,6 +108,28 @@ func TestParsePinForms(t *testing.T) {
 		}
 		if got := c.Actuators[0].Pin; got != "GPIO17" {
 			t.Errorf("Parse(pin %s).Pin = %q, want %q", pin, got, "GPIO17")
+		}
+	}
+}
+
+// An output on another GPIO chip: chip and line, the line by offset (a
+// YAML number or string) or by name.
+func TestParseChipLine(t *testing.T) {
+	c, err := Parse([]byte(base + `actuators:
+  - {name: pump, chip: mcp23017@20, line: 3}
+  - {name: valve, chip: gpiochip2, line: "07"}
+  - {name: door, chip: pcf8574, line: P4, active_low: true}
+  - {name: fan, pin: PIN11}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"mcp23017@20:3", "gpiochip2:7", "pcf8574:P4", "GPIO17"} {
+		if got := c.Actuators[i].Output(); got != want {
+			t.Errorf("actuator %d: Output() = %q, want %q", i, got, want)
+		}
+		if got := c.Specs()[i].PinName; got != want {
+			t.Errorf("actuator %d: Spec.PinName = %q, want %q", i, got, want)
 		}
 	}
 }
@@ -254,7 +276,21 @@ func TestParseErrors(t *testing.T) {
 		{"pin garbage", base + "actuators:\n  - {name: pump, pin: D4}\n",
 			[]string{`"D4"`, "GPIOn"}},
 		{"missing pin", base + "actuators:\n  - {name: pump}\n",
-			[]string{"line 7", "pin is required"}},
+			[]string{"line 7", "pin is required", "chip: and line:"}},
+		{"pin and chip", base + "actuators:\n  - {name: pump, pin: GPIO17, chip: mcp23017, line: 3}\n",
+			[]string{"line 7", "pin GPIO17 and chip/line both name an output"}},
+		{"chip without line", base + "actuators:\n  - {name: pump, chip: mcp23017}\n",
+			[]string{"line 7", `chip "mcp23017": name the line`}},
+		{"line without chip", base + "actuators:\n  - {name: pump, line: 3}\n",
+			[]string{"line 7", `line "3": name its chip`}},
+		{"chip line in pin", base + "actuators:\n  - {name: pump, pin: \"mcp23017:3\"}\n",
+			[]string{"line 7", "with chip: and line:"}},
+		{"chip with a space", base + "actuators:\n  - {name: pump, chip: \"mcp 23017\", line: 3}\n",
+			[]string{"line 7", "no spaces or colons"}},
+		{"offset out of range", base + "actuators:\n  - {name: pump, chip: mcp23017, line: 70000}\n",
+			[]string{"line 7", "0 to 65535"}},
+		{"duplicate chip line", base + "actuators:\n  - {name: pump, chip: mcp23017, line: 3}\n  - {name: valve, chip: mcp23017, line: \"03\"}\n",
+			[]string{"line 8", "chip mcp23017 line 03 is line 3 of GPIO chip mcp23017", `already used by "pump"`}},
 		{"missing name", base + "actuators:\n  - {pin: GPIO17}\n",
 			[]string{"line 7", "name is required"}},
 		{"bad name", base + "actuators:\n  - {name: a/b, pin: GPIO17}\n",

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/boards"
+	"github.com/fencegate/fencegate/boards/pinmap"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
@@ -89,14 +90,18 @@ func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
 		add("store", fmt.Sprintf("%s: a fencegate store (id %s), %s, %s", cfg.Store, l.ID(), describeFloor(l.Birth()), describeFences(fences)), nil)
 	}
 
-	var pins []string
+	var lines []boards.Line
 	for _, a := range cfg.Actuators {
-		pins = append(pins, a.Pin)
+		lines = append(lines, boards.Line{Pin: a.Output(), ActiveLow: a.ActiveLow})
 	}
-	if desc, err := boards.Check(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: linesOf(pins)}); err != nil {
+	if r, err := boards.Check(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: lines}); err != nil {
 		add("board", cfg.Board, err)
 	} else {
-		add("board", desc, nil)
+		add("board", r.Board, nil)
+		for _, w := range r.Warnings {
+			a := cfg.Actuators[w.Line]
+			out = append(out, Finding{Step: "board", Text: fmt.Sprintf("actuator %q on %s: %s", a.Name, pinmap.Describe(a.Output()), w.Text), Warning: true})
+		}
 	}
 
 	if addr := cfg.HTTPAddr(); addr == "" {
@@ -126,14 +131,6 @@ func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
 		}
 	}
 	return out
-}
-
-func linesOf(pins []string) []boards.Line {
-	lines := make([]boards.Line, 0, len(pins))
-	for _, p := range pins {
-		lines = append(lines, boards.Line{Pin: p})
-	}
-	return lines
 }
 
 func describeFences(fences map[string]fence.Fence) string {

@@ -8,7 +8,12 @@
 //   - the pins of the 40-pin header: a pin may be written GPIO17, BCM17 or
 //     PIN11 (the physical header position), and all three mean the same
 //     line. [Canonical] resolves a name and explains why a name is not an
-//     output (unknown, power, ground).
+//     output (unknown, power, ground);
+//   - the lines of any other GPIO chip the kernel exposes (an I²C or SPI
+//     expander such as an MCP23017 or a PCF8574): "chip:line", the chip
+//     by its label, name or path and the line by its offset or its name
+//     ([ChipLine]), and what such a chip's lines do from power-on until
+//     the gateway takes them ([PowerOnOf]).
 //
 // Package boards opens the boards these names describe.
 package pinmap
@@ -64,9 +69,13 @@ func HeaderPosition(gpio string) int {
 }
 
 // Canonical resolves a pin name (GPIO17, BCM17, PIN11; case-insensitive) to
-// its canonical form "GPIOn". Names of lines that are not on the 40-pin
-// header, or header positions that are power or ground, are errors.
+// its canonical form "GPIOn", and a chip line ("chip:line") to ChipLine's
+// form. Names of lines that are not on the 40-pin header, or header
+// positions that are power or ground, are errors.
 func Canonical(name string) (string, error) {
+	if chip, line, ok := strings.Cut(name, ":"); ok {
+		return ChipLine(chip, line)
+	}
 	up := strings.ToUpper(strings.TrimSpace(name))
 	num := func(prefix string) (int, bool) {
 		if !strings.HasPrefix(up, prefix) {
@@ -102,13 +111,123 @@ func Canonical(name string) (string, error) {
 	return g, nil
 }
 
-// Describe formats a canonical GPIO name with its header position, for
-// messages: "GPIO17 (header pin 11)".
-func Describe(gpio string) string {
-	if p := HeaderPosition(gpio); p != 0 {
-		return fmt.Sprintf("%s (header pin %d)", gpio, p)
+// Describe formats a canonical name for messages: a GPIO with its header
+// position, "GPIO17 (header pin 11)"; a chip line as "line 3 of GPIO chip
+// mcp23017".
+func Describe(name string) string {
+	if p := HeaderPosition(name); p != 0 {
+		return fmt.Sprintf("%s (header pin %d)", name, p)
 	}
-	return gpio
+	if chip, line, ok := SplitChipLine(name); ok {
+		return fmt.Sprintf("line %s of GPIO chip %s", line, chip)
+	}
+	return name
+}
+
+// ChipLine returns the canonical name of a line of a GPIO chip other than
+// the header's: "chip:line". The chip is named as the kernel names it: by
+// its label (mcp23017, pcf8574; gpiodetect lists them), its name
+// (gpiochip2) or its path (/dev/gpiochip2). The line is its offset on the
+// chip (0, 1, …) or the name the kernel gives it (gpioinfo lists them).
+// Which chip and line those are is the board's to find, when it opens
+// them; ChipLine checks only the form.
+func ChipLine(chip, line string) (string, error) {
+	chip, line = strings.TrimSpace(chip), strings.TrimSpace(line)
+	switch {
+	case chip == "":
+		return "", fmt.Errorf("pinmap: line %q: name its chip (its label, e.g. mcp23017, or gpiochip2)", line)
+	case line == "":
+		return "", fmt.Errorf("pinmap: chip %q: name the line (its offset on the chip, e.g. 0, or its name)", chip)
+	case strings.ContainsAny(chip, ": \t\n"):
+		return "", fmt.Errorf("pinmap: chip %q: a chip's label, name or path has no spaces or colons", chip)
+	case strings.ContainsAny(line, ": \t\n"):
+		return "", fmt.Errorf("pinmap: line %q of chip %s: a line's offset or name has no spaces or colons", line, chip)
+	}
+	if isDigits(line) {
+		n, err := strconv.ParseUint(line, 10, 16)
+		if err != nil {
+			return "", fmt.Errorf("pinmap: line %q of chip %s: an offset is 0 to 65535", line, chip)
+		}
+		line = strconv.FormatUint(n, 10)
+	}
+	return chip + ":" + line, nil
+}
+
+// SplitChipLine splits a canonical chip line into its chip and line; ok
+// is false for a header pin.
+func SplitChipLine(name string) (chip, line string, ok bool) {
+	return strings.Cut(name, ":")
+}
+
+// LineOffset returns a chip line's offset if the line is named by its
+// offset.
+func LineOffset(line string) (int, bool) {
+	if !isDigits(line) {
+		return 0, false
+	}
+	n, err := strconv.Atoi(line)
+	return n, err == nil
+}
+
+func isDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// PowerOn is what a chip's lines do from power-on until the gateway takes
+// them over.
+type PowerOn int
+
+const (
+	// PowerOnUnknown: the chip is not one PowerOnOf knows; read its
+	// datasheet.
+	PowerOnUnknown PowerOn = iota
+	// PowerOnHigh: the lines are high (the PCF857x family's
+	// quasi-bidirectional lines, pulled up weakly). A relay that is on at
+	// high is energised until the gateway starts.
+	PowerOnHigh
+	// PowerOnFloating: the lines are inputs without pull resistors (the
+	// MCP230xx family): the relay board's own input circuit decides.
+	PowerOnFloating
+)
+
+// chipFamilies maps GPIO chip labels (the Linux drivers' device names) to
+// their lines' power-on behaviour, from the chips' datasheets.
+var chipFamilies = map[string]PowerOn{
+	// drivers/gpio/gpio-pcf857x.c: quasi-bidirectional, high at power-on.
+	"pcf8574": PowerOnHigh, "pcf8574a": PowerOnHigh, "pca8574": PowerOnHigh, "pca9670": PowerOnHigh,
+	"pca9672": PowerOnHigh, "pca9674": PowerOnHigh, "pcf8575": PowerOnHigh, "pca8575": PowerOnHigh,
+	"pca9671": PowerOnHigh, "pca9673": PowerOnHigh, "pca9675": PowerOnHigh, "max7328": PowerOnHigh,
+	"max7329": PowerOnHigh,
+	// drivers/pinctrl/pinctrl-mcp23s08.c: IODIR resets to inputs, GPPU
+	// to no pull-ups.
+	"mcp23008": PowerOnFloating, "mcp23017": PowerOnFloating, "mcp23018": PowerOnFloating,
+	"mcp23s08": PowerOnFloating, "mcp23s17": PowerOnFloating, "mcp23s18": PowerOnFloating,
+}
+
+// PowerOnOf returns what the lines of the chip with this label do from
+// power-on until the gateway takes them.
+func PowerOnOf(label string) PowerOn {
+	return chipFamilies[strings.ToLower(label)]
+}
+
+// PowerOnWarning returns why an output on a line of a chip with this
+// label may be energised before the gateway starts, or "" if it is not.
+// An output is energised at low if it is active-low, at high otherwise.
+func PowerOnWarning(label string, activeLow bool) string {
+	switch PowerOnOf(label) {
+	case PowerOnHigh:
+		if !activeLow {
+			return fmt.Sprintf("%s lines are high from power-on until the gateway starts, and this output is on at high: its relay is energised meanwhile (use a relay board that is on at low, with active_low: true)", label)
+		}
+	case PowerOnFloating:
+		return fmt.Sprintf("%s lines are inputs without pull resistors from power-on until the gateway starts: the relay board's own input decides whether it is energised meanwhile (check that it has a pull resistor to its off level)", label)
+	}
+	return ""
 }
 
 // Model is a Raspberry Pi model fencegate supports. All of them expose

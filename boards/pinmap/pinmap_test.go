@@ -171,3 +171,47 @@ func TestHeaderPositionAndDescribe(t *testing.T) {
 		}
 	}
 }
+
+func TestChipLine(t *testing.T) {
+	for _, c := range []struct{ chip, line, want, err string }{
+		{"mcp23017", "3", "mcp23017:3", ""},
+		{" mcp23017@20 ", "007", "mcp23017@20:7", ""},
+		{"/dev/gpiochip2", "P4", "/dev/gpiochip2:P4", ""},
+		{"", "3", "", "name its chip"},
+		{"mcp23017", "", "", "name the line"},
+		{"mcp 23017", "3", "", "no spaces or colons"},
+		{"mcp23017", "a:b", "", "no spaces or colons"},
+		{"mcp23017", "65536", "", "0 to 65535"},
+	} {
+		got, err := ChipLine(c.chip, c.line)
+		if c.err == "" && (err != nil || got != c.want) {
+			t.Errorf("ChipLine(%q, %q) = %q, %v, want %q", c.chip, c.line, got, err, c.want)
+		}
+		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("ChipLine(%q, %q) = %q, %v, want an error saying %q", c.chip, c.line, got, err, c.err)
+		}
+	}
+	if g, err := Canonical("mcp23017:03"); err != nil || g != "mcp23017:3" {
+		t.Errorf("Canonical(mcp23017:03) = %q, %v", g, err)
+	}
+	if d := Describe("mcp23017:3"); d != "line 3 of GPIO chip mcp23017" {
+		t.Errorf("Describe = %q", d)
+	}
+}
+
+func TestPowerOnWarning(t *testing.T) {
+	for _, c := range []struct {
+		label     string
+		activeLow bool
+		warn      string
+	}{
+		{"pcf8574", false, "energised"}, {"PCF8574A", false, "energised"}, {"pcf8574", true, ""},
+		{"mcp23017", true, "without pull resistors"}, {"mcp23017", false, "without pull resistors"},
+		{"pinctrl-bcm2835", false, ""}, {"pca9555", false, ""},
+	} {
+		w := PowerOnWarning(c.label, c.activeLow)
+		if (c.warn == "") != (w == "") || !strings.Contains(w, c.warn) {
+			t.Errorf("PowerOnWarning(%s, active low %v) = %q, want %q", c.label, c.activeLow, w, c.warn)
+		}
+	}
+}

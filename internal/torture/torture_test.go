@@ -161,22 +161,33 @@ func (h *harness) fatalf(format string, a ...any) {
 		b, _ := os.ReadFile(h.gwLogs[n-1])
 		msg += fmt.Sprintf("\nthe newest gateway process's log (%s) ends:\n%s", filepath.Base(h.gwLogs[n-1]), b[max(0, len(b)-4000):])
 	}
-	keep := filepath.Join(outDir(), fmt.Sprintf("fencegate-torture-%d", h.seed))
-	if err := os.MkdirAll(keep, 0o755); err == nil {
-		logs, _ := filepath.Glob(filepath.Join(h.dir, "*.log"))
-		ctls, _ := filepath.Glob(filepath.Join(h.dir, "*.jsonl"))
-		for _, f := range append(logs, ctls...) {
-			if b, err := os.ReadFile(f); err == nil {
-				os.WriteFile(filepath.Join(keep, filepath.Base(f)), b, 0o644)
-			}
-		}
-		if err := h.saveRecord(filepath.Join(keep, recordFile)); err != nil {
-			msg += "\n" + err.Error()
-		}
+	keep, err := h.keep()
+	if err != nil {
+		msg += "\n" + err.Error()
+	}
+	if keep != "" {
 		msg += fmt.Sprintf("\nthe gateway processes' and the controllers' logs, and what the observer saw, are in %s (%s=%s go test -run TestTortureRecheck ./internal/torture checks them again)",
 			keep, envRecheck, keep)
 	}
 	h.t.Fatalf("%s\n(seed %d: %s=%d replays this run's choices)", msg, h.seed, envRunSeed, h.seed)
+}
+
+// keep copies the run's logs and what the observer saw to a directory
+// of outDir named for the seed, for TestTortureRecheck, and returns it
+// ("" if it could not be made).
+func (h *harness) keep() (string, error) {
+	keep := filepath.Join(outDir(), fmt.Sprintf("fencegate-torture-%d", h.seed))
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		return "", err
+	}
+	logs, _ := filepath.Glob(filepath.Join(h.dir, "*.log"))
+	ctls, _ := filepath.Glob(filepath.Join(h.dir, "*.jsonl"))
+	for _, f := range append(logs, ctls...) {
+		if b, err := os.ReadFile(f); err == nil {
+			os.WriteFile(filepath.Join(keep, filepath.Base(f)), b, 0o644)
+		}
+	}
+	return keep, h.saveRecord(filepath.Join(keep, recordFile))
 }
 
 // outDir is where a failed run leaves its logs and its history's
