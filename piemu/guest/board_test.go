@@ -107,6 +107,77 @@ func TestInitialLevel(t *testing.T) {
 	}
 }
 
+// TestChipLineAddressed (issue 13, point 6): an output named by its chip
+// and line, the chip by label, name or path and the line by offset or
+// name, is the same kernel line as its header pin, opened at its initial
+// level in the one request of its chip, and driven and read back through
+// it; naming one line twice, an unknown chip and a line the chip lacks are
+// refused before anything is requested.
+func TestChipLineAddressed(t *testing.T) {
+	guestOnly(t)
+	c := bcmChip(t)
+	m, err := pinmap.ResolveModel(pinmap.RaspberryPi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pi, err := boards.OpenRaspberryPi(m, []boards.Line{
+		{Pin: "pinctrl-bcm2835:5", InitialHigh: true},
+		{Pin: "gpiochip0:GPIO6"},
+		{Pin: "/dev/gpiochip0:16", InitialHigh: true},
+		{Pin: "GPIO19"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pi.Close()
+	expectOutput(t, c, "GPIO5", true)
+	expectOutput(t, c, "GPIO6", false)
+	expectOutput(t, c, "GPIO16", true)
+	expectOutput(t, c, "GPIO19", false)
+	for _, step := range []struct {
+		pin  string
+		line string
+		high bool
+	}{{"gpiochip0:GPIO6", "GPIO6", true}, {"pinctrl-bcm2835:5", "GPIO5", false}, {"/dev/gpiochip0:16", "GPIO16", false}, {"GPIO19", "GPIO19", true}} {
+		p, err := pi.Pin(step.pin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Out(step.high); err != nil {
+			t.Fatalf("%s Out(%v): %v", step.pin, step.high, err)
+		}
+		expectOutput(t, c, step.line, step.high)
+		if got, err := p.Level(); err != nil || got != step.high {
+			t.Errorf("%s Level() = %v, %v; want %v", step.pin, got, err, step.high)
+		}
+		t.Logf("%s driven %v: debugfs %q", step.pin, step.high, debugfsLine(t, step.line))
+	}
+	expectOutput(t, c, "GPIO5", false)
+	expectOutput(t, c, "GPIO6", true)
+	expectOutput(t, c, "GPIO16", false)
+	expectOutput(t, c, "GPIO19", true)
+
+	for _, bad := range []struct {
+		lines []boards.Line
+		frag  string
+	}{
+		{[]boards.Line{{Pin: "mcp23017:0"}}, "pinctrl-bcm2835 (gpiochip0)"},
+		{[]boards.Line{{Pin: "GPIO20"}, {Pin: "pinctrl-bcm2835:20", InitialHigh: true}}, "are the same line (offset 20 of gpiochip0)"},
+		{[]boards.Line{{Pin: "mcp23017:0"}}, "no GPIO chip mcp23017 (found "},
+		{[]boards.Line{{Pin: "gpiochip0:54"}}, "has no line 54 (it has offsets 0 to 53"},
+		{[]boards.Line{{Pin: "gpiochip0:GPIO99"}}, "has no line GPIO99"},
+	} {
+		if _, err := boards.OpenRaspberryPi(m, bad.lines); err == nil || !strings.Contains(err.Error(), bad.frag) {
+			t.Errorf("OpenRaspberryPi(%v) = %v, want an error saying %q", bad.lines, err, bad.frag)
+		}
+		if _, err := boards.Check(boards.Options{Board: pinmap.RaspberryPi, Lines: bad.lines}); err == nil || !strings.Contains(err.Error(), bad.frag) {
+			t.Errorf("Check(%v) = %v, want an error saying %q", bad.lines, err, bad.frag)
+		}
+	}
+	if li := c.info(t, 20); li.Flags&flagUsed != 0 {
+		t.Errorf("GPIO20 after refused requests: flags %s, want not USED", flagWords(li.Flags))
+	}
+}
+
 // TestLevelNeverReconfigures: reading a pin back (GET_VALUES on the output
 // request) leaves the line an output at its level, however often. The
 // control shows that the check would catch periph's GPIOLine.Read, which

@@ -26,7 +26,9 @@ import (
 // from the client package. After every command the kernel must show each
 // line exactly where the applied commands put it, still held as an output
 // by the gateway, and the gateway's own read-back (GET /api/actuators, i.e.
-// GET_VALUES) must agree without reconfiguring the line.
+// GET_VALUES) must agree without reconfiguring the line. relay2 is named
+// by its chip and line offset (chip: pinctrl-bcm2835, line: 27), relay1 by
+// its header pin.
 func TestGatewayEndToEnd(t *testing.T) {
 	guestOnly(t)
 	c := bcmChip(t)
@@ -48,8 +50,9 @@ actuators:
     pin: PIN11
     active_low: false
     boot: "off"
-  - name: relay2
-    pin: GPIO27
+  - name: relay2          # the same kind of line, named by chip and line
+    chip: pinctrl-bcm2835
+    line: 27
     active_low: true
     boot: "off"
 `, broker.URL(), filepath.Join(dir, "fence.db")))
