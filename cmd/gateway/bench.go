@@ -23,20 +23,20 @@ docs/performance.md for how to read the figures.
 
   single   1 actuator, 1 controller, one command at a time
   fleet    every controller owns an actuator and keeps --window commands
-           in flight: 16 × 16 and %[1]d × %[1]d, window 32
+           in flight: 16 × 16 and 64 × 64, window 32
   storm    16 scopes, a quarter with a flapping controller (9 stale
            commands in 10), window 8: the calm scopes' p99 with and without
   sdcard   the fleet (16 × 16) with every store commit slowed by
            --sdcard-delay; needs a build with -tags failpoints (make bench)
   soak     alone, not in all: 16 × 16, window 4, for --duration (default
-           %[2]v), with stale and duplicate commands, reconnects and event
+           %v), with stale and duplicate commands, reconnects and event
            streams; samples the gateway's goroutines, heap and RSS every
            --sample-interval and exits 1 if they grew (make soak)
 
 It starts an embedded MQTT broker unless --broker names one (the Raspberry
 Pi build has none: give --broker). On a Raspberry Pi, give --store-dir on
 the disk the real store uses (e.g. /var/lib/fencegate): the temporary
-directory may be in memory.`, bench.MaxActuators, minutes(bench.DefaultSoakDuration)))
+directory may be in memory.`, minutes(bench.DefaultSoakDuration)))
 	profile := fs.String("profile", bench.All, "profiles to run, comma-separated: single, fleet, storm, sdcard or all; or soak, alone")
 	actuators := fs.Int("actuators", 0, fmt.Sprintf("actuators of every profile run (1 to %d; 0: the profile's)", bench.MaxActuators))
 	controllers := fs.Int("controllers", 0, "controllers of every profile run, one actuator each (0: one per actuator)")
