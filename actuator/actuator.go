@@ -82,6 +82,21 @@ func ParseBoot(s string) (Boot, error) {
 // waits it out under its lock.
 const MaxDeadTime = 10 * time.Second
 
+// Kind is what an actuator's output does with a command.
+type Kind string
+
+// Kinds.
+const (
+	// KindSwitch outputs stay in the state the last command set.
+	KindSwitch Kind = "switch"
+	// KindPulse outputs rest off and take pulses: on for the pulse's
+	// width, then back to rest (a door strike, a garage door's button).
+	KindPulse Kind = "pulse"
+)
+
+// MaxPulse is the longest max_pulse a pulse output may have.
+const MaxPulse = 10 * time.Minute
+
 // Spec describes one actuator for New.
 type Spec struct {
 	Name      string
@@ -89,6 +104,36 @@ type Spec struct {
 	PinName   string // the board's name for the pin
 	ActiveLow bool   // on drives the pin low
 	Boot      Boot   // empty means BootLast
+	Kind      Kind   // empty means KindSwitch
+	// Pulse is a pulse output's default width: a command with state on
+	// and no pulse_ms asks for it. Zero: such commands are refused.
+	Pulse time.Duration
+	// MaxPulse is a pulse output's longest pulse (1 ms to MaxPulse).
+	MaxPulse time.Duration
+}
+
+// checkKind checks s's kind and its pulse widths.
+func (s *Spec) checkKind() error {
+	switch s.Kind {
+	case "", KindSwitch:
+		s.Kind = KindSwitch
+		if s.Pulse != 0 || s.MaxPulse != 0 {
+			return fmt.Errorf("actuator: %s: pulse and max_pulse are for kind: pulse", s.Name)
+		}
+		return nil
+	case KindPulse:
+	default:
+		return fmt.Errorf("actuator: %s: kind %q: want switch or pulse", s.Name, s.Kind)
+	}
+	switch {
+	case s.MaxPulse < time.Millisecond || s.MaxPulse > MaxPulse || s.MaxPulse%time.Millisecond != 0:
+		return fmt.Errorf("actuator: %s: max_pulse %v: a pulse output needs one, whole milliseconds from 1ms to %v", s.Name, s.MaxPulse, MaxPulse)
+	case s.Pulse < 0 || s.Pulse > s.MaxPulse || s.Pulse%time.Millisecond != 0:
+		return fmt.Errorf("actuator: %s: pulse %v: the default width is whole milliseconds, at most max_pulse (%v)", s.Name, s.Pulse, s.MaxPulse)
+	case s.Boot == BootOn:
+		return fmt.Errorf("actuator: %s: boot: on: a pulse output rests off; it is never switched on at start", s.Name)
+	}
+	return nil
 }
 
 // Options configure a Bank. Nil or zero values are usable.
@@ -150,6 +195,10 @@ type Bank struct {
 
 	subMu sync.Mutex // guards subs
 	subs  map[chan Event]struct{}
+
+	pulseMu sync.Mutex             // guards pulses and stopped
+	pulses  map[string]*time.Timer // the running pulses' ends, by actuator
+	stopped bool                   // Stop has begun: no pulse starts a timer
 }
 
 // scope is one fence scope's actuators and its lock.
@@ -298,6 +347,9 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 			return nil, fmt.Errorf("actuator: %s: %w", s.Name, err)
 		}
 		s.Boot = boot
+		if err := s.checkKind(); err != nil {
+			return nil, err
+		}
 		sc := byScope[s.Scope]
 		if sc == nil {
 			sc = &scope{name: s.Scope, sem: make(chan struct{}, 1)}
@@ -368,6 +420,8 @@ func (b *Bank) addInterlocks(list []fence.Interlock) error {
 			case o.lock != nil:
 				return fmt.Errorf("actuator: interlock %s: %s is already in interlock %s; put all mutually exclusive actuators in one interlock",
 					g.Name, m, o.lock.Name)
+			case o.Kind == KindPulse:
+				return fmt.Errorf("actuator: interlock %s: %s is a pulse output; an interlock's members are switches", g.Name, m)
 			case scopeName != "" && o.Scope != scopeName:
 				return fmt.Errorf("actuator: interlock %s: %s is in scope %q, %s in scope %q; the members of an interlock must share one scope (one lease, one fence), so that one holder decides them all",
 					g.Name, g.Members[0], scopeName, m, o.Scope)
@@ -409,9 +463,19 @@ func (b *Bank) boot() error {
 			return fmt.Errorf("actuator: %w", err)
 		}
 		for _, o := range sc.members {
+			if p := rec.Output(o.Name).Pulse; p != nil && p.Status == fence.PulseRunning {
+				// A crash (or a stop) while it ran: a pulse is never resumed.
+				why := fmt.Sprintf("interrupted: the gateway stopped while this pulse of %v ran; it is not resumed", p.Width)
+				if rec, _, err = b.log.EndPulse(sc.name, o.Name, *p, fence.PulseInterrupted, why); err != nil {
+					return fmt.Errorf("actuator: %w", err)
+				}
+				b.opts.Logger.Warn("pulse interrupted by a stop of the gateway; the output rests off", "actuator", o.Name, "fence", p.Fence.String(), "width", p.Width.String())
+			}
 			recorded := rec.Output(o.Name).State
 			o.start.state = recorded
 			switch {
+			case o.Kind == KindPulse && recorded != fence.StateOff:
+				set(o, fence.StateOff, "a pulse output rests off")
 			case o.Boot == BootOn && recorded != fence.StateOn:
 				set(o, fence.StateOn, "boot: on")
 			case o.Boot == BootOff && recorded != fence.StateOff:
@@ -676,12 +740,25 @@ func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.R
 		return nil, errors.New("actuator: Handle before Start")
 	}
 	var todo []int // the commands to decide: those authorized
+	cloned := false
 	for i, c := range cmds {
 		if b.opts.Authorize != nil {
+			// The command as it was signed: before shape fills in a default.
 			if reason, err := b.opts.Authorize(c, o.Scope); err != nil {
 				results[i] = b.Reject(c, reason, err)
 				continue
 			}
+		}
+		shaped, err := o.shape(c)
+		if err != nil {
+			results[i] = b.Reject(c, fence.ReasonInvalid, err)
+			continue
+		}
+		if shaped.Pulse != c.Pulse {
+			if !cloned {
+				cmds, cloned = slices.Clone(cmds), true // the caller's stay as they came
+			}
+			cmds[i] = shaped
 		}
 		todo = append(todo, i)
 	}
@@ -716,10 +793,34 @@ func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.R
 // planned and waited for (the dead time) one by one anyway; the link's
 // own bound otherwise.
 func (b *Bank) MaxBatch(actuator string) int {
-	if o, ok := b.outs[actuator]; ok && o.lock != nil {
+	if o, ok := b.outs[actuator]; ok && (o.lock != nil || o.Kind == KindPulse) {
 		return 1
 	}
 	return math.MaxInt
+}
+
+// shape checks c against o's kind and returns it as o takes it: a pulse
+// output takes pulses (state on without pulse_ms is a pulse of its
+// default width) and fence-only commands; a switch takes no pulse. An
+// error rejects c before its scope is locked: nothing recorded or driven.
+func (o *output) shape(c fence.Command) (fence.Command, error) {
+	if o.Kind != KindPulse {
+		if c.Pulse > 0 {
+			return c, fmt.Errorf("%s is not a pulse output: send state on or off, without pulse_ms", o.Name)
+		}
+		return c, nil
+	}
+	switch {
+	case c.State == fence.StateOff:
+		return c, fmt.Errorf("%s is a pulse output, which rests off by itself: send pulse_ms (at most %d), or state on for its default pulse", o.Name, o.MaxPulse.Milliseconds())
+	case c.State == fence.StateOn && c.Pulse == 0 && o.Pulse == 0:
+		return c, fmt.Errorf("%s is a pulse output without a default width (pulse:): send pulse_ms, at most %d", o.Name, o.MaxPulse.Milliseconds())
+	case c.State == fence.StateOn && c.Pulse == 0:
+		c.Pulse = o.Pulse
+	case c.Pulse > o.MaxPulse:
+		return c, fmt.Errorf("pulse_ms %d is longer than %s's max_pulse (%d ms)", c.Pulse.Milliseconds(), o.Name, o.MaxPulse.Milliseconds())
+	}
+	return c, nil
 }
 
 func pick(cmds []fence.Command, at []int) []fence.Command {
@@ -784,6 +885,13 @@ func (b *Bank) carryOut(o *output, c fence.Command, adm fencelog.Admission) fenc
 		if orig.Refused != nil {
 			// The original was refused; so is its redelivery, the same way.
 			b.refuse(&res, orig.Refused, adm.Scope)
+		} else if orig.Pulse > 0 {
+			// Never again: the redelivery is told how the pulse went.
+			status := orig.PulseStatus
+			if status == "" {
+				status = fence.PulseRunning
+			}
+			res.Pulse = &fence.Pulse{ID: orig.ID, Fence: orig.Fence, Width: orig.Pulse, Status: status}
 		}
 	case fence.Stale:
 		res.Error = adm.Error
@@ -811,6 +919,24 @@ func (b *Bank) carryOut(o *output, c fence.Command, adm fencelog.Admission) fenc
 				b.log.Record(fencelog.Entry{Scope: o.Scope, Actuator: o.Name, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
 					Command: c.Fence, State: c.State, Outcome: fence.Failed, Fence: res.Fence, Error: res.Error})
 				break
+			}
+		}
+		if p := adm.Output.Pulse; adm.Effect.Pulse > 0 && p != nil {
+			res.Pulse = p
+			if res.Outcome == fence.Failed {
+				// It did not start: end it at once, at rest.
+				if rec, ok := b.endPulse(o, *p, fence.PulseInterrupted, "interrupted: the output could not be driven on"); ok {
+					adm.Scope = rec
+					res.Pulse = rec.Output(o.Name).Pulse
+					res.State = fence.StateOff
+				}
+			} else if !b.pulseEnds(o, *p) {
+				// The gateway is stopping: the pulse is cut short.
+				if rec, ok := b.endPulse(o, *p, fence.PulseInterrupted, "interrupted: the gateway stopped while it ran"); ok {
+					adm.Scope = rec
+					res.Pulse = rec.Output(o.Name).Pulse
+					res.State = fence.StateOff
+				}
 			}
 		}
 		b.changedFrom(o.scope, adm.Scope)
@@ -842,6 +968,12 @@ func (b *Bank) readBack(o *output, res *fence.Result) {
 // says so, or if its pin reads on (a failed drive left the record behind)
 // or cannot be read. The scope's lock must be held.
 func (b *Bank) planner(o *output, c fence.Command) fencelog.Planner {
+	if o.Kind == KindPulse && c.Pulse > 0 {
+		// A pulse output is on only while it pulses.
+		return func(states map[string]fence.State) fence.Effect {
+			return fence.PulseEffect(c, states[o.Name] == fence.StateOn)
+		}
+	}
 	if o.lock == nil || c.State != fence.StateOn {
 		return nil
 	}
@@ -857,6 +989,73 @@ func (b *Bank) planner(o *output, c fence.Command) fencelog.Planner {
 	g := &o.lock.Interlock
 	return func(states map[string]fence.State) fence.Effect {
 		return g.Effect(c, func(a string) bool { return states[a] == fence.StateOn || pinOn[a] })
+	}
+}
+
+// pulseEnds has the pulse p of o, just started, end after its width;
+// false if the bank is stopping, and it does not. The scope's lock must be
+// held.
+func (b *Bank) pulseEnds(o *output, p fence.Pulse) bool {
+	b.pulseMu.Lock()
+	defer b.pulseMu.Unlock()
+	if b.stopped {
+		return false
+	}
+	if b.pulses == nil {
+		b.pulses = make(map[string]*time.Timer)
+	}
+	b.pulses[o.Name] = time.AfterFunc(p.Width, func() {
+		o.scope.lock(context.Background())
+		defer o.scope.unlock()
+		b.pulseMu.Lock()
+		delete(b.pulses, o.Name)
+		b.pulseMu.Unlock()
+		if rec, ok := b.endPulse(o, p, fence.PulseDone, fmt.Sprintf("done: on for %v, then back at rest", p.Width)); ok {
+			b.changedFrom(o.scope, rec)
+		}
+	})
+	return true
+}
+
+// endPulse drives o, whose pulse p runs, back to rest and records how the
+// pulse ended; ok is false if the record was not p running. The scope's
+// lock must be held.
+func (b *Bank) endPulse(o *output, p fence.Pulse, status, why string) (fencelog.Scope, bool) {
+	if err := b.drive(o, fence.StateOff); err != nil {
+		why += fmt.Sprintf("; but the output could not be driven off: %v", err)
+		b.opts.Logger.Error("drive failed at the end of a pulse", "actuator", o.Name, "pin", o.PinName, "err", err)
+	}
+	rec, ok, err := b.log.EndPulse(o.Scope, o.Name, p, status, why)
+	if err != nil {
+		b.opts.Logger.Error("record the end of a pulse", "actuator", o.Name, "err", err)
+		return rec, false
+	}
+	return rec, ok
+}
+
+// Stop ends the running pulses now, at rest, recorded as interrupted, and
+// starts no more timers. The service calls it when it stops; a crash
+// leaves the pulses to the next start, which does the same.
+func (b *Bank) Stop() {
+	b.pulseMu.Lock()
+	b.stopped = true
+	running := make([]string, 0, len(b.pulses))
+	for name, t := range b.pulses {
+		if t.Stop() {
+			running = append(running, name)
+		}
+	}
+	b.pulses = nil
+	b.pulseMu.Unlock()
+	for _, name := range running {
+		o := b.outs[name]
+		o.scope.lock(context.Background())
+		if cur, err := b.log.Output(o.Scope, o.Name); err == nil && cur.Pulse != nil && cur.Pulse.Status == fence.PulseRunning {
+			if rec, ok := b.endPulse(o, *cur.Pulse, fence.PulseInterrupted, "interrupted: the gateway stopped while it ran"); ok {
+				b.changedFrom(o.scope, rec)
+			}
+		}
+		o.scope.unlock()
 	}
 }
 

@@ -118,12 +118,17 @@ type Command struct {
 	// Sig is the Ed25519 signature of the command (package sign); nil if
 	// unsigned.
 	Sig []byte
+	// Pulse, if not zero, asks a pulse output for one pulse of this
+	// width: on, then back to rest (State is then StateOn). A pulse is an
+	// action, not a state: it is carried out once, never again for a
+	// redelivery, and never resumed after a restart.
+	Pulse time.Duration
 }
 
 // Equal reports whether c and d are the same command, signature included.
 func (c Command) Equal(d Command) bool {
 	return c.ID == d.ID && c.Holder == d.Holder && c.Actuator == d.Actuator && c.Fence == d.Fence &&
-		c.State == d.State && c.Signer == d.Signer && bytes.Equal(c.Sig, d.Sig) && (c.Sig == nil) == (d.Sig == nil)
+		c.State == d.State && c.Pulse == d.Pulse && c.Signer == d.Signer && bytes.Equal(c.Sig, d.Sig) && (c.Sig == nil) == (d.Sig == nil)
 }
 
 // Outcome is the answer class of a command.
@@ -148,6 +153,11 @@ type AppliedCommand struct {
 	// Refused is set when the command raised the fence but changed no
 	// output (an interlock refused it); a redelivery is answered the same.
 	Refused *Refusal `json:"refused,omitempty"`
+	// Pulse is the width of the pulse the command asked for (0: none).
+	Pulse time.Duration `json:"pulse,omitempty"`
+	// PulseStatus is, for a pulse that has ended, how: PulseDone or
+	// PulseInterrupted; empty while it runs.
+	PulseStatus string `json:"pulse_status,omitempty"`
 }
 
 // Window is the number of applied commands per scope that are remembered for
@@ -215,10 +225,10 @@ func Decide(current Fence, recent []AppliedCommand, c Command, rules Rules) Deci
 		if a.ID != c.ID || a.Fence != c.Fence {
 			continue
 		}
-		if a.Actuator != c.Actuator || a.State != c.State {
+		if a.Actuator != c.Actuator || a.State != c.State || a.Pulse != c.Pulse {
 			return Decision{Outcome: Stale, Error: fmt.Sprintf(
 				"token %d seq %d with id %q was already applied to %s %s; this command differs",
-				c.Fence.Token, c.Fence.Seq, c.ID, a.Actuator, stateWord(a.State))}
+				c.Fence.Token, c.Fence.Seq, c.ID, a.Actuator, a.what())}
 		}
 		orig := a
 		return Decision{Outcome: Duplicate, Original: &orig}
@@ -240,14 +250,18 @@ func Remember(recent []AppliedCommand, c Command, refused *Refusal) []AppliedCom
 	}
 	out := make([]AppliedCommand, 0, len(recent)-start+1)
 	out = append(out, recent[start:]...)
-	return append(out, AppliedCommand{ID: c.ID, Actuator: c.Actuator, Fence: c.Fence, State: c.State, Refused: refused})
+	return append(out, AppliedCommand{ID: c.ID, Actuator: c.Actuator, Fence: c.Fence, State: c.State, Refused: refused, Pulse: c.Pulse})
 }
 
-func stateWord(s State) string {
-	if s == StateNone {
+// what says what a remembered command asked for, for messages.
+func (a AppliedCommand) what() string {
+	switch {
+	case a.Pulse > 0:
+		return fmt.Sprintf("(a pulse of %v)", a.Pulse)
+	case a.State == StateNone:
 		return "(fence only)"
 	}
-	return s.String()
+	return a.State.String()
 }
 
 // Output is the recorded state of one actuator.
@@ -261,9 +275,31 @@ type Output struct {
 	// Holder is the holder of the command that last set State.
 	Holder string `json:"holder"`
 	// ChangedAt is when State was last recorded. It is an annotation for
-	// people; no decision reads it. Zero if never set.
+	// people; no admission reads it (only the liveness rules that switch
+	// an output off: max_on). Zero if never set.
 	ChangedAt time.Time `json:"changed_at"`
+	// Pulse is a pulse output's last pulse; nil if it never pulsed.
+	Pulse *Pulse `json:"pulse,omitempty"`
 }
+
+// Pulse is a pulse output's last pulse, as recorded.
+type Pulse struct {
+	ID    string        `json:"id,omitempty"`
+	Fence Fence         `json:"fence"` // the pair of the command that asked for it
+	Width time.Duration `json:"width"`
+	// Status is PulseRunning from the record that admits it (before the
+	// output moves) until the record that ends it (after the output is
+	// back at rest): PulseDone, or PulseInterrupted if the gateway
+	// stopped or crashed while it ran.
+	Status string `json:"status"`
+}
+
+// Pulse statuses.
+const (
+	PulseRunning     = "running"
+	PulseDone        = "done"
+	PulseInterrupted = "interrupted"
+)
 
 // Reasons a command is rejected, as they appear on the wire: a controller
 // reacts to the reason, a person reads the error text.
@@ -273,6 +309,7 @@ const (
 	ReasonRetained        = "retained"         // delivered with the retain flag
 	ReasonInterlock       = "interlock"        // another member of its interlock is on
 	ReasonTokenJump       = "token-jump"       // the token is more than the scope's max_token_jump above its fence
+	ReasonBusy            = "busy"             // a pulse output is pulsing
 	// Signed commands (package sign).
 	ReasonUnsigned      = "unsigned"       // the actuator takes signed commands only
 	ReasonUnknownSigner = "unknown-signer" // the signer is not a configured controller
@@ -309,6 +346,9 @@ type Result struct {
 	// Blocking is, for a command an interlock refused, the recorded state
 	// of the member that is on.
 	Blocking *Output
+	// Pulse is, for a pulse command that was applied (or a redelivery of
+	// one), its pulse as recorded now: running, done or interrupted.
+	Pulse *Pulse
 }
 
 // Interlock is a group of actuators of one scope of which at most one may
@@ -358,6 +398,8 @@ type Refusal struct {
 type Effect struct {
 	Sets    []Set
 	Refusal *Refusal
+	// Pulse is the width of the pulse the one Set starts; 0 if none.
+	Pulse time.Duration
 }
 
 // Plain is the effect of a command outside any interlock: it sets its own
@@ -366,7 +408,19 @@ func Plain(c Command) Effect {
 	if c.State == StateNone {
 		return Effect{}
 	}
-	return Effect{Sets: []Set{{c.Actuator, c.State}}}
+	return Effect{Sets: []Set{{c.Actuator, c.State}}, Pulse: c.Pulse}
+}
+
+// PulseEffect is the effect of command c, a pulse, on a pulse output that
+// running says is pulsing or not: a pulse that arrives while one runs is
+// refused (ReasonBusy; its pair still raises the fence), never queued or
+// merged. Anything else is Plain.
+func PulseEffect(c Command, running bool) Effect {
+	if c.Pulse > 0 && running {
+		return Effect{Refusal: &Refusal{Reason: ReasonBusy, Blocker: c.Actuator, Error: fmt.Sprintf(
+			"%s is pulsing; a pulse is never queued: send it again once the running one is done", c.Actuator)}}
+	}
+	return Plain(c)
 }
 
 // Effect decides what admitting c changes, c's actuator being a member of

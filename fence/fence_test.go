@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLess(t *testing.T) {
@@ -220,5 +221,27 @@ func TestInterlockEffect(t *testing.T) {
 				t.Errorf("%s: Refusal = %+v, want %+v naming vent-close", tt.name, r, tt.want.Refusal)
 			}
 		}
+	}
+}
+
+// A pulse's redelivery is its duplicate; the same id and pair with
+// another width is another command, stale: a pulse is never repeated, and
+// never changed after it was admitted.
+func TestDecidePulse(t *testing.T) {
+	c := Command{ID: "p-1", Actuator: "door", Fence: Fence{Token: 5, Seq: 1}, State: StateOn, Pulse: 500 * time.Millisecond}
+	recent := Remember(nil, c, nil)
+	if d := Decide(c.Fence, recent, c, Rules{}); d.Outcome != Duplicate || d.Original.Pulse != c.Pulse {
+		t.Errorf("redelivery: %+v, want a duplicate of the pulse", d)
+	}
+	other := c
+	other.Pulse = 600 * time.Millisecond
+	if d := Decide(c.Fence, recent, other, Rules{}); d.Outcome != Stale || !strings.Contains(d.Error, "(a pulse of 500ms)") {
+		t.Errorf("another width: %+v, want stale naming the pulse", d)
+	}
+	if e := PulseEffect(c, true); e.Refusal == nil || e.Refusal.Reason != ReasonBusy || len(e.Sets) != 0 {
+		t.Errorf("PulseEffect while running = %+v, want refused busy", e)
+	}
+	if e := PulseEffect(c, false); e.Refusal != nil || e.Pulse != c.Pulse || len(e.Sets) != 1 || e.Sets[0].State != StateOn {
+		t.Errorf("PulseEffect at rest = %+v, want on for 500ms", e)
 	}
 }

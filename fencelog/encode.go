@@ -14,6 +14,9 @@ import (
 // rewrites its scope's record, window of recent commands included, and
 // json.Marshal took a sixth of the gateway's CPU under load.
 func encodeScope(rec scopeRecord) ([]byte, error) {
+	if rec.hasPulse() {
+		return json.Marshal(rec) // a pulse output's scope: rare enough
+	}
 	b := make([]byte, 0, 128+len(rec.Recent)*96+len(rec.Outputs)*96)
 	b = append(b, `{"fence":`...)
 	b = appendFence(b, rec.Fence)
@@ -153,4 +156,20 @@ func encodeEntry(e Entry) ([]byte, error) {
 	field("error", e.Error)
 	field("signer", e.Signer)
 	return append(b, '}'), nil
+}
+
+// hasPulse reports whether rec records a pulse, which encodeScope leaves
+// to encoding/json.
+func (rec scopeRecord) hasPulse() bool {
+	for _, a := range rec.Recent {
+		if a.Pulse != 0 || a.PulseStatus != "" {
+			return true
+		}
+	}
+	for _, o := range rec.Outputs {
+		if o.Pulse != nil {
+			return true
+		}
+	}
+	return false
 }

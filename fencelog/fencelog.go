@@ -109,6 +109,10 @@ const OutcomeMoved fence.Outcome = "moved"
 // (break-before-make); it is written with the command's applied entry.
 const OutcomeInterlock fence.Outcome = "interlock"
 
+// OutcomePulse marks an audit entry for the end of a pulse: done, or
+// interrupted (see Log.EndPulse).
+const OutcomePulse fence.Outcome = "pulse"
+
 const formatVersion = "1"
 
 var (
@@ -313,9 +317,10 @@ type scopeRecord struct {
 }
 
 type outputRecord struct {
-	State     fence.State `json:"state"`
-	Holder    string      `json:"holder,omitempty"`
-	ChangedAt time.Time   `json:"changed_at"`
+	State     fence.State  `json:"state"`
+	Holder    string       `json:"holder,omitempty"`
+	ChangedAt time.Time    `json:"changed_at"`
+	Pulse     *fence.Pulse `json:"pulse,omitempty"`
 }
 
 // Open opens the store at path. See Options for creating one.
@@ -704,7 +709,12 @@ func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Adm
 						if rec.Outputs == nil {
 							rec.Outputs = make(map[string]outputRecord)
 						}
-						rec.Outputs[set.Actuator] = outputRecord{State: set.State, Holder: c.Holder, ChangedAt: now}
+						o := outputRecord{State: set.State, Holder: c.Holder, ChangedAt: now}
+						if eff.Pulse > 0 {
+							// The pulse's intent, recorded before the output moves.
+							o.Pulse = &fence.Pulse{ID: c.ID, Fence: c.Fence, Width: eff.Pulse, Status: fence.PulseRunning}
+						}
+						rec.Outputs[set.Actuator] = o
 					}
 				}
 				wrote = true
@@ -774,6 +784,55 @@ func (l *Log) SetStates(changes []StateChange) error {
 		return l.fail("set states", err)
 	}
 	return nil
+}
+
+// EndPulse records, in one fsynced transaction, that the pulse p of
+// actuator in scope ended, status saying how (fence.PulseDone, or
+// fence.PulseInterrupted): the output at rest (off), the pulse's status
+// in the output's record and in the scope's window of recent commands (a
+// redelivery is answered with it), and an audit entry with why. The fence
+// is not touched. If the output's record is not p running (it ended
+// already), nothing is written and ok is false.
+func (l *Log) EndPulse(scope, actuator string, p fence.Pulse, status, why string) (_ Scope, ok bool, _ error) {
+	if err := l.writable(); err != nil {
+		return Scope{}, false, err
+	}
+	var out Scope
+	pending := l.takePending()
+	err := l.update(func(tx *bolt.Tx) error {
+		ok = false
+		rec, err := l.txScope(tx, scope)
+		if err != nil {
+			return err
+		}
+		o, has := rec.Outputs[actuator]
+		if !has || o.Pulse == nil || o.Pulse.Status != fence.PulseRunning || o.Pulse.Fence != p.Fence || o.Pulse.ID != p.ID {
+			out = Scope{scope, rec.Fence, rec}
+			return l.appendAudit(tx, pending)
+		}
+		now := l.opts.Now().UTC()
+		rec.Outputs = maps.Clone(rec.Outputs)
+		ended := *o.Pulse
+		ended.Status = status
+		rec.Outputs[actuator] = outputRecord{State: fence.StateOff, Holder: o.Holder, ChangedAt: now, Pulse: &ended}
+		rec.Recent = slices.Clone(rec.Recent)
+		for i, a := range rec.Recent {
+			if a.Actuator == actuator && a.Fence == p.Fence && a.ID == p.ID && a.Pulse > 0 {
+				rec.Recent[i].PulseStatus = status
+			}
+		}
+		if err := l.writeScope(tx, scope, rec); err != nil {
+			return err
+		}
+		ok = true
+		out = Scope{scope, rec.Fence, rec}
+		return l.appendAudit(tx, append(pending, Entry{At: now, Scope: scope, Actuator: actuator, ID: p.ID, Holder: o.Holder,
+			Command: p.Fence, State: fence.StateOff, Outcome: OutcomePulse, Fence: rec.Fence, Error: why}))
+	})
+	if err != nil {
+		return Scope{}, false, l.fail("end pulse", err)
+	}
+	return out, ok, nil
 }
 
 // Scope reads a scope's record.
@@ -956,7 +1015,7 @@ func (l *Log) Audit(n int) ([]Entry, error) { return l.FindAudit(AuditQuery{Limi
 // AuditOutcomes are the outcomes an audit entry may have: the answers'
 // and the gateway's own actions (boot, moved, interlock).
 var AuditOutcomes = []fence.Outcome{fence.Applied, fence.Duplicate, fence.Stale, fence.Rejected, fence.Failed,
-	OutcomeBoot, OutcomeMoved, OutcomeInterlock}
+	OutcomeBoot, OutcomeMoved, OutcomeInterlock, OutcomePulse}
 
 // AuditQuery selects audit entries. Empty fields select everything.
 type AuditQuery struct {
@@ -1266,5 +1325,5 @@ func (l *Log) writeScope(tx *bolt.Tx, scope string, rec scopeRecord) error {
 
 func (rec scopeRecord) output(scope, actuator string) fence.Output {
 	o := rec.Outputs[actuator]
-	return fence.Output{Actuator: actuator, Scope: scope, State: o.State, Fence: rec.Fence, Holder: o.Holder, ChangedAt: o.ChangedAt}
+	return fence.Output{Actuator: actuator, Scope: scope, State: o.State, Fence: rec.Fence, Holder: o.Holder, ChangedAt: o.ChangedAt, Pulse: o.Pulse}
 }

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sign"
@@ -129,6 +130,12 @@ func TestCanonicalFields(t *testing.T) {
 		"id":            func() []byte { c := base; c.ID = "ac"; return sign.Canonical("gw", c) },
 		"id/holder cut": func() []byte { c := base; c.ID, c.Holder = "a", "b"; return sign.Canonical("gw", c) },
 		"holder":        func() []byte { c := base; c.Holder = "h"; return sign.Canonical("gw", c) },
+		"pulse":         func() []byte { c := base; c.Pulse = 500 * time.Millisecond; return sign.Canonical("gw", c) },
+	}
+	p1, p2 := base, base
+	p1.Pulse, p2.Pulse = 500*time.Millisecond, 501*time.Millisecond
+	if bytes.Equal(sign.Canonical("gw", p1), sign.Canonical("gw", p2)) {
+		t.Error("two pulse widths have the same canonical bytes: a signed pulse's width could be changed")
 	}
 	for name, f := range variants {
 		if got := f(); bytes.Equal(got, want) {

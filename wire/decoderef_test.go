@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/fencegate/fencegate/fence"
@@ -85,8 +86,12 @@ func decodeCommandRef(actuator string, payload []byte) (fence.Command, error) {
 			if s, err = text("sig", raw); err == nil {
 				c.Sig, err = decodeSig(s)
 			}
+		case "pulse_ms":
+			var ms uint64
+			ms, err = integer(key, raw, 1, MaxPulseMs)
+			c.Pulse = time.Duration(ms) * time.Millisecond
 		default:
-			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, holder, signer, sig)", key)
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, holder, signer, sig)", key)
 		}
 		if err != nil {
 			return c, err
@@ -103,6 +108,12 @@ func decodeCommandRef(actuator string, payload []byte) (fence.Command, error) {
 	}
 	if seen["signer"] != seen["sig"] {
 		return c, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
+	}
+	if c.Pulse > 0 {
+		if c.State == fence.StateOff {
+			return c, errors.New(`pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone`)
+		}
+		c.State = fence.StateOn
 	}
 	return c, nil
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/fencegate/fencegate/fence"
 )
@@ -29,6 +30,7 @@ func decodeFast(actuator string, p []byte) (c fence.Command, ok bool) {
 		hasState
 		hasSigner
 		hasSig
+		hasPulse
 	)
 	var seen uint
 	for {
@@ -78,6 +80,9 @@ func decodeFast(actuator string, p []byte) (c fence.Command, ok bool) {
 			var err error
 			c.Sig, err = decodeSig(string(str))
 			bit, ok = hasSig, err == nil
+		case "pulse_ms":
+			bit, ok = hasPulse, isNum && num >= 1 && num <= MaxPulseMs
+			c.Pulse = time.Duration(num) * time.Millisecond
 		}
 		if !ok || bit == 0 || seen&bit != 0 {
 			return c, false
@@ -96,6 +101,12 @@ func decodeFast(actuator string, p []byte) (c fence.Command, ok bool) {
 	}
 	if skipSpace(p, i) != len(p) || seen&hasToken == 0 || (seen&hasSigner == 0) != (seen&hasSig == 0) {
 		return c, false
+	}
+	if c.Pulse > 0 {
+		if c.State == fence.StateOff {
+			return c, false
+		}
+		c.State = fence.StateOn
 	}
 	return c, true
 }

@@ -110,6 +110,7 @@ func checkAgainstJSON(t *testing.T, payload []byte, c fence.Command) {
 		Holder *string      `json:"holder"`
 		Signer *string      `json:"signer"`
 		Sig    *string      `json:"sig"`
+		Pulse  *json.Number `json:"pulse_ms"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
@@ -128,8 +129,13 @@ func checkAgainstJSON(t *testing.T, payload []byte, c fence.Command) {
 		}
 		return p.String()
 	}
-	got := []string{c.ID, strconv.FormatUint(c.Fence.Token, 10), strconv.FormatUint(c.Fence.Seq, 10), c.State.String(), c.Holder, c.Signer}
-	want := []string{str(w.ID), num(w.Token), num(w.Seq), str(w.State), str(w.Holder), str(w.Signer)}
+	state := str(w.State)
+	if w.Pulse != nil && state == "" {
+		state = "on" // a pulse is on, then back at rest
+	}
+	got := []string{c.ID, strconv.FormatUint(c.Fence.Token, 10), strconv.FormatUint(c.Fence.Seq, 10), c.State.String(), c.Holder, c.Signer,
+		strconv.FormatInt(c.Pulse.Milliseconds(), 10)}
+	want := []string{str(w.ID), num(w.Token), num(w.Seq), state, str(w.Holder), str(w.Signer), num(w.Pulse)}
 	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
 		t.Fatalf("DecodeCommand(%q) read %q, encoding/json %q", payload, got, want)
 	}

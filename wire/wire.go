@@ -245,8 +245,12 @@ func decodeCommand(actuator string, payload []byte) (c fence.Command, idRead boo
 			if s, err = text("sig", raw); err == nil {
 				c.Sig, err = decodeSig(s)
 			}
+		case "pulse_ms":
+			var ms uint64
+			ms, err = integer(key, raw, 1, MaxPulseMs)
+			c.Pulse = time.Duration(ms) * time.Millisecond
 		default:
-			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, holder, signer, sig)", key)
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, holder, signer, sig)", key)
 		}
 		if err != nil {
 			return c, idRead, err
@@ -264,8 +268,18 @@ func decodeCommand(actuator string, payload []byte) (c fence.Command, idRead boo
 	if seen["signer"] != seen["sig"] {
 		return c, idRead, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
 	}
+	if c.Pulse > 0 {
+		if c.State == fence.StateOff {
+			return c, idRead, errors.New(`pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone`)
+		}
+		c.State = fence.StateOn
+	}
 	return c, idRead, nil
 }
+
+// MaxPulseMs is the longest pulse a command may ask for, in milliseconds
+// (an hour); each pulse output has its own, shorter, max_pulse.
+const MaxPulseMs = 3600 * 1000
 
 // Oversized returns what DecodeCommand returns for a payload of size bytes,
 // more than MaxPayload, that begins with head: an error that says so, and
@@ -360,7 +374,11 @@ func text(key string, raw json.RawMessage) (string, error) {
 
 func integer(key string, raw json.RawMessage, lo, hi uint64) (uint64, error) {
 	s := string(raw)
-	want := fmt.Sprintf("%s must be an integer from %d to 2^63-1", key, lo)
+	top := "2^63-1"
+	if hi != fence.MaxToken {
+		top = strconv.FormatUint(hi, 10)
+	}
+	want := fmt.Sprintf("%s must be an integer from %d to %s", key, lo, top)
 	if s == "" || strings.ContainsAny(s, ".eE") || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) {
 		return 0, fmt.Errorf("%s, got %s", want, abbrev(raw))
 	}
@@ -405,7 +423,9 @@ func EncodeCommand(c fence.Command) []byte {
 	if c.Fence.Seq != 0 {
 		b = strconv.AppendUint(append(b, `,"seq":`...), c.Fence.Seq, 10)
 	}
-	if s := c.State.String(); s != "" {
+	if c.Pulse > 0 {
+		b = strconv.AppendInt(append(b, `,"pulse_ms":`...), c.Pulse.Milliseconds(), 10)
+	} else if s := c.State.String(); s != "" {
 		b = appendString(append(b, `,"state":`...), s)
 	}
 	if c.Holder != "" {
@@ -461,12 +481,36 @@ type wireResult struct {
 	Actual   string        `json:"actual,omitempty"`
 	Error    string        `json:"error,omitempty"`
 	Blocking *wireState    `json:"blocking,omitempty"`
+	Pulse    *wirePulse    `json:"pulse,omitempty"`
+}
+
+// wirePulse is a fence.Pulse on the wire: its width in milliseconds.
+type wirePulse struct {
+	ID      string      `json:"id,omitempty"`
+	Fence   fence.Fence `json:"fence"`
+	WidthMs int64       `json:"width_ms"`
+	Status  string      `json:"status"`
+}
+
+func pulseOf(p *fence.Pulse) *wirePulse {
+	if p == nil {
+		return nil
+	}
+	return &wirePulse{ID: p.ID, Fence: p.Fence, WidthMs: p.Width.Milliseconds(), Status: p.Status}
+}
+
+func (w *wirePulse) pulse() *fence.Pulse {
+	if w == nil {
+		return nil
+	}
+	return &fence.Pulse{ID: w.ID, Fence: w.Fence, Width: time.Duration(w.WidthMs) * time.Millisecond, Status: w.Status}
 }
 
 // EncodeResult formats an answer.
 func EncodeResult(r fence.Result) []byte {
 	w := wireResult{ID: r.ID, Actuator: r.Actuator, Outcome: r.Outcome, Reason: r.Reason,
-		Token: r.Command.Token, Seq: r.Command.Seq, Fence: r.Fence, State: r.State.String(), Actual: r.Actual, Error: r.Error}
+		Token: r.Command.Token, Seq: r.Command.Seq, Fence: r.Fence, State: r.State.String(), Actual: r.Actual, Error: r.Error,
+		Pulse: pulseOf(r.Pulse)}
 	if r.Blocking != nil {
 		b := stateOf(*r.Blocking)
 		w.Blocking = &b
@@ -482,7 +526,7 @@ func DecodeResult(payload []byte) (fence.Result, error) {
 		return fence.Result{}, fmt.Errorf("wire: decode result: %w", err)
 	}
 	r := fence.Result{ID: w.ID, Actuator: w.Actuator, Outcome: w.Outcome, Reason: w.Reason,
-		Command: fence.Fence{Token: w.Token, Seq: w.Seq}, Fence: w.Fence, Actual: w.Actual, Error: w.Error}
+		Command: fence.Fence{Token: w.Token, Seq: w.Seq}, Fence: w.Fence, Actual: w.Actual, Error: w.Error, Pulse: w.Pulse.pulse()}
 	if w.State != "" {
 		s, err := fence.ParseState(w.State)
 		if err != nil {
@@ -509,6 +553,7 @@ type wireState struct {
 	Fence     fence.Fence `json:"fence"`
 	Holder    string      `json:"holder,omitempty"`
 	ChangedAt *time.Time  `json:"changed_at"`
+	Pulse     *wirePulse  `json:"pulse,omitempty"`
 }
 
 // EncodeState formats an actuator's retained state message.
@@ -518,7 +563,7 @@ func EncodeState(o fence.Output) []byte {
 }
 
 func stateOf(o fence.Output) wireState {
-	w := wireState{Actuator: o.Actuator, Scope: o.Scope, State: o.State.String(), Fence: o.Fence, Holder: o.Holder}
+	w := wireState{Actuator: o.Actuator, Scope: o.Scope, State: o.State.String(), Fence: o.Fence, Holder: o.Holder, Pulse: pulseOf(o.Pulse)}
 	if !o.ChangedAt.IsZero() {
 		t := o.ChangedAt
 		w.ChangedAt = &t
@@ -527,7 +572,7 @@ func stateOf(o fence.Output) wireState {
 }
 
 func (w wireState) output() (fence.Output, error) {
-	o := fence.Output{Actuator: w.Actuator, Scope: w.Scope, Fence: w.Fence, Holder: w.Holder}
+	o := fence.Output{Actuator: w.Actuator, Scope: w.Scope, Fence: w.Fence, Holder: w.Holder, Pulse: w.Pulse.pulse()}
 	if err := o.State.UnmarshalText([]byte(w.State)); err != nil {
 		return fence.Output{}, err
 	}
