@@ -112,6 +112,10 @@ type Spec struct {
 	MaxPulse time.Duration
 }
 
+// CheckKind checks a spec's kind, pulse widths and boot policy against
+// each other, as New does: for configuration checks.
+func CheckKind(s Spec) error { return s.checkKind() }
+
 // checkKind checks s's kind and its pulse widths.
 func (s *Spec) checkKind() error {
 	switch s.Kind {
@@ -291,6 +295,8 @@ type Status struct {
 	ActiveLow bool
 	// Interlock names the actuator's interlock, if any.
 	Interlock string
+	// Kind is the output's kind.
+	Kind Kind
 	// High is the level read back from the pin; valid if LevelErr is nil.
 	High     bool
 	LevelErr error
@@ -1115,7 +1121,7 @@ func (b *Bank) Statuses() ([]Status, error) {
 			return nil, err
 		}
 		for _, o := range sc.members {
-			st := Status{Output: rec.Output(o.Name), PinName: o.PinName, ActiveLow: o.ActiveLow}
+			st := Status{Output: rec.Output(o.Name), PinName: o.PinName, ActiveLow: o.ActiveLow, Kind: o.Kind}
 			if o.lock != nil {
 				st.Interlock = o.lock.Name
 			}

@@ -110,7 +110,13 @@ type Actuator struct {
 	Line      string `yaml:"line,omitempty"`
 	ActiveLow bool   `yaml:"active_low,omitempty"`
 	Boot      string `yaml:"boot,omitempty"`
-	Scope     string `yaml:"scope,omitempty"`
+	// Kind is switch (the default) or pulse: a pulse output rests off and
+	// takes pulses of at most MaxPulse; Pulse is the width of a command
+	// that says state on without pulse_ms.
+	Kind     string        `yaml:"kind,omitempty"`
+	Pulse    time.Duration `yaml:"pulse,omitempty"`
+	MaxPulse time.Duration `yaml:"max_pulse,omitempty"`
+	Scope    string        `yaml:"scope,omitempty"`
 	// RequireSignature makes this actuator take signed commands only.
 	RequireSignature bool `yaml:"require_signature,omitempty"`
 
@@ -180,7 +186,8 @@ func (c *Config) Rules() map[string]fence.Rules {
 func (c *Config) Specs() []actuator.Spec {
 	specs := make([]actuator.Spec, 0, len(c.Actuators))
 	for _, a := range c.Actuators {
-		specs = append(specs, actuator.Spec{Name: a.Name, Scope: a.Scope, PinName: a.output, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot)})
+		specs = append(specs, actuator.Spec{Name: a.Name, Scope: a.Scope, PinName: a.output, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot),
+			Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse})
 	}
 	return specs
 }
@@ -452,6 +459,10 @@ func (c *Config) check() error {
 			bad("%s: %v", where, strings.TrimPrefix(err.Error(), "actuator: "))
 		} else {
 			a.Boot = string(boot)
+			spec := actuator.Spec{Name: a.Name, Boot: boot, Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse}
+			if err := actuator.CheckKind(spec); err != nil {
+				bad("%s: %v", where, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "actuator: "), a.Name+": "))
+			}
 		}
 		if a.Scope == "" {
 			a.Scope = a.Name

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/actuator"
 )
 
 const validYAML = `id: greenhouse-1
@@ -109,6 +111,18 @@ func TestParsePinForms(t *testing.T) {
 		if got := c.Actuators[0].Pin; got != "GPIO17" {
 			t.Errorf("Parse(pin %s).Pin = %q, want %q", pin, got, "GPIO17")
 		}
+	}
+}
+
+// A pulse output: kind, default width and max_pulse reach the spec.
+func TestParsePulse(t *testing.T) {
+	c, err := Parse([]byte(base + "actuators:\n  - {name: door, pin: GPIO5, kind: pulse, pulse: 500ms, max_pulse: 5s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Specs()[0]
+	if s.Kind != actuator.KindPulse || s.Pulse != 500*time.Millisecond || s.MaxPulse != 5*time.Second {
+		t.Errorf("spec %+v, want kind pulse, 500ms, max 5s", s)
 	}
 }
 
@@ -277,6 +291,18 @@ func TestParseErrors(t *testing.T) {
 			[]string{`"D4"`, "GPIOn"}},
 		{"missing pin", base + "actuators:\n  - {name: pump}\n",
 			[]string{"line 7", "pin is required", "chip: and line:"}},
+		{"pulse without max_pulse", base + "actuators:\n  - {name: door, pin: GPIO5, kind: pulse}\n",
+			[]string{"line 7", `actuator "door"`, "max_pulse 0s: a pulse output needs one"}},
+		{"pulse longer than max_pulse", base + "actuators:\n  - {name: door, pin: GPIO5, kind: pulse, pulse: 2s, max_pulse: 1s}\n",
+			[]string{"line 7", "pulse 2s", "at most max_pulse (1s)"}},
+		{"pulse boot on", base + "actuators:\n  - {name: door, pin: GPIO5, kind: pulse, max_pulse: 1s, boot: \"on\"}\n",
+			[]string{"line 7", "boot: on: a pulse output rests off"}},
+		{"pulse widths on a switch", base + "actuators:\n  - {name: pump, pin: GPIO5, max_pulse: 1s}\n",
+			[]string{"line 7", "pulse and max_pulse are for kind: pulse"}},
+		{"unknown kind", base + "actuators:\n  - {name: pump, pin: GPIO5, kind: toggle}\n",
+			[]string{"line 7", `kind "toggle": want switch or pulse`}},
+		{"pulse output in an interlock", base + "actuators:\n  - {name: door, pin: GPIO5, kind: pulse, max_pulse: 1s}\n  - {name: pump, pin: GPIO6, scope: door}\ninterlocks:\n  - {name: x, actuators: [door, pump]}\n",
+			[]string{"door is a pulse output"}},
 		{"pin and chip", base + "actuators:\n  - {name: pump, pin: GPIO17, chip: mcp23017, line: 3}\n",
 			[]string{"line 7", "pin GPIO17 and chip/line both name an output"}},
 		{"chip without line", base + "actuators:\n  - {name: pump, chip: mcp23017}\n",

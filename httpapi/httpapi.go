@@ -130,6 +130,18 @@ type Actuator struct {
 	// Drives counts the pin's drives since the gateway started, on boards
 	// that count them (sim).
 	Drives *uint64 `json:"drives,omitempty"`
+	// Kind is "switch" or "pulse".
+	Kind string `json:"kind"`
+	// Pulse is a pulse output's last pulse, as recorded.
+	Pulse *Pulse `json:"pulse,omitempty"`
+}
+
+// Pulse is a pulse output's last pulse.
+type Pulse struct {
+	ID      string      `json:"id,omitempty"`
+	Fence   fence.Fence `json:"fence"`
+	WidthMs int64       `json:"width_ms"`
+	Status  string      `json:"status"` // running, done or interrupted
 }
 
 // Decision is the data of a "decision" event.
@@ -274,7 +286,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func actuatorJSON(s actuator.Status) Actuator {
 	a := Actuator{Name: s.Actuator, Scope: s.Scope, Interlock: s.Interlock, Pin: s.PinName, State: s.State.String(),
-		Fence: s.Fence, ActiveLow: s.ActiveLow, Holder: s.Holder, Drives: s.Drives}
+		Fence: s.Fence, ActiveLow: s.ActiveLow, Holder: s.Holder, Drives: s.Drives, Kind: string(s.Kind)}
+	if p := s.Pulse; p != nil {
+		a.Pulse = &Pulse{ID: p.ID, Fence: p.Fence, WidthMs: p.Width.Milliseconds(), Status: p.Status}
+	}
 	if !s.ChangedAt.IsZero() {
 		t := s.ChangedAt
 		a.ChangedAt = &t

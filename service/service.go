@@ -199,6 +199,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err := bank.Start(board.Pin); err != nil {
 		return err
 	}
+	defer bank.Stop() // a running pulse ends at rest, before the board is closed
 	log.Info("outputs reconciled", "store", cfg.Store, "actuators", len(cfg.Actuators))
 
 	ctx, cancel := context.WithCancel(ctx)

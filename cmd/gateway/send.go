@@ -29,7 +29,8 @@ const (
 const sendAbout = `
 Sends one tokenized command and prints the gateway's answer (JSON) on stdout.
 "fence" sends a fence-only command: it raises the scope's fence, drives
-nothing. With --etcd the token comes from an etcd lock on the actuator's
+nothing. "pulse" sends a pulse of --pulse to a pulse output (kind: pulse);
+"on" to a pulse output is a pulse of its default width. With --etcd the token comes from an etcd lock on the actuator's
 fence scope, which the gateway publishes (the lock key's CreateRevision), and
 the lock is released afterwards. With --key and --signer the command is
 signed (see gateway keygen), as a gateway that requires signatures wants.
@@ -40,7 +41,7 @@ asked for (changed since, or a failed drive), 64 bad usage, 1 other errors
 (broker or etcd unreachable).`
 
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [--key PATH.key --signer NAME] [flags] on|off|fence", sendAbout)
+	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [--key PATH.key --signer NAME] [flags] on|off|fence|pulse", sendAbout)
 	conn := addBrokerFlags(fs)
 	gw := fs.String("gateway", "", "gateway id (required)")
 	act := fs.String("actuator", "", "actuator name (required)")
@@ -52,13 +53,14 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	etcdURL := fs.String("etcd", "", "obtain the token from an etcd lock at this endpoint (comma-separated list)")
 	ttl := fs.Int("ttl", 10, "with --etcd: lease time to live in seconds")
 	signing := addSignFlags(fs)
+	pulseWidth := fs.Duration("pulse", 0, "with pulse: the pulse's width, whole milliseconds, 1ms to 1h")
 	stop := fs.Bool("stop-after-grant", false, "with --etcd: stop this process (SIGSTOP) after the grant and before the publish, to demonstrate a paused controller; continue it with SIGCONT")
 	pos, err := fs.parseInterspersed(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageErr("give exactly one of on, off or fence (got %q)", pos)
+		return usageErr("give exactly one of on, off, fence or pulse (got %q)", pos)
 	}
 	var state fence.State
 	switch pos[0] {
@@ -66,9 +68,17 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		state = fence.StateOn
 	case "off":
 		state = fence.StateOff
+	case "pulse":
+		state = fence.StateOn
+		if *pulseWidth <= 0 || *pulseWidth%time.Millisecond != 0 || *pulseWidth > wire.MaxPulseMs*time.Millisecond {
+			return usageErr("pulse needs --pulse, whole milliseconds from 1ms to 1h (got %v); on asks a pulse output for its default width", *pulseWidth)
+		}
 	case "fence":
 	default:
-		return usageErr("state %q: want on, off or fence", pos[0])
+		return usageErr("state %q: want on, off, fence or pulse", pos[0])
+	}
+	if *pulseWidth != 0 && pos[0] != "pulse" {
+		return usageErr("--pulse goes with pulse, not %s", pos[0])
 	}
 	if *gw == "" || *act == "" {
 		return usageErr("--gateway and --actuator are required")
@@ -137,7 +147,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 
-	c := fence.Command{ID: *id, Holder: *holder, Actuator: *act, Fence: fence.Fence{Token: *token, Seq: *seq}, State: state}
+	c := fence.Command{ID: *id, Holder: *holder, Actuator: *act, Fence: fence.Fence{Token: *token, Seq: *seq}, State: state, Pulse: *pulseWidth}
 	sctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	res, err := ctl.Send(sctx, c)

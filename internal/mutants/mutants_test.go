@@ -394,6 +394,32 @@ var mutants = []mutant{
 		new:  "\t\t\tcontinue\n",
 		pkgs: []string{"./cmd/gateway"}, run: "TestHABridge",
 	},
+	// Pulses (issue 13).
+	{
+		name: "pulse-resumed-after-crash",
+		why:  "a pulse found running at start is not ended: the boot rule drives the recorded on again, and the door opens a second time after a crash",
+		file: "actuator/actuator.go",
+		old:  "\t\t\tif p := rec.Output(o.Name).Pulse; p != nil && p.Status == fence.PulseRunning {\n",
+		new:  "\t\t\tif p := rec.Output(o.Name).Pulse; false && p != nil && p.Status == fence.PulseRunning {\n",
+		more: []edit{{"actuator/actuator.go", "\t\t\tcase o.Kind == KindPulse && recorded != fence.StateOff:\n", "\t\t\tcase o.Kind == KindPulse && recorded == fence.StateNone:\n"}},
+		pkgs: []string{"./actuator", "./cmd/gateway"}, run: "TestPulseInterruptedByRestart|TestPulseKilledMidPulse",
+	},
+	{
+		name: "pulse-while-pulsing",
+		why:  "a pulse that arrives while one runs is carried out (its width restarts the running one), not refused busy",
+		file: "actuator/actuator.go",
+		old:  "return fence.PulseEffect(c, states[o.Name] == fence.StateOn)",
+		new:  "return fence.PulseEffect(c, false)",
+		pkgs: []string{"./actuator"}, run: "TestPulseBusy",
+	},
+	{
+		name: "pulse-end-not-recorded",
+		why:  "the end of a pulse is driven but not recorded: the record says running for ever, a redelivery is told running, and every later pulse is refused busy",
+		file: "actuator/actuator.go",
+		old:  "\trec, ok, err := b.log.EndPulse(o.Scope, o.Name, p, status, why)\n",
+		new:  "\trec, ok, err := fencelog.Scope{}, false, error(nil)\n",
+		pkgs: []string{"./actuator"}, run: "^TestPulse$",
+	},
 	// Group commit (issue 11).
 	{
 		name: "batch-done-before-commit",
