@@ -110,6 +110,22 @@ type Spec struct {
 	Pulse time.Duration
 	// MaxPulse is a pulse output's longest pulse (1 ms to MaxPulse).
 	MaxPulse time.Duration
+	// MaxOn, if not zero, switches the output off once it has been on
+	// this long: a liveness rule, recorded and reported, which never
+	// touches the fence.
+	MaxOn time.Duration
+}
+
+// Safe is a scope's dead-man: if no command raises the scope's fence for
+// After (a heartbeat, a fence-only command, will do), every output of the
+// scope goes to State, recorded and published with the reason; the fence
+// does not move, so the next holder's command works at once and a stale
+// holder stays stale. With OnDisconnect, a lost broker connection does
+// the same at once.
+type Safe struct {
+	After        time.Duration
+	State        fence.State // StateOff or StateOn
+	OnDisconnect bool
 }
 
 // CheckKind checks a spec's kind, pulse widths and boot policy against
@@ -124,6 +140,9 @@ func (s *Spec) checkKind() error {
 		if s.Pulse != 0 || s.MaxPulse != 0 {
 			return fmt.Errorf("actuator: %s: pulse and max_pulse are for kind: pulse", s.Name)
 		}
+		if s.MaxOn < 0 {
+			return fmt.Errorf("actuator: %s: max_on %v is negative", s.Name, s.MaxOn)
+		}
 		return nil
 	case KindPulse:
 	default:
@@ -136,6 +155,8 @@ func (s *Spec) checkKind() error {
 		return fmt.Errorf("actuator: %s: pulse %v: the default width is whole milliseconds, at most max_pulse (%v)", s.Name, s.Pulse, s.MaxPulse)
 	case s.Boot == BootOn:
 		return fmt.Errorf("actuator: %s: boot: on: a pulse output rests off; it is never switched on at start", s.Name)
+	case s.MaxOn != 0:
+		return fmt.Errorf("actuator: %s: max_on: a pulse output is on only for its pulse (max_pulse)", s.Name)
 	}
 	return nil
 }
@@ -170,6 +191,8 @@ type Options struct {
 	Authorize func(c fence.Command, scope string) (reason string, err error)
 	// Observer, if set, is told what the bank does, for metrics.
 	Observer *Observer
+	// Safe are, per scope name, the scopes' dead-men.
+	Safe map[string]Safe
 }
 
 // Observer receives the bank's measurements. Any of its funcs may be nil;
@@ -219,6 +242,13 @@ type scope struct {
 	// or went on to its batch's next command), as 1 + ns since epoch; 0
 	// while the lock is free. See Bank.Stalled.
 	moved atomic.Int64
+
+	// The dead-man, guarded by the lock: safe is the rule (After 0:
+	// none), alive when a command last raised the fence (or Start ran),
+	// deadman the timer that checks it.
+	safe    Safe
+	alive   time.Time
+	deadman *time.Timer
 }
 
 func (s *scope) lock(ctx context.Context) error {
@@ -261,6 +291,11 @@ type output struct {
 	lock  *interlock // nil outside any interlock
 	start start      // the boot rule's decision
 	pin   Pin        // set by Start
+	// onSince is when the output was driven on (monotonic; zero while
+	// off), and maxOn the timer that switches it off after MaxOn; both
+	// guarded by the scope's lock.
+	onSince time.Time
+	maxOn   *time.Timer
 }
 
 func (o *output) level(s fence.State) bool { return (s == fence.StateOn) != o.ActiveLow }
@@ -377,10 +412,62 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 		}
 		sc.rules = r
 	}
+	for name, safe := range b.opts.Safe {
+		sc := byScope[name]
+		if sc == nil {
+			return nil, fmt.Errorf("actuator: safe for scope %q, which no actuator is in", name)
+		}
+		if err := checkSafe(name, safe, sc.members); err != nil {
+			return nil, err
+		}
+		sc.safe = safe
+	}
 	if err := b.boot(); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// checkSafe checks a scope's dead-man against its members.
+func checkSafe(scope string, safe Safe, members []*output) error {
+	if safe.After < 0 || (safe.After == 0 && !safe.OnDisconnect) {
+		return fmt.Errorf("actuator: scope %s: safe: give after (e.g. 30s), on_disconnect: true, or both", scope)
+	}
+	if safe.State != fence.StateOff && safe.State != fence.StateOn {
+		return fmt.Errorf("actuator: scope %s: safe: state is on or off", scope)
+	}
+	if safe.State == fence.StateOn {
+		for _, o := range members {
+			if o.lock != nil {
+				return fmt.Errorf("actuator: scope %s: safe state on, but %s is in interlock %s, of which at most one may be on: a scope with an interlock is safe off", scope, o.Name, o.lock.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckSafe checks a scope's dead-man against the specs and interlocks,
+// as New does: for configuration checks.
+func CheckSafe(scope string, safe Safe, specs []Spec, interlocks []fence.Interlock) error {
+	b := &Bank{outs: map[string]*output{}}
+	var members []*output
+	for _, s := range specs {
+		if s.Scope == "" {
+			s.Scope = s.Name
+		}
+		o := &output{Spec: s}
+		b.outs[s.Name] = o
+		if s.Scope == scope {
+			members = append(members, o)
+		}
+	}
+	if err := b.addInterlocks(interlocks); err != nil {
+		return err
+	}
+	if len(members) == 0 {
+		return fmt.Errorf("actuator: safe for scope %q, which no actuator is in", scope)
+	}
+	return checkSafe(scope, safe, members)
 }
 
 // CheckInterlocks checks interlocks against specs as New does, without a
@@ -582,12 +669,21 @@ func (b *Bank) Start(pin func(name string) (Pin, error)) error {
 			return fmt.Errorf("actuator: %s: drive on after the dead time of interlock %s: %w", o.Name, o.lock.Name, err)
 		}
 	}
+	for _, sc := range b.scopes {
+		sc.lock(ctx)
+		b.alive(sc) // a holder has the dead-man's time from the start
+		sc.unlock()
+	}
 	b.started = true
 	return nil
 }
 
 func (b *Bank) startScope(sc *scope) error {
 	now := time.Now()
+	rec, err := b.log.Scope(sc.name)
+	if err != nil {
+		return fmt.Errorf("actuator: %w", err)
+	}
 	for _, pass := range []fence.State{fence.StateOff, fence.StateOn} {
 		for _, o := range sc.members {
 			if o.initial() != pass {
@@ -596,6 +692,9 @@ func (b *Bank) startScope(sc *scope) error {
 			if err := o.pin.Out(o.level(pass)); err != nil {
 				return fmt.Errorf("actuator: %s: drive %s at start: %w", o.Name, pass, err)
 			}
+			// max_on counts from when the record says it went on, as far
+			// as the wall clock can tell (never from the future).
+			b.onFor(o, pass, time.Since(rec.Output(o.Name).ChangedAt))
 		}
 	}
 	for _, o := range sc.members {
@@ -620,6 +719,9 @@ func (b *Bank) drive(o *output, s fence.State) error {
 	err := o.pin.Out(o.level(s))
 	if ob := b.opts.Observer; ob != nil && ob.Driven != nil {
 		ob.Driven(o.Name, time.Since(start), err)
+	}
+	if err == nil {
+		b.onFor(o, s, 0)
 	}
 	if s == fence.StateOff && o.lock != nil {
 		// Even a failed off may have moved the line: the dead time counts
@@ -858,6 +960,9 @@ func (b *Bank) handle(o *output, cmds []fence.Command) []fence.Result {
 			results[i] = b.notRecorded(o, c, err)
 			continue
 		}
+		if adms[i].Outcome == fence.Applied {
+			b.alive(o.scope) // a sign of life from the holder: the fence rose
+		}
 		results[i] = b.carryOut(o, c, adms[i])
 	}
 	return results
@@ -1039,6 +1144,146 @@ func (b *Bank) endPulse(o *output, p fence.Pulse, status, why string) (fencelog.
 	return rec, ok
 }
 
+// onFor notes that o was driven to s, on for elapsed already (0: from
+// now), and has max_on switch it off in time. The scope's lock must be
+// held.
+func (b *Bank) onFor(o *output, s fence.State, elapsed time.Duration) {
+	if s != fence.StateOn {
+		o.onSince = time.Time{}
+		if o.maxOn != nil {
+			o.maxOn.Stop()
+		}
+		return
+	}
+	if o.MaxOn <= 0 || !o.onSince.IsZero() {
+		return // no rule, or on already: it counts from the first on
+	}
+	elapsed = min(max(elapsed, 0), o.MaxOn)
+	o.onSince = time.Now().Add(-elapsed)
+	b.timer(&o.maxOn, o.MaxOn-elapsed, func() { b.maxOnFired(o) })
+}
+
+// timer (re)arms *t to run f after d, unless the bank is stopping.
+func (b *Bank) timer(t **time.Timer, d time.Duration, f func()) {
+	b.pulseMu.Lock()
+	defer b.pulseMu.Unlock()
+	if b.stopped {
+		return
+	}
+	if *t == nil {
+		*t = time.AfterFunc(d, f)
+		return
+	}
+	(*t).Reset(d)
+}
+
+// maxOnFired switches o off if it has been on for its max_on.
+func (b *Bank) maxOnFired(o *output) {
+	sc := o.scope
+	sc.lock(context.Background())
+	defer sc.unlock()
+	if o.onSince.IsZero() {
+		return // switched off meanwhile
+	}
+	if left := o.MaxOn - time.Since(o.onSince); left > 0 {
+		b.timer(&o.maxOn, left, func() { b.maxOnFired(o) })
+		return
+	}
+	why := fmt.Sprintf("max_on: on for %v, the longest it may be", o.MaxOn)
+	b.opts.Logger.Warn("output switched off: on for its max_on", "actuator", o.Name, "max_on", o.MaxOn.String())
+	b.setStates(sc, []fence.Set{{Actuator: o.Name, State: fence.StateOff}}, fencelog.OutcomeMaxOn, why)
+}
+
+// alive notes a sign of life from sc's holder and arms its dead-man. The
+// scope's lock must be held.
+func (b *Bank) alive(sc *scope) {
+	if sc.safe.After <= 0 {
+		return
+	}
+	sc.alive = time.Now()
+	b.timer(&sc.deadman, sc.safe.After, func() { b.deadmanFired(sc) })
+}
+
+// deadmanFired sends sc to its safe state if no command raised its fence
+// for its dead-man's time.
+func (b *Bank) deadmanFired(sc *scope) {
+	sc.lock(context.Background())
+	defer sc.unlock()
+	if left := sc.safe.After - time.Since(sc.alive); left > 0 {
+		b.timer(&sc.deadman, left, func() { b.deadmanFired(sc) })
+		return
+	}
+	b.goSafe(sc, fmt.Sprintf("dead-man: no command raised scope %s's fence for %v", sc.name, sc.safe.After))
+}
+
+// Disconnected sends every scope whose dead-man says on_disconnect to
+// its safe state: the broker connection was lost.
+func (b *Bank) Disconnected(err error) {
+	for _, sc := range b.scopes {
+		if !sc.safe.OnDisconnect {
+			continue
+		}
+		sc.lock(context.Background())
+		b.goSafe(sc, fmt.Sprintf("dead-man: the broker connection was lost (%v)", err))
+		sc.unlock()
+	}
+}
+
+// goSafe drives sc's outputs to its safe state, offs first, recording
+// each that changes (the fence does not move). The scope's lock must be
+// held.
+func (b *Bank) goSafe(sc *scope, why string) {
+	b.pulseMu.Lock()
+	stopped := b.stopped
+	b.pulseMu.Unlock()
+	if stopped {
+		return
+	}
+	rec, err := b.log.Scope(sc.name)
+	if err != nil {
+		b.opts.Logger.Error("dead-man: read scope", "scope", sc.name, "err", err)
+		return
+	}
+	var sets []fence.Set
+	for _, o := range sc.members {
+		if o.Kind == KindPulse {
+			continue // at rest, or back at rest after its pulse
+		}
+		if rec.Output(o.Name).State != sc.safe.State {
+			sets = append(sets, fence.Set{Actuator: o.Name, State: sc.safe.State})
+		}
+	}
+	b.opts.Logger.Warn("scope goes to its safe state", "scope", sc.name, "state", sc.safe.State.String(), "changed", len(sets), "why", why)
+	if len(sets) > 0 {
+		b.setStates(sc, sets, fencelog.OutcomeSafe, why)
+	}
+}
+
+// setStates records sets (without touching the fence), then drives them,
+// and publishes the scope's states. The scope's lock must be held.
+func (b *Bank) setStates(sc *scope, sets []fence.Set, outcome fence.Outcome, why string) {
+	changes := make([]fencelog.StateChange, 0, len(sets))
+	for _, set := range sets {
+		changes = append(changes, fencelog.StateChange{Scope: sc.name, Actuator: set.Actuator, State: set.State,
+			Holder: string(outcome), Why: why, Outcome: outcome})
+	}
+	if err := b.log.SetStates(changes); err != nil {
+		b.opts.Logger.Error("record states", "scope", sc.name, "why", why, "err", err)
+		return
+	}
+	for _, pass := range []fence.State{fence.StateOff, fence.StateOn} {
+		for _, set := range sets {
+			if set.State != pass {
+				continue
+			}
+			if err := b.drive(b.outs[set.Actuator], set.State); err != nil {
+				b.opts.Logger.Error("drive failed", "actuator", set.Actuator, "state", set.State.String(), "why", why, "err", err)
+			}
+		}
+	}
+	b.changed(sc)
+}
+
 // Stop ends the running pulses now, at rest, recorded as interrupted, and
 // starts no more timers. The service calls it when it stops; a crash
 // leaves the pulses to the next start, which does the same.
@@ -1052,6 +1297,16 @@ func (b *Bank) Stop() {
 		}
 	}
 	b.pulses = nil
+	for _, sc := range b.scopes {
+		if sc.deadman != nil {
+			sc.deadman.Stop()
+		}
+		for _, o := range sc.members {
+			if o.maxOn != nil {
+				o.maxOn.Stop()
+			}
+		}
+	}
 	b.pulseMu.Unlock()
 	for _, name := range running {
 		o := b.outs[name]

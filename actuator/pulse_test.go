@@ -40,6 +40,12 @@ var pulseSpecs = []actuator.Spec{
 
 func newPulseRig(t *testing.T, store string) *pulseRig {
 	t.Helper()
+	return newSpecRig(t, store, pulseSpecs, nil)
+}
+
+// newSpecRig is a rig of specs, with opts (its Changed is the rig's).
+func newSpecRig(t *testing.T, store string, specs []actuator.Spec, opts *actuator.Options) *pulseRig {
+	t.Helper()
 	if store == "" {
 		store = filepath.Join(t.TempDir(), "fence.db")
 	}
@@ -54,7 +60,17 @@ func newPulseRig(t *testing.T, store string) *pulseRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sim.Close() })
-	b, err := actuator.New(l, pulseSpecs, &actuator.Options{Changed: func(o []fence.Output) { r.changed <- o }})
+	o := actuator.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.Changed = func(outs []fence.Output) {
+		select {
+		case r.changed <- outs:
+		default:
+		}
+	}
+	b, err := actuator.New(l, specs, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,3 +88,55 @@ func TestTypedAnswers(t *testing.T) {
 		t.Errorf("Send to an absent gateway = %v, want ErrTimeout", err)
 	}
 }
+
+// Heartbeat keeps a scope's dead-man from firing while the lease is held:
+// fence-only commands with seq numbers shared with the holder's commands;
+// it stops with a *StaleError once another holder raised the fence.
+func TestHeartbeat(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	run(t, fmt.Sprintf("id: gw\nmqtt: {broker: %s}\nstore: %s\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\nscopes:\n  - {name: pump, safe: {after: 600ms}}\n",
+		broker, filepath.Join(t.TempDir(), "fence.db")))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var seq client.Seq
+	on := fence.Command{ID: "a-1", Actuator: "pump", Holder: "a", Fence: fence.Fence{Token: 7, Seq: seq.Next()}, State: fence.StateOn}
+	if _, err := c.Send(ctx, on); err != nil {
+		t.Fatal(err)
+	}
+	hctx, hcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Heartbeat(hctx, client.Heartbeat{Actuator: "pump", Holder: "a", Token: 7, Seq: &seq, Every: 100 * time.Millisecond})
+	}()
+	time.Sleep(1500 * time.Millisecond) // 2.5 dead-man times
+	if o, _ := c.State("pump"); o.State != fence.StateOn || o.Fence.Seq < 5 {
+		t.Errorf("pump after heartbeats = %+v, want still on, fence seq moved by the heartbeats", o)
+	}
+	// A command of the holder between heartbeats takes the next seq.
+	if _, err := c.Send(ctx, fence.Command{ID: "a-2", Actuator: "pump", Holder: "a", Fence: fence.Fence{Token: 7, Seq: seq.Next()}, State: fence.StateOn}); err != nil {
+		t.Errorf("a command between heartbeats: %v", err)
+	}
+	// Another holder: the heartbeat stops, stale.
+	if _, err := c.Send(ctx, fence.Command{ID: "b-1", Actuator: "pump", Holder: "b", Fence: fence.Fence{Token: 8}, State: fence.StateOn}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var se *client.StaleError
+		if !errors.As(err, &se) {
+			t.Errorf("Heartbeat after another holder = %v, want a *StaleError", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Heartbeat goes on after another holder raised the fence")
+	}
+	hcancel()
+	// Without heartbeats, the dead-man fires.
+	if o, err := c.WaitState(ctx, "pump", func(o fence.Output) bool { return o.State == fence.StateOff }); err != nil || o.Fence != (fence.Fence{Token: 8}) {
+		t.Errorf("pump without heartbeats = %+v, %v; want off at fence 8/0", o, err)
+	}
+}

@@ -116,7 +116,10 @@ type Actuator struct {
 	Kind     string        `yaml:"kind,omitempty"`
 	Pulse    time.Duration `yaml:"pulse,omitempty"`
 	MaxPulse time.Duration `yaml:"max_pulse,omitempty"`
-	Scope    string        `yaml:"scope,omitempty"`
+	// MaxOn, if set, switches the output off once it has been on this
+	// long (a liveness rule: the fence is untouched).
+	MaxOn time.Duration `yaml:"max_on,omitempty"`
+	Scope string        `yaml:"scope,omitempty"`
 	// RequireSignature makes this actuator take signed commands only.
 	RequireSignature bool `yaml:"require_signature,omitempty"`
 
@@ -169,8 +172,38 @@ type Scope struct {
 	// MaxTokenJump, if not zero, rejects a token more than this above the
 	// scope's fence (reason token-jump), fence-only commands included.
 	MaxTokenJump uint64 `yaml:"max_token_jump,omitempty"`
+	// Safe, if set, is the scope's dead-man (see actuator.Safe).
+	Safe *Safe `yaml:"safe,omitempty"`
 
 	line int
+}
+
+// Safe configures a scope's dead-man: its outputs go to State when no
+// command raised its fence for After, or, with OnDisconnect, when the
+// broker connection is lost.
+type Safe struct {
+	After        time.Duration `yaml:"after,omitempty"`
+	State        string        `yaml:"state,omitempty"` // off (the default) or on
+	OnDisconnect bool          `yaml:"on_disconnect,omitempty"`
+}
+
+// SafeRules returns the scopes' dead-men as package actuator takes them.
+func (c *Config) SafeRules() map[string]actuator.Safe {
+	m := map[string]actuator.Safe{}
+	for _, s := range c.Scopes {
+		if s.Safe != nil {
+			m[s.Name] = s.Safe.rule()
+		}
+	}
+	return m
+}
+
+func (s *Safe) rule() actuator.Safe {
+	st := fence.StateOff
+	if s.State == "on" {
+		st = fence.StateOn
+	}
+	return actuator.Safe{After: s.After, State: st, OnDisconnect: s.OnDisconnect}
 }
 
 // Rules returns the scopes' rules as package actuator takes them.
@@ -187,7 +220,7 @@ func (c *Config) Specs() []actuator.Spec {
 	specs := make([]actuator.Spec, 0, len(c.Actuators))
 	for _, a := range c.Actuators {
 		specs = append(specs, actuator.Spec{Name: a.Name, Scope: a.Scope, PinName: a.output, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot),
-			Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse})
+			Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn})
 	}
 	return specs
 }
@@ -459,7 +492,7 @@ func (c *Config) check() error {
 			bad("%s: %v", where, strings.TrimPrefix(err.Error(), "actuator: "))
 		} else {
 			a.Boot = string(boot)
-			spec := actuator.Spec{Name: a.Name, Boot: boot, Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse}
+			spec := actuator.Spec{Name: a.Name, Boot: boot, Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn}
 			if err := actuator.CheckKind(spec); err != nil {
 				bad("%s: %v", where, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "actuator: "), a.Name+": "))
 			}
@@ -567,8 +600,15 @@ func (c *Config) checkScopes() []error {
 			errs = append(errs, fmt.Errorf("%s: no actuator is in this scope (scopes in use: %s); check the spelling", where, strings.Join(sortedKeys(used), ", ")))
 		case s.MaxTokenJump > fence.MaxToken:
 			errs = append(errs, fmt.Errorf("%s: max_token_jump %d is above 2^63-1, the largest token, so it limits nothing: leave it out for no limit", where, s.MaxTokenJump))
+		case s.Safe != nil && s.Safe.State != "" && s.Safe.State != "on" && s.Safe.State != "off":
+			errs = append(errs, fmt.Errorf("%s: safe.state %q: want off (the default) or on", where, s.Safe.State))
 		default:
 			seen[s.Name] = max(s.line, 1)
+			if s.Safe != nil {
+				if err := actuator.CheckSafe(s.Name, s.Safe.rule(), c.Specs(), c.Locks()); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %s", where, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "actuator: "), "scope "+s.Name+": ")))
+				}
+			}
 		}
 	}
 	return errs

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/actuator"
+	"github.com/fencegate/fencegate/fence"
 )
 
 const validYAML = `id: greenhouse-1
@@ -111,6 +112,21 @@ func TestParsePinForms(t *testing.T) {
 		if got := c.Actuators[0].Pin; got != "GPIO17" {
 			t.Errorf("Parse(pin %s).Pin = %q, want %q", pin, got, "GPIO17")
 		}
+	}
+}
+
+// A scope's dead-man and an output's max_on reach the bank's options.
+func TestParseSafeAndMaxOn(t *testing.T) {
+	c, err := Parse([]byte(base + "actuators:\n  - {name: pump, pin: GPIO5, max_on: 10m}\n  - {name: fan, pin: GPIO6}\nscopes:\n  - {name: pump, safe: {after: 30s, on_disconnect: true}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Specs()[0].MaxOn; got != 10*time.Minute {
+		t.Errorf("max_on %v, want 10m", got)
+	}
+	want := map[string]actuator.Safe{"pump": {After: 30 * time.Second, State: fence.StateOff, OnDisconnect: true}}
+	if got := c.SafeRules(); !reflect.DeepEqual(got, want) {
+		t.Errorf("SafeRules() = %+v, want %+v", got, want)
 	}
 }
 
@@ -303,6 +319,14 @@ func TestParseErrors(t *testing.T) {
 			[]string{"line 7", `kind "toggle": want switch or pulse`}},
 		{"pulse output in an interlock", base + "actuators:\n  - {name: door, pin: GPIO5, kind: pulse, max_pulse: 1s}\n  - {name: pump, pin: GPIO6, scope: door}\ninterlocks:\n  - {name: x, actuators: [door, pump]}\n",
 			[]string{"door is a pulse output"}},
+		{"safe without a time", base + "actuators:\n  - {name: pump, pin: GPIO5}\nscopes:\n  - {name: pump, safe: {state: \"off\"}}\n",
+			[]string{"line 9", `scope "pump"`, "safe: give after"}},
+		{"safe state bad", base + "actuators:\n  - {name: pump, pin: GPIO5}\nscopes:\n  - {name: pump, safe: {after: 1s, state: closed}}\n",
+			[]string{"line 9", `safe.state "closed"`}},
+		{"safe on with an interlock", base + "actuators:\n  - {name: a, pin: GPIO5, scope: m}\n  - {name: b, pin: GPIO6, scope: m}\ninterlocks:\n  - {name: m, actuators: [a, b]}\nscopes:\n  - {name: m, safe: {after: 1s, state: \"on\"}}\n",
+			[]string{`scope "m"`, "a scope with an interlock is safe off"}},
+		{"max_on on a pulse output", base + "actuators:\n  - {name: door, pin: GPIO5, kind: pulse, max_pulse: 1s, max_on: 1m}\n",
+			[]string{"line 7", "max_on: a pulse output is on only for its pulse"}},
 		{"pin and chip", base + "actuators:\n  - {name: pump, pin: GPIO17, chip: mcp23017, line: 3}\n",
 			[]string{"line 7", "pin GPIO17 and chip/line both name an output"}},
 		{"chip without line", base + "actuators:\n  - {name: pump, chip: mcp23017}\n",

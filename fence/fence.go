@@ -280,6 +280,9 @@ type Output struct {
 	ChangedAt time.Time `json:"changed_at"`
 	// Pulse is a pulse output's last pulse; nil if it never pulsed.
 	Pulse *Pulse `json:"pulse,omitempty"`
+	// Why says why the gateway itself set State, when no command did: the
+	// boot rule, a dead-man's safe state, max_on. Empty after a command.
+	Why string `json:"why,omitempty"`
 }
 
 // Pulse is a pulse output's last pulse, as recorded.

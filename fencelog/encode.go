@@ -73,7 +73,12 @@ func encodeScope(rec scopeRecord) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			b = append(t, '}')
+			b = t
+			if o.Why != "" {
+				b = append(b, `,"why":`...)
+				b = appendString(b, o.Why)
+			}
+			b = append(b, '}')
 		}
 		b = append(b, '}')
 	}

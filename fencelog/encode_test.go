@@ -25,6 +25,9 @@ func TestEncodeScopeIsJSONMarshal(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				a.Refused = &fence.Refusal{Reason: str(), Error: str(), Blocker: str()}
 			}
+			if rng.IntN(20) == 0 {
+				a.Pulse, a.PulseStatus = time.Duration(u64()), str()
+			}
 			rec.Recent = append(rec.Recent, a)
 		}
 		if i%7 == 0 {
@@ -33,7 +36,11 @@ func TestEncodeScopeIsJSONMarshal(t *testing.T) {
 		if n := rng.IntN(5); n > 0 || i%5 == 0 {
 			rec.Outputs = map[string]outputRecord{}
 			for range n {
-				rec.Outputs[str()] = outputRecord{State: fence.State(rng.IntN(3)), Holder: str(), ChangedAt: at()}
+				o := outputRecord{State: fence.State(rng.IntN(3)), Holder: str(), ChangedAt: at(), Why: str()}
+				if rng.IntN(9) == 0 {
+					o.Pulse = &fence.Pulse{ID: str(), Fence: fence.Fence{Token: u64()}, Width: time.Duration(u64()), Status: str()}
+				}
+				rec.Outputs[str()] = o
 			}
 		}
 		want, err := json.Marshal(rec)

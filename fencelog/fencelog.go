@@ -113,6 +113,15 @@ const OutcomeInterlock fence.Outcome = "interlock"
 // interrupted (see Log.EndPulse).
 const OutcomePulse fence.Outcome = "pulse"
 
+// OutcomeSafe marks an audit entry for an output a scope's dead-man set
+// to its safe state: no command reached the scope in time, or the broker
+// connection was lost. The fence is not touched.
+const OutcomeSafe fence.Outcome = "safe"
+
+// OutcomeMaxOn marks an audit entry for an output switched off because it
+// had been on for its max_on. The fence is not touched.
+const OutcomeMaxOn fence.Outcome = "max-on"
+
 const formatVersion = "1"
 
 var (
@@ -265,8 +274,11 @@ type StateChange struct {
 	State           fence.State
 	// Holder is recorded as the state's holder ("boot" for a boot policy).
 	Holder string
-	// Why goes into the audit entry's error field, for people.
+	// Why goes into the audit entry's error field, and into the output's
+	// record (fence.Output.Why), for people.
 	Why string
+	// Outcome is the audit entry's outcome: OutcomeBoot if empty.
+	Outcome fence.Outcome
 }
 
 // Log is an open store. Its methods are safe for concurrent use.
@@ -321,6 +333,9 @@ type outputRecord struct {
 	Holder    string       `json:"holder,omitempty"`
 	ChangedAt time.Time    `json:"changed_at"`
 	Pulse     *fence.Pulse `json:"pulse,omitempty"`
+	// Why is set when the gateway set State itself, not a command: the
+	// boot rule, a dead-man, max_on.
+	Why string `json:"why,omitempty"`
 }
 
 // Open opens the store at path. See Options for creating one.
@@ -768,10 +783,14 @@ func (l *Log) SetStates(changes []StateChange) error {
 			if rec.Outputs == nil {
 				rec.Outputs = make(map[string]outputRecord)
 			}
-			rec.Outputs[ch.Actuator] = outputRecord{State: ch.State, Holder: ch.Holder, ChangedAt: now}
+			rec.Outputs[ch.Actuator] = outputRecord{State: ch.State, Holder: ch.Holder, ChangedAt: now, Why: ch.Why, Pulse: rec.Outputs[ch.Actuator].Pulse}
 			recs[ch.Scope] = rec
+			outcome := ch.Outcome
+			if outcome == "" {
+				outcome = OutcomeBoot
+			}
 			audit = append(audit, Entry{At: now, Scope: ch.Scope, Actuator: ch.Actuator, Holder: ch.Holder,
-				State: ch.State, Outcome: OutcomeBoot, Fence: rec.Fence, Error: ch.Why})
+				State: ch.State, Outcome: outcome, Fence: rec.Fence, Error: ch.Why})
 		}
 		for scope, rec := range recs {
 			if err := l.writeScope(tx, scope, rec); err != nil {
@@ -1015,7 +1034,7 @@ func (l *Log) Audit(n int) ([]Entry, error) { return l.FindAudit(AuditQuery{Limi
 // AuditOutcomes are the outcomes an audit entry may have: the answers'
 // and the gateway's own actions (boot, moved, interlock).
 var AuditOutcomes = []fence.Outcome{fence.Applied, fence.Duplicate, fence.Stale, fence.Rejected, fence.Failed,
-	OutcomeBoot, OutcomeMoved, OutcomeInterlock, OutcomePulse}
+	OutcomeBoot, OutcomeMoved, OutcomeInterlock, OutcomePulse, OutcomeSafe, OutcomeMaxOn}
 
 // AuditQuery selects audit entries. Empty fields select everything.
 type AuditQuery struct {
@@ -1325,5 +1344,5 @@ func (l *Log) writeScope(tx *bolt.Tx, scope string, rec scopeRecord) error {
 
 func (rec scopeRecord) output(scope, actuator string) fence.Output {
 	o := rec.Outputs[actuator]
-	return fence.Output{Actuator: actuator, Scope: scope, State: o.State, Fence: rec.Fence, Holder: o.Holder, ChangedAt: o.ChangedAt, Pulse: o.Pulse}
+	return fence.Output{Actuator: actuator, Scope: scope, State: o.State, Fence: rec.Fence, Holder: o.Holder, ChangedAt: o.ChangedAt, Pulse: o.Pulse, Why: o.Why}
 }

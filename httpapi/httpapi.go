@@ -134,6 +134,9 @@ type Actuator struct {
 	Kind string `json:"kind"`
 	// Pulse is a pulse output's last pulse, as recorded.
 	Pulse *Pulse `json:"pulse,omitempty"`
+	// Why says why the gateway itself set the state (boot rule, safe
+	// state, max_on); omitted after a command.
+	Why string `json:"why,omitempty"`
 }
 
 // Pulse is a pulse output's last pulse.
@@ -286,7 +289,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func actuatorJSON(s actuator.Status) Actuator {
 	a := Actuator{Name: s.Actuator, Scope: s.Scope, Interlock: s.Interlock, Pin: s.PinName, State: s.State.String(),
-		Fence: s.Fence, ActiveLow: s.ActiveLow, Holder: s.Holder, Drives: s.Drives, Kind: string(s.Kind)}
+		Fence: s.Fence, ActiveLow: s.ActiveLow, Holder: s.Holder, Drives: s.Drives, Kind: string(s.Kind), Why: s.Why}
 	if p := s.Pulse; p != nil {
 		a.Pulse = &Pulse{ID: p.ID, Fence: p.Fence, WidthMs: p.Width.Milliseconds(), Status: p.Status}
 	}

@@ -104,6 +104,10 @@ type Options struct {
 	// Ready, if set, is called each time commands are taken on a new
 	// connection: subscribed, claim unopposed, "online" published.
 	Ready func()
+	// Lost, if set, is called each time the broker connection is lost,
+	// with why; it must not block (the dead-man of scopes that go safe
+	// on it runs in a goroutine of its own).
+	Lost func(err error)
 	// Announce, if set, is published after each "online", and again, with
 	// every state, whenever its birth message arrives.
 	Announce *Announcement
@@ -577,6 +581,9 @@ func (l *Link) connectionLost(err error) {
 	}
 	l.mu.Unlock()
 	l.guard.lost(l.conn.lost(err))
+	if l.opts.Lost != nil {
+		l.opts.Lost(err)
+	}
 }
 
 // waitReady waits until commands are taken; false if ctx ended first.

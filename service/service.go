@@ -134,6 +134,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		Logger:      log.With("component", "actuator"),
 		Interlocks:  cfg.Locks(),
 		Rules:       cfg.Rules(),
+		Safe:        cfg.SafeRules(),
 		AfterCommit: opts.AfterCommit,
 		Changed:     func(o []fence.Output) { link.Changed(o) },
 		Authorize:   authorize(cfg, log),
@@ -175,6 +176,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		Version:   opts.Version,
 		Logger:    log.With("component", "mqttlink"),
 		Announce:  announce,
+		Lost:      func(err error) { go bank.Disconnected(err) },
 		Ready: func() {
 			readyOnce.Do(func() {
 				log.Info("gateway ready", "id", cfg.ID, "subscribed", topics.SetFilter())

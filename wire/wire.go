@@ -554,6 +554,9 @@ type wireState struct {
 	Holder    string      `json:"holder,omitempty"`
 	ChangedAt *time.Time  `json:"changed_at"`
 	Pulse     *wirePulse  `json:"pulse,omitempty"`
+	// Why says why the gateway itself set the state (boot rule, safe
+	// state, max_on); omitted after a command.
+	Why string `json:"why,omitempty"`
 }
 
 // EncodeState formats an actuator's retained state message.
@@ -563,7 +566,7 @@ func EncodeState(o fence.Output) []byte {
 }
 
 func stateOf(o fence.Output) wireState {
-	w := wireState{Actuator: o.Actuator, Scope: o.Scope, State: o.State.String(), Fence: o.Fence, Holder: o.Holder, Pulse: pulseOf(o.Pulse)}
+	w := wireState{Actuator: o.Actuator, Scope: o.Scope, State: o.State.String(), Fence: o.Fence, Holder: o.Holder, Pulse: pulseOf(o.Pulse), Why: o.Why}
 	if !o.ChangedAt.IsZero() {
 		t := o.ChangedAt
 		w.ChangedAt = &t
@@ -572,7 +575,7 @@ func stateOf(o fence.Output) wireState {
 }
 
 func (w wireState) output() (fence.Output, error) {
-	o := fence.Output{Actuator: w.Actuator, Scope: w.Scope, Fence: w.Fence, Holder: w.Holder, Pulse: w.Pulse.pulse()}
+	o := fence.Output{Actuator: w.Actuator, Scope: w.Scope, Fence: w.Fence, Holder: w.Holder, Pulse: w.Pulse.pulse(), Why: w.Why}
 	if err := o.State.UnmarshalText([]byte(w.State)); err != nil {
 		return fence.Output{}, err
 	}

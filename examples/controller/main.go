@@ -46,6 +46,7 @@ func main() {
 	actuator := flag.String("actuator", "pump", "actuator to drive")
 	ttl := flag.Int("ttl", 5, "lease TTL in seconds")
 	period := flag.Duration("period", time.Second, "time between commands")
+	heartbeat := flag.Duration("heartbeat", 0, "send a fence-only heartbeat this often while holding the lease, for a scope with a dead-man (safe: after); 0: none")
 	name := flag.String("name", "", "this controller's name, for the audit trail (default: controller-PID)")
 	keyPath := flag.String("key", "", "sign commands with this private key (the PATH.key of gateway keygen); with --signer")
 	signer := flag.String("signer", "", "the controller's name in the gateway's configuration (controllers: name); with --key")
@@ -56,7 +57,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stdout, nil)).With("controller", *name)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	c := config{etcd: strings.Split(*etcdURL, ","), broker: *broker, gateway: *gateway, actuator: *actuator, me: *name, ttl: *ttl, period: *period, signer: *signer}
+	c := config{etcd: strings.Split(*etcdURL, ","), broker: *broker, gateway: *gateway, actuator: *actuator, me: *name, ttl: *ttl, period: *period, heartbeat: *heartbeat, signer: *signer}
 	if (*keyPath == "") != (*signer == "") {
 		log.Error("give both --key and --signer, or neither")
 		os.Exit(64)
@@ -80,6 +81,7 @@ type config struct {
 	broker, gateway, actuator, me string
 	ttl                           int
 	period                        time.Duration
+	heartbeat                     time.Duration      // 0: none
 	signer                        string             // with key: sign every command
 	key                           ed25519.PrivateKey // nil: commands go unsigned
 }
@@ -154,7 +156,19 @@ var errLeaseLost = errors.New("lease lost")
 // gateway refuses every older holder's command from now on, then one
 // set-point per period with an increasing seq.
 func hold(ctx context.Context, log *slog.Logger, gw *client.Client, l *lease.Lease, c config) error {
-	seq := uint64(0)
+	var seq client.Seq // shared with the heartbeats: every pair is new
+	if c.heartbeat > 0 {
+		// Between set-points, heartbeats keep the scope's dead-man
+		// (safe: after) from sending it to its safe state.
+		hctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			err := gw.Heartbeat(hctx, client.Heartbeat{Actuator: c.actuator, Holder: c.me, Token: l.Token(), Seq: &seq, Every: c.heartbeat})
+			if err != nil {
+				log.Warn("heartbeats stopped", "err", err)
+			}
+		}()
+	}
 	state := fence.StateOn
 	if o, ok := gw.State(c.actuator); ok && o.State == fence.StateOn {
 		state = fence.StateOff
@@ -173,8 +187,7 @@ func hold(ctx context.Context, log *slog.Logger, gw *client.Client, l *lease.Lea
 			return errLeaseLost
 		case <-time.After(c.period):
 		}
-		seq++
-		cmds = []fence.Command{{Actuator: c.actuator, Holder: c.me, Fence: fence.Fence{Token: l.Token(), Seq: seq}, State: state}}
+		cmds = []fence.Command{{Actuator: c.actuator, Holder: c.me, Fence: fence.Fence{Token: l.Token(), Seq: seq.Next()}, State: state}}
 		if state == fence.StateOn {
 			state = fence.StateOff
 		} else {

@@ -420,6 +420,23 @@ var mutants = []mutant{
 		new:  "\trec, ok, err := fencelog.Scope{}, false, error(nil)\n",
 		pkgs: []string{"./actuator"}, run: "^TestPulse$",
 	},
+	// Safe states (issue 13).
+	{
+		name: "stale-keeps-scope-alive",
+		why:  "any decided command counts as a sign of life for the dead-man: a vanished holder's stale commands (or anyone's) keep its scope out of the safe state",
+		file: "actuator/actuator.go",
+		old:  "\t\tif adms[i].Outcome == fence.Applied {\n",
+		new:  "\t\tif true {\n",
+		pkgs: []string{"./actuator"}, run: "^TestDeadman$",
+	},
+	{
+		name: "max-on-ignored",
+		why:  "an output's max_on is never counted: a heater left on by a vanished controller stays on",
+		file: "actuator/actuator.go",
+		old:  "\tif o.MaxOn <= 0 || !o.onSince.IsZero() {\n",
+		new:  "\tif true {\n",
+		pkgs: []string{"./actuator"}, run: "^TestMaxOn$",
+	},
 	// Group commit (issue 11).
 	{
 		name: "batch-done-before-commit",

@@ -1,0 +1,68 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// Seq hands out a holder's seq numbers under one token, strictly
+// increasing, to its commands and its heartbeats alike: two commands
+// under one token never share a pair. The zero value starts at 1.
+type Seq struct{ n atomic.Uint64 }
+
+// Next returns the next seq.
+func (s *Seq) Next() uint64 { return s.n.Add(1) }
+
+// Heartbeat configures Client.Heartbeat.
+type Heartbeat struct {
+	// Actuator is any actuator of the scope (the fence is the scope's).
+	Actuator string
+	// Holder and Token are the lease's: its holder name and fencing token.
+	Holder string
+	Token  uint64
+	// Seq gives the heartbeats' seq numbers; share it with the holder's
+	// other commands under Token.
+	Seq *Seq
+	// Every is the time between heartbeats: well under the scope's
+	// dead-man time (safe: after), say a third of it.
+	Every time.Duration
+}
+
+// Heartbeat sends a fence-only command to h.Actuator every h.Every while
+// ctx lasts, so that the scope's dead-man (safe: after in the gateway's
+// configuration) knows its holder is alive. It returns nil when ctx ends,
+// and an error when a heartbeat is not applied: a *StaleError once
+// another holder's command raised the fence (the lease is gone: stop
+// acting), or the error of a heartbeat that got no answer (a resent
+// heartbeat is its redelivery, never a second one). A controller runs it
+// in a goroutine for as long as it holds the lease.
+func (cl *Client) Heartbeat(ctx context.Context, h Heartbeat) error {
+	if h.Every <= 0 || h.Seq == nil || h.Token == 0 || h.Actuator == "" {
+		return errors.New("client: a heartbeat needs an actuator, a token, a Seq and Every > 0")
+	}
+	t := time.NewTicker(h.Every)
+	defer t.Stop()
+	for {
+		c := fence.Command{Actuator: h.Actuator, Holder: h.Holder, Fence: fence.Fence{Token: h.Token, Seq: h.Seq.Next()}}
+		c.ID = fmt.Sprintf("%s-hb-%d-%d", h.Holder, c.Fence.Token, c.Fence.Seq)
+		sctx, cancel := context.WithTimeout(ctx, h.Every)
+		_, err := cl.Send(sctx, c)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("client: heartbeat %v to %s: %w", c.Fence, h.Actuator, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
