@@ -249,6 +249,7 @@ type scope struct {
 	safe    Safe
 	alive   time.Time
 	deadman *time.Timer
+	tripped bool // the dead-man fired, and no command raised the fence since
 }
 
 func (s *scope) lock(ctx context.Context) error {
@@ -332,12 +333,23 @@ type Status struct {
 	Interlock string
 	// Kind is the output's kind.
 	Kind Kind
+	// Deadman is the scope's dead-man, if it has one with a time.
+	Deadman *DeadmanStatus
 	// High is the level read back from the pin; valid if LevelErr is nil.
 	High     bool
 	LevelErr error
 	// Drives counts the drives of the pin by this process, for boards that
 	// count them (the sim board); nil otherwise.
 	Drives *uint64
+}
+
+// DeadmanStatus is where a scope's dead-man stands.
+type DeadmanStatus struct {
+	Safe
+	// Left is the time until it fires unless a command raises the fence;
+	// 0 once it fired (Tripped).
+	Left    time.Duration
+	Tripped bool
 }
 
 // Line is where a board takes over one actuator's line: at the level the
@@ -1200,7 +1212,7 @@ func (b *Bank) alive(sc *scope) {
 	if sc.safe.After <= 0 {
 		return
 	}
-	sc.alive = time.Now()
+	sc.alive, sc.tripped = time.Now(), false
 	b.timer(&sc.deadman, sc.safe.After, func() { b.deadmanFired(sc) })
 }
 
@@ -1213,6 +1225,7 @@ func (b *Bank) deadmanFired(sc *scope) {
 		b.timer(&sc.deadman, left, func() { b.deadmanFired(sc) })
 		return
 	}
+	sc.tripped = true
 	b.goSafe(sc, fmt.Sprintf("dead-man: no command raised scope %s's fence for %v", sc.name, sc.safe.After))
 }
 
@@ -1377,6 +1390,13 @@ func (b *Bank) Statuses() ([]Status, error) {
 		}
 		for _, o := range sc.members {
 			st := Status{Output: rec.Output(o.Name), PinName: o.PinName, ActiveLow: o.ActiveLow, Kind: o.Kind}
+			if sc.safe.After > 0 && !sc.alive.IsZero() {
+				d := &DeadmanStatus{Safe: sc.safe, Tripped: sc.tripped}
+				if !sc.tripped {
+					d.Left = max(sc.safe.After-time.Since(sc.alive), 0)
+				}
+				st.Deadman = d
+			}
 			if o.lock != nil {
 				st.Interlock = o.lock.Name
 			}

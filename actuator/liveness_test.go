@@ -71,10 +71,16 @@ func TestDeadman(t *testing.T) {
 	if es := r.audit(t, fencelog.OutcomeSafe); len(es) != 0 {
 		t.Fatalf("the dead-man fired while heartbeats came: %+v", es)
 	}
-	// Only stale commands from now on: no sign of life.
+	// Only stale commands from now on, until the scope goes safe: they
+	// are no sign of life.
 	lastFence := fence.Fence{Token: 10, Seq: seq - 1}
-	sent := time.Now()
-	for time.Since(sent) < 3*after && len(r.audit(t, fencelog.OutcomeSafe)) < 2 {
+	for deadline := lastBeat.Add(after + 3*time.Second); ; {
+		if out, _ := r.bank.Output("heater"); out.State == fence.StateOff {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead-man did not fire %v after the last heartbeat, with stale commands coming", time.Since(lastBeat))
+		}
 		r.send(t, command("old", "heater", 9, 0, fence.StateOn), fence.Stale)
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -95,6 +101,24 @@ func TestDeadman(t *testing.T) {
 	if es := r.audit(t, fencelog.OutcomeSafe); len(es) != 2 {
 		t.Errorf("audit: %d safe entries, want 2 (fan, heater): %+v", len(es), es)
 	}
+	deadman := func(name string) *actuator.DeadmanStatus {
+		sts, err := r.bank.Statuses()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range sts {
+			if st.Actuator == name {
+				return st.Deadman
+			}
+		}
+		return nil
+	}
+	if d := deadman("fan"); d == nil || !d.Tripped || d.Left != 0 || d.After != after {
+		t.Errorf("fan's dead-man after it fired: %+v, want tripped", d)
+	}
+	if d := deadman("pump"); d != nil {
+		t.Errorf("pump (no dead-man) has %+v", d)
+	}
 	r.send(t, command("old-2", "fan", 10, 0, fence.StateOn), fence.Stale)
 	res := r.send(t, command("b-1", "fan", 11, 0, fence.StateOn), fence.Applied)
 	if res.State != fence.StateOn {
@@ -102,6 +126,9 @@ func TestDeadman(t *testing.T) {
 	}
 	if out, _ := r.bank.Output("fan"); out.Why != "" {
 		t.Errorf("after a command, fan's why is %q; want none", out.Why)
+	}
+	if d := deadman("heater"); d == nil || d.Tripped || d.Left <= after/2 || d.Left > after {
+		t.Errorf("heater's dead-man after the next holder's command: %+v, want counting again from %v", d, after)
 	}
 }
 

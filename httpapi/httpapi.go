@@ -137,6 +137,18 @@ type Actuator struct {
 	// Why says why the gateway itself set the state (boot rule, safe
 	// state, max_on); omitted after a command.
 	Why string `json:"why,omitempty"`
+	// Deadman is the scope's dead-man, if it has one with a time.
+	Deadman *Deadman `json:"deadman,omitempty"`
+}
+
+// Deadman is where a scope's dead-man stands.
+type Deadman struct {
+	AfterMs int64  `json:"after_ms"`
+	State   string `json:"state"` // the safe state
+	// LeftMs is the time until it fires unless a command raises the
+	// scope's fence; 0 once it fired.
+	LeftMs  int64 `json:"left_ms"`
+	Tripped bool  `json:"tripped"`
 }
 
 // Pulse is a pulse output's last pulse.
@@ -290,6 +302,9 @@ func writeJSON(w http.ResponseWriter, v any) {
 func actuatorJSON(s actuator.Status) Actuator {
 	a := Actuator{Name: s.Actuator, Scope: s.Scope, Interlock: s.Interlock, Pin: s.PinName, State: s.State.String(),
 		Fence: s.Fence, ActiveLow: s.ActiveLow, Holder: s.Holder, Drives: s.Drives, Kind: string(s.Kind), Why: s.Why}
+	if d := s.Deadman; d != nil {
+		a.Deadman = &Deadman{AfterMs: d.After.Milliseconds(), State: d.State.String(), LeftMs: d.Left.Milliseconds(), Tripped: d.Tripped}
+	}
 	if p := s.Pulse; p != nil {
 		a.Pulse = &Pulse{ID: p.ID, Fence: p.Fence, WidthMs: p.Width.Milliseconds(), Status: p.Status}
 	}

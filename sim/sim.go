@@ -31,15 +31,21 @@ import (
 	"github.com/fencegate/fencegate/wire"
 )
 
-// Actuator is one of the simulator's example outputs.
+// Actuator is one of the simulator's example outputs: on a header pin,
+// or on a line of one of the sim board's expanders (Chip and Line).
 type Actuator struct {
 	Name, Pin, Scope, Boot string
+	Chip, Line             string
+	// Kind "pulse" with its default Pulse and MaxPulse: a door strike.
+	Kind            string
+	Pulse, MaxPulse time.Duration
 }
 
 // Actuators are the simulator's example outputs: fan and heater share one
 // scope ("climate"), so one lease fences both; vent-open and vent-close are
 // a motor's two directions, in one scope and interlocked (Interlocks): at
-// most one of them is on.
+// most one of them is on; door is a door strike, a pulse output on an
+// MCP23017 expander's line; sprinkler's scope has a dead-man (Scopes).
 var Actuators = []Actuator{
 	{Name: "pump", Pin: "GPIO17", Boot: "last"},
 	{Name: "valve", Pin: "GPIO27", Boot: "last"},
@@ -47,7 +53,19 @@ var Actuators = []Actuator{
 	{Name: "heater", Pin: "GPIO23", Scope: "climate", Boot: "off"},
 	{Name: "vent-open", Pin: "GPIO5", Scope: "vent", Boot: "off"},
 	{Name: "vent-close", Pin: "GPIO6", Scope: "vent", Boot: "off"},
+	{Name: "door", Chip: "mcp23017@20", Line: "GPA0", Kind: "pulse", Pulse: time.Second, MaxPulse: 5 * time.Second},
+	{Name: "sprinkler", Pin: "GPIO24", Boot: "off"},
 }
+
+// Scopes are the simulator's scope rules: the sprinkler's dead-man sends
+// it off when its holder has raised no fence for SprinklerDeadman.
+var Scopes = []config.Scope{
+	{Name: "sprinkler", Safe: &config.Safe{After: SprinklerDeadman, State: "off"}},
+}
+
+// SprinklerDeadman is the sprinkler scope's dead-man time: short, so that
+// the controller-vanishes scenario can be watched.
+const SprinklerDeadman = 5 * time.Second
 
 // Interlocks are the simulator's example interlocks: the vent motor's two
 // directions. A command that would turn one on while the other is on is
@@ -241,6 +259,26 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("POST /api/sim/kill", func(w http.ResponseWriter, r *http.Request) {
+		// A crash now, wherever the gateway is: SIGKILL, as a power cut
+		// would leave it (the pulse-crash scenario kills it mid-pulse).
+		s.mu.Lock()
+		pid := s.pid
+		s.mu.Unlock()
+		if pid == 0 {
+			http.Error(w, "no gateway process runs", http.StatusConflict)
+			return
+		}
+		proc, err := os.FindProcess(pid)
+		if err == nil {
+			err = proc.Kill()
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.Handle("/", proxy)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
@@ -263,9 +301,11 @@ func (s *Sim) config() *config.Config {
 	c := &config.Config{ID: s.opts.GatewayID, MQTT: config.MQTT{Broker: s.BrokerURL},
 		Store: s.Store, Board: config.BoardSim, HTTP: &s.apiAddr}
 	for _, a := range Actuators {
-		c.Actuators = append(c.Actuators, config.Actuator{Name: a.Name, Pin: a.Pin, Boot: a.Boot, Scope: a.Scope})
+		c.Actuators = append(c.Actuators, config.Actuator{Name: a.Name, Pin: a.Pin, Boot: a.Boot, Scope: a.Scope,
+			Chip: a.Chip, Line: a.Line, Kind: a.Kind, Pulse: a.Pulse, MaxPulse: a.MaxPulse})
 	}
 	c.Interlocks = Interlocks
+	c.Scopes = Scopes
 	return c
 }
 

@@ -227,6 +227,19 @@ func TestDashboardInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("unfenced from the dashboard: %v", err)
 	}
+	// A dead-man's countdown runs down on the page; a pulse killed by a
+	// crash shows as interrupted.
+	if dm, err := chromedp.Run(ctx, chromedp.Text(`#deadman-sprinkler`)); err != nil || !strings.Contains(dm, " s left of 5 s") {
+		t.Errorf("sprinkler's dead-man on the dashboard = %q, %v; want a countdown of 5 s", dm, err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`button[data-scenario="pulse-crash"]`),
+		chromedp.WaitVisible(`#verdict.pass[data-scenario="pulse-crash"]`),
+		chromedp.WaitVisible(`#pulse-door.pulse-interrupted`),
+		chromedp.WaitVisible(`#lamp-door[data-on="false"]`),
+	); err != nil {
+		t.Fatalf("pulse-crash from the dashboard: %v", err)
+	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)

@@ -58,12 +58,23 @@ function renderActuators(list) {
       el("dt", { text: "changed" }), el("dd", { title: a.changed_at || "", text: ago(a.changed_at) }),
     );
     if (a.drives != null) dl.append(el("dt", { text: "drives" }), el("dd", { text: String(a.drives) }));
+    if (a.pulse) {
+      dl.append(el("dt", { text: "pulse" }), el("dd", { id: "pulse-" + a.name, class: "pulse-" + a.pulse.status,
+        text: `${a.pulse.width_ms} ms, ${a.pulse.status} (${pair(a.pulse.fence)})` }));
+    }
+    if (a.deadman) {
+      const d = a.deadman;
+      dl.append(el("dt", { text: "dead-man" }), el("dd", { id: "deadman-" + a.name, class: d.tripped ? "deadman-tripped" : "deadman",
+        "data-left": String(d.left_ms), "data-at": String(Date.now()),
+        text: d.tripped ? `fired: ${d.state}` : `${(d.left_ms / 1000).toFixed(1)} s left of ${d.after_ms / 1000} s` }));
+    }
+    if (a.why) dl.append(el("dt", { text: "why" }), el("dd", { id: "why-" + a.name, class: "why", text: a.why }));
     const card = el("article", { class: "card", id: "card-" + a.name },
       lamp,
       el("div", { class: "name" }, a.name,
         a.scope !== a.name ? el("span", { class: "scope", title: "fence scope shared with other actuators", text: a.scope }) : null,
         a.interlock ? el("span", { class: "scope interlock", id: "interlock-" + a.name, title: "interlock: at most one of its actuators is on", text: "interlock " + a.interlock }) : null),
-      el("div", { class: "sub", text: a.pin }),
+      el("div", { class: "sub", text: a.pin + (a.kind === "pulse" ? " · pulse output" : "") }),
       dl,
     );
     const key = a.name, f = pair(a.fence);
@@ -84,8 +95,18 @@ function scheduleRefresh() {
   if (!refreshTimer) refreshTimer = setTimeout(refresh, 60);
 }
 
+// The dead-man countdowns run down between refreshes; at 0 the gateway
+// decides, and the next refresh shows it.
+setInterval(() => {
+  for (const dd of document.querySelectorAll("dd.deadman")) {
+    const left = Math.max(0, Number(dd.dataset.left) - (Date.now() - Number(dd.dataset.at)));
+    dd.textContent = dd.textContent.replace(/^[0-9.]+ s left/, (left / 1000).toFixed(1) + " s left");
+    if (left === 0) scheduleRefresh();
+  }
+}, 200);
+
 // REASONS are the words for a rejected command's reason code.
-const REASONS = { interlock: "interlock", invalid: "invalid command", "unknown-actuator": "unknown actuator", retained: "retained message" };
+const REASONS = { interlock: "interlock", busy: "busy (pulsing)", invalid: "invalid command", "unknown-actuator": "unknown actuator", retained: "retained message" };
 
 // label says what a decision was about: a state, "fence only" for an
 // applied, duplicate or stale command without one, or why it was rejected.
