@@ -84,7 +84,9 @@ func TestSendPulse(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"pulse":{`) || !strings.Contains(out, `"width_ms":150,"status":"running"`) {
 		t.Fatalf("send pulse: exit %d\n%s", code, out)
 	}
-	g.ctl.State(t, "door", func(o fence.Output) bool { return o.Pulse != nil && o.Pulse.Status == fence.PulseDone && o.State == fence.StateOff })
+	g.ctl.State(t, "door", func(o fence.Output) bool {
+		return o.Pulse != nil && o.Pulse.Status == fence.PulseDone && o.State == fence.StateOff
+	})
 	out, code = send("--actuator", "pump", "--token", "3", "--pulse", "100ms", "pulse")
 	if code != exitRejected || !strings.Contains(out, "pump is not a pulse output") {
 		t.Errorf("send pulse to a switch: exit %d, want %d and the reason\n%s", code, exitRejected, out)
@@ -106,4 +108,3 @@ func deref(p *uint64) uint64 {
 	}
 	return *p
 }
-

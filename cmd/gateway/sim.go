@@ -113,7 +113,8 @@ on the sim board as a supervised child process, and the dashboard.
   broker:    %s%s
   store:     %s (latch: %s)
   actuators: pump, valve, fan + heater (one scope: climate),
-             vent-open + vent-close (one scope: vent; interlocked: at most one on)
+             vent-open + vent-close (one scope: vent; interlocked: at most one on),
+             door (a pulse output, on expander mcp23017@20), sprinkler (a 5 s dead-man)
 try:
   mosquitto_pub -h %s -p %s -q 1 -t %s/%s/pump/set -m '{"id":"try-1","token":42,"state":"on","holder":"me"}'
   gateway sim scenario paused-controller     (or press a scenario button on the dashboard)
