@@ -114,6 +114,32 @@ type Spec struct {
 	// this long: a liveness rule, recorded and reported, which never
 	// touches the fence.
 	MaxOn time.Duration
+	// Requires, if set, is an input level without which a command that
+	// turns the output on is refused (reason interlock); its pair still
+	// raises the fence.
+	Requires *InputLevel
+}
+
+// Input is one digital input, as a board provides it: the one input
+// interface of the project, as Pin is the one output interface.
+type Input interface {
+	// Level reads the input's (debounced) level.
+	Level() (high bool, err error)
+}
+
+// InputLevel names an input and a level of it, for the rules that read
+// inputs: an output that requires it to come on (Spec.Requires), a scope
+// that it trips to its safe state (Options.Trips).
+type InputLevel struct {
+	Input string
+	High  bool
+}
+
+func (l InputLevel) String() string {
+	if l.High {
+		return l.Input + " is high"
+	}
+	return l.Input + " is low"
 }
 
 // Safe is a scope's dead-man: if no command raises the scope's fence for
@@ -193,6 +219,10 @@ type Options struct {
 	Observer *Observer
 	// Safe are, per scope name, the scopes' dead-men.
 	Safe map[string]Safe
+	// Trips are, per scope name, the input level that sends the scope to
+	// its safe state (its Safe.State; off without one) and holds it there
+	// until a reset command from its holder, once the input has left it.
+	Trips map[string]InputLevel
 }
 
 // Observer receives the bank's measurements. Any of its funcs may be nil;
@@ -223,6 +253,8 @@ type Bank struct {
 	subMu sync.Mutex // guards subs
 	subs  map[chan Event]struct{}
 
+	inputs map[string]Input // set by AttachInputs before Start
+
 	pulseMu sync.Mutex             // guards pulses and stopped
 	pulses  map[string]*time.Timer // the running pulses' ends, by actuator
 	stopped bool                   // Stop has begun: no pulse starts a timer
@@ -250,6 +282,8 @@ type scope struct {
 	alive   time.Time
 	deadman *time.Timer
 	tripped bool // the dead-man fired, and no command raised the fence since
+
+	trip *InputLevel // the input level that trips the scope; nil if none
 }
 
 func (s *scope) lock(ctx context.Context) error {
@@ -335,6 +369,9 @@ type Status struct {
 	Kind Kind
 	// Deadman is the scope's dead-man, if it has one with a time.
 	Deadman *DeadmanStatus
+	// Trip says why the scope is held at its safe state by its trip
+	// input, until a reset; "" if it is not.
+	Trip string
 	// High is the level read back from the pin; valid if LevelErr is nil.
 	High     bool
 	LevelErr error
@@ -423,6 +460,13 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 			return nil, fmt.Errorf("actuator: rules for scope %q, which no actuator is in", name)
 		}
 		sc.rules = r
+	}
+	for name, lvl := range b.opts.Trips {
+		sc := byScope[name]
+		if sc == nil {
+			return nil, fmt.Errorf("actuator: trip for scope %q, which no actuator is in", name)
+		}
+		sc.trip = &lvl
 	}
 	for name, safe := range b.opts.Safe {
 		sc := byScope[name]
@@ -683,7 +727,8 @@ func (b *Bank) Start(pin func(name string) (Pin, error)) error {
 	}
 	for _, sc := range b.scopes {
 		sc.lock(ctx)
-		b.alive(sc) // a holder has the dead-man's time from the start
+		b.alive(sc)     // a holder has the dead-man's time from the start
+		b.tripScope(sc) // an input at its trip level before the start
 		sc.unlock()
 	}
 	b.started = true
@@ -1086,15 +1131,56 @@ func (b *Bank) readBack(o *output, res *fence.Result) {
 	}
 }
 
-// planner returns the effect rule of c: its interlock's, for a command
-// that turns an interlocked output on. A member counts as on if its record
-// says so, or if its pin reads on (a failed drive left the record behind)
-// or cannot be read. The scope's lock must be held.
+// planner returns the effect rule of c: a tripped scope refuses ons and
+// is released by a reset once its trip input left its trip level; an
+// output that requires an input's level refuses an on without it; a pulse
+// output refuses a pulse while it pulses; an interlock refuses (or breaks
+// before it makes) an on next to a member that is on, by its record or by
+// its pin (a failed drive left the record behind, or it cannot be read).
+// Inputs and pins are read here, under the scope's lock, before the
+// record's transaction. The scope's lock must be held.
 func (b *Bank) planner(o *output, c fence.Command) fencelog.Planner {
+	var veto *fence.Refusal
+	if c.State == fence.StateOn && o.Requires != nil {
+		veto = b.vetoOf(o)
+	}
+	var stillTripped string
+	if c.Reset {
+		stillTripped = b.tripping(o.scope)
+	}
+	inner := b.stateRule(o, c)
+	return func(rec fencelog.Scope) fence.Effect {
+		if trip := rec.Trip(); trip != "" {
+			switch {
+			case c.State == fence.StateOn:
+				return fence.Effect{Refusal: &fence.Refusal{Reason: fence.ReasonTrip, Error: fmt.Sprintf(
+					"scope %s is held at its safe state: %s; send a fence-only command with reset once that is cleared", o.Scope, trip)}}
+			case c.Reset && stillTripped != "":
+				return fence.Effect{Refusal: &fence.Refusal{Reason: fence.ReasonTrip, Error: fmt.Sprintf(
+					"scope %s cannot be reset: %s", o.Scope, stillTripped)}}
+			case c.Reset:
+				e := fence.Plain(c)
+				e.Reset = true
+				return e
+			}
+		}
+		if veto != nil {
+			return fence.Effect{Refusal: veto}
+		}
+		if inner != nil {
+			return inner(rec)
+		}
+		return fence.Plain(c)
+	}
+}
+
+// stateRule is the effect rule of a pulse or an interlocked output's on;
+// nil for anything else. The scope's lock must be held.
+func (b *Bank) stateRule(o *output, c fence.Command) fencelog.Planner {
 	if o.Kind == KindPulse && c.Pulse > 0 {
 		// A pulse output is on only while it pulses.
-		return func(states map[string]fence.State) fence.Effect {
-			return fence.PulseEffect(c, states[o.Name] == fence.StateOn)
+		return func(rec fencelog.Scope) fence.Effect {
+			return fence.PulseEffect(c, rec.Output(o.Name).State == fence.StateOn)
 		}
 	}
 	if o.lock == nil || c.State != fence.StateOn {
@@ -1110,8 +1196,8 @@ func (b *Bank) planner(o *output, c fence.Command) fencelog.Planner {
 		pinOn[m] = err != nil || high == mo.level(fence.StateOn)
 	}
 	g := &o.lock.Interlock
-	return func(states map[string]fence.State) fence.Effect {
-		return g.Effect(c, func(a string) bool { return states[a] == fence.StateOn || pinOn[a] })
+	return func(rec fencelog.Scope) fence.Effect {
+		return g.Effect(c, func(a string) bool { return rec.Output(a).State == fence.StateOn || pinOn[a] })
 	}
 }
 
@@ -1154,6 +1240,132 @@ func (b *Bank) endPulse(o *output, p fence.Pulse, status, why string) (fencelog.
 		return rec, false
 	}
 	return rec, ok
+}
+
+// inputNames returns the inputs the bank's rules read.
+func (b *Bank) inputNames() []string {
+	var names []string
+	add := func(n string) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	for _, name := range b.order {
+		if r := b.outs[name].Requires; r != nil {
+			add(r.Input)
+		}
+	}
+	for _, sc := range b.scopes {
+		if sc.trip != nil {
+			add(sc.trip.Input)
+		}
+	}
+	return names
+}
+
+// AttachInputs gets every input the bank's rules read (input returns it
+// by name). Call it before Start.
+func (b *Bank) AttachInputs(input func(name string) (Input, error)) error {
+	b.inputs = map[string]Input{}
+	for _, name := range b.inputNames() {
+		in, err := input(name)
+		if err != nil {
+			return fmt.Errorf("actuator: input %s: %w", name, err)
+		}
+		b.inputs[name] = in
+	}
+	return nil
+}
+
+// level reads input name; an input that cannot be read is an error.
+func (b *Bank) level(name string) (bool, error) {
+	in := b.inputs[name]
+	if in == nil {
+		return false, errors.New("not attached")
+	}
+	return in.Level()
+}
+
+// vetoOf returns the refusal of an on for o, whose Requires is set, if
+// its input is not at the level (or cannot be read); nil if it is.
+func (b *Bank) vetoOf(o *output) *fence.Refusal {
+	r := o.Requires
+	high, err := b.level(r.Input)
+	switch {
+	case err != nil:
+		return &fence.Refusal{Reason: fence.ReasonInterlock, Error: fmt.Sprintf("interlock: %s cannot be read (%v); %s needs %s to come on", r.Input, err, o.Name, r)}
+	case high != r.High:
+		return &fence.Refusal{Reason: fence.ReasonInterlock, Error: fmt.Sprintf("interlock: %s; %s needs %s to come on", InputLevel{r.Input, high}, o.Name, r)}
+	}
+	return nil
+}
+
+// tripping says why sc's trip holds it now ("" if its input is not at
+// its trip level, or sc has no trip): an input that cannot be read holds
+// it too.
+func (b *Bank) tripping(sc *scope) string {
+	if sc.trip == nil {
+		return ""
+	}
+	high, err := b.level(sc.trip.Input)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("trip input %s cannot be read: %v", sc.trip.Input, err)
+	case high == sc.trip.High:
+		return "trip: " + sc.trip.String()
+	}
+	return ""
+}
+
+// InputChanged tells the bank that input name is now at level high: a
+// scope it trips goes to its safe state and is held there. The board
+// calls it (through the service) for every change.
+func (b *Bank) InputChanged(name string, high bool) {
+	for _, sc := range b.scopes {
+		if sc.trip != nil && sc.trip.Input == name && sc.trip.High == high {
+			sc.lock(context.Background())
+			b.tripScope(sc)
+			sc.unlock()
+		}
+	}
+}
+
+// tripScope records sc tripped, with its outputs at the safe state,
+// drives them, and publishes the scope, if its trip input is at its trip
+// level and it is not tripped already. The scope's lock must be held.
+func (b *Bank) tripScope(sc *scope) {
+	why := b.tripping(sc)
+	if why == "" {
+		return
+	}
+	rec, err := b.log.Scope(sc.name)
+	if err != nil {
+		b.opts.Logger.Error("trip: read scope", "scope", sc.name, "err", err)
+		return
+	}
+	if rec.Trip() != "" {
+		return
+	}
+	safe := sc.safe.State
+	if safe == fence.StateNone {
+		safe = fence.StateOff
+	}
+	var sets []fence.Set
+	var changes []fencelog.StateChange
+	for _, o := range sc.members {
+		if o.Kind == KindPulse || rec.Output(o.Name).State == safe {
+			continue
+		}
+		sets = append(sets, fence.Set{Actuator: o.Name, State: safe})
+		changes = append(changes, fencelog.StateChange{Scope: sc.name, Actuator: o.Name, State: safe, Holder: "trip", Why: why, Outcome: fencelog.OutcomeTrip})
+	}
+	b.opts.Logger.Warn("scope tripped to its safe state; a reset command releases it once the input is cleared", "scope", sc.name, "why", why)
+	if err := b.log.SetTrip(sc.name, why, changes); err != nil {
+		b.opts.Logger.Error("trip: record", "scope", sc.name, "err", err)
+		return
+	}
+	b.driveSets(sets, why)
+	b.changed(sc)
 }
 
 // onFor notes that o was driven to s, on for elapsed already (0: from
@@ -1284,6 +1496,12 @@ func (b *Bank) setStates(sc *scope, sets []fence.Set, outcome fence.Outcome, why
 		b.opts.Logger.Error("record states", "scope", sc.name, "why", why, "err", err)
 		return
 	}
+	b.driveSets(sets, why)
+	b.changed(sc)
+}
+
+// driveSets drives sets, offs first. The scope's lock must be held.
+func (b *Bank) driveSets(sets []fence.Set, why string) {
 	for _, pass := range []fence.State{fence.StateOff, fence.StateOn} {
 		for _, set := range sets {
 			if set.State != pass {
@@ -1294,7 +1512,6 @@ func (b *Bank) setStates(sc *scope, sets []fence.Set, outcome fence.Outcome, why
 			}
 		}
 	}
-	b.changed(sc)
 }
 
 // Stop ends the running pulses now, at rest, recorded as interrupted, and
@@ -1390,6 +1607,7 @@ func (b *Bank) Statuses() ([]Status, error) {
 		}
 		for _, o := range sc.members {
 			st := Status{Output: rec.Output(o.Name), PinName: o.PinName, ActiveLow: o.ActiveLow, Kind: o.Kind}
+			st.Trip = rec.Trip()
 			if sc.safe.After > 0 && !sc.alive.IsZero() {
 				d := &DeadmanStatus{Safe: sc.safe, Tripped: sc.tripped}
 				if !sc.tripped {

@@ -123,12 +123,16 @@ type Command struct {
 	// action, not a state: it is carried out once, never again for a
 	// redelivery, and never resumed after a restart.
 	Pulse time.Duration
+	// Reset, on a fence-only command, asks the gateway to release its
+	// scope from a trip (an input that sent it to its safe state), if the
+	// input is no longer at its trip level.
+	Reset bool
 }
 
 // Equal reports whether c and d are the same command, signature included.
 func (c Command) Equal(d Command) bool {
 	return c.ID == d.ID && c.Holder == d.Holder && c.Actuator == d.Actuator && c.Fence == d.Fence &&
-		c.State == d.State && c.Pulse == d.Pulse && c.Signer == d.Signer && bytes.Equal(c.Sig, d.Sig) && (c.Sig == nil) == (d.Sig == nil)
+		c.State == d.State && c.Pulse == d.Pulse && c.Reset == d.Reset && c.Signer == d.Signer && bytes.Equal(c.Sig, d.Sig) && (c.Sig == nil) == (d.Sig == nil)
 }
 
 // Outcome is the answer class of a command.
@@ -313,6 +317,7 @@ const (
 	ReasonInterlock       = "interlock"        // another member of its interlock is on
 	ReasonTokenJump       = "token-jump"       // the token is more than the scope's max_token_jump above its fence
 	ReasonBusy            = "busy"             // a pulse output is pulsing
+	ReasonTrip            = "trip"             // the scope is held at its safe state by an input's trip
 	// Signed commands (package sign).
 	ReasonUnsigned      = "unsigned"       // the actuator takes signed commands only
 	ReasonUnknownSigner = "unknown-signer" // the signer is not a configured controller
@@ -403,6 +408,8 @@ type Effect struct {
 	Refusal *Refusal
 	// Pulse is the width of the pulse the one Set starts; 0 if none.
 	Pulse time.Duration
+	// Reset releases the scope from its trip.
+	Reset bool
 }
 
 // Plain is the effect of a command outside any interlock: it sets its own

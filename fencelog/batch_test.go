@@ -23,7 +23,8 @@ func TestAdmitBatchIsAdmitInSequence(t *testing.T) {
 				if c.State != fence.StateOn {
 					return nil
 				}
-				return func(states map[string]fence.State) fence.Effect {
+				return func(rec Scope) fence.Effect {
+					states := rec.States()
 					return g.Effect(c, func(a string) bool { return states[a] == fence.StateOn })
 				}
 			}

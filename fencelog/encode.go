@@ -14,8 +14,8 @@ import (
 // rewrites its scope's record, window of recent commands included, and
 // json.Marshal took a sixth of the gateway's CPU under load.
 func encodeScope(rec scopeRecord) ([]byte, error) {
-	if rec.hasPulse() {
-		return json.Marshal(rec) // a pulse output's scope: rare enough
+	if rec.hasPulse() || rec.Trip != "" {
+		return json.Marshal(rec) // a pulse output's scope, a tripped one: rare enough
 	}
 	b := make([]byte, 0, 128+len(rec.Recent)*96+len(rec.Outputs)*96)
 	b = append(b, `{"fence":`...)

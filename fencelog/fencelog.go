@@ -118,6 +118,10 @@ const OutcomePulse fence.Outcome = "pulse"
 // connection was lost. The fence is not touched.
 const OutcomeSafe fence.Outcome = "safe"
 
+// OutcomeTrip marks an audit entry for an output a scope's trip input
+// sent to its safe state. The fence is not touched.
+const OutcomeTrip fence.Outcome = "trip"
+
 // OutcomeMaxOn marks an audit entry for an output switched off because it
 // had been on for its max_on. The fence is not touched.
 const OutcomeMaxOn fence.Outcome = "max-on"
@@ -261,12 +265,15 @@ func (s Scope) States() map[string]fence.State {
 	return m
 }
 
-// Planner decides the effect of an admitted command from the recorded
-// states of its scope (actuator → state). Admit calls it inside the
-// transaction that records the effect, so the states it sees are the ones
-// the effect is recorded over. It must be a pure function of its argument
-// and what it captured.
-type Planner func(states map[string]fence.State) fence.Effect
+// Planner decides the effect of an admitted command from its scope's
+// record. Admit calls it inside the transaction that records the effect,
+// so the record it sees is the one the effect is recorded over. It must
+// be a pure function of its argument and what it captured.
+type Planner func(rec Scope) fence.Effect
+
+// Trip returns why the scope is held at its safe state by a trip; "" if
+// it is not.
+func (s Scope) Trip() string { return s.rec.Trip }
 
 // StateChange is one state that SetStates records.
 type StateChange struct {
@@ -326,6 +333,9 @@ type scopeRecord struct {
 	Fence   fence.Fence             `json:"fence"`
 	Recent  []fence.AppliedCommand  `json:"recent,omitempty"`
 	Outputs map[string]outputRecord `json:"outputs,omitempty"`
+	// Trip, if set, says why the scope is held at its safe state by an
+	// input's trip, until a reset command releases it.
+	Trip string `json:"trip,omitempty"`
 }
 
 type outputRecord struct {
@@ -709,15 +719,18 @@ func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Adm
 			if d.Outcome == fence.Applied {
 				plan := reqs[i].Plan
 				if plan == nil {
-					plan = func(map[string]fence.State) fence.Effect { return fence.Plain(c) }
+					plan = func(Scope) fence.Effect { return fence.Plain(c) }
 				}
-				eff = plan(Scope{scope, rec.Fence, rec}.States())
+				eff = plan(Scope{scope, rec.Fence, rec})
 				if i > 0 {
 					// The admissions before this one keep the outputs they saw.
 					rec.Outputs = maps.Clone(rec.Outputs)
 				}
 				rec.Fence = c.Fence
 				rec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)
+				if eff.Reset {
+					rec.Trip = ""
+				}
 				if eff.Refusal == nil {
 					now := l.opts.Now().UTC()
 					for _, set := range eff.Sets {
@@ -760,11 +773,20 @@ func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Adm
 
 // SetStates records states without touching any fence, in one fsynced
 // transaction; it is how the boot rule records what it decided.
-func (l *Log) SetStates(changes []StateChange) error {
+func (l *Log) SetStates(changes []StateChange) error { return l.setStates(changes, "", "") }
+
+// SetTrip records that scope is held at its safe state by a trip, why,
+// together with the states the trip sets, in one fsynced transaction; the
+// fence is not touched. A command with fence.Effect.Reset releases it.
+func (l *Log) SetTrip(scope, why string, changes []StateChange) error {
+	return l.setStates(changes, scope, why)
+}
+
+func (l *Log) setStates(changes []StateChange, tripScope, trip string) error {
 	if err := l.writable(); err != nil {
 		return err
 	}
-	if len(changes) == 0 {
+	if len(changes) == 0 && trip == "" {
 		return nil
 	}
 	pending := l.takePending()
@@ -772,6 +794,14 @@ func (l *Log) SetStates(changes []StateChange) error {
 		now := l.opts.Now().UTC()
 		recs := map[string]scopeRecord{}
 		var audit []Entry
+		if trip != "" {
+			rec, err := l.txScope(tx, tripScope)
+			if err != nil {
+				return err
+			}
+			rec.Trip = trip
+			recs[tripScope] = rec
+		}
 		for _, ch := range changes {
 			rec, ok := recs[ch.Scope]
 			if !ok {
@@ -1034,7 +1064,7 @@ func (l *Log) Audit(n int) ([]Entry, error) { return l.FindAudit(AuditQuery{Limi
 // AuditOutcomes are the outcomes an audit entry may have: the answers'
 // and the gateway's own actions (boot, moved, interlock).
 var AuditOutcomes = []fence.Outcome{fence.Applied, fence.Duplicate, fence.Stale, fence.Rejected, fence.Failed,
-	OutcomeBoot, OutcomeMoved, OutcomeInterlock, OutcomePulse, OutcomeSafe, OutcomeMaxOn}
+	OutcomeBoot, OutcomeMoved, OutcomeInterlock, OutcomePulse, OutcomeSafe, OutcomeMaxOn, OutcomeTrip}
 
 // AuditQuery selects audit entries. Empty fields select everything.
 type AuditQuery struct {

@@ -465,7 +465,8 @@ func TestAdmitEffects(t *testing.T) {
 	l, path := openLog(t, nil)
 	g := &fence.Interlock{Name: "vent", Members: []string{"open", "close"}}
 	plan := func(c fence.Command) Planner {
-		return func(states map[string]fence.State) fence.Effect {
+		return func(rec Scope) fence.Effect {
+			states := rec.States()
 			return g.Effect(c, func(a string) bool { return states[a] == fence.StateOn })
 		}
 	}

@@ -139,6 +139,9 @@ type Actuator struct {
 	Why string `json:"why,omitempty"`
 	// Deadman is the scope's dead-man, if it has one with a time.
 	Deadman *Deadman `json:"deadman,omitempty"`
+	// Trip says why the scope is held at its safe state by an input's
+	// trip, until a reset command; omitted if it is not.
+	Trip string `json:"trip,omitempty"`
 }
 
 // Deadman is where a scope's dead-man stands.
@@ -301,7 +304,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func actuatorJSON(s actuator.Status) Actuator {
 	a := Actuator{Name: s.Actuator, Scope: s.Scope, Interlock: s.Interlock, Pin: s.PinName, State: s.State.String(),
-		Fence: s.Fence, ActiveLow: s.ActiveLow, Holder: s.Holder, Drives: s.Drives, Kind: string(s.Kind), Why: s.Why}
+		Fence: s.Fence, ActiveLow: s.ActiveLow, Holder: s.Holder, Drives: s.Drives, Kind: string(s.Kind), Why: s.Why, Trip: s.Trip}
 	if d := s.Deadman; d != nil {
 		a.Deadman = &Deadman{AfterMs: d.After.Milliseconds(), State: d.State.String(), LeftMs: d.Left.Milliseconds(), Tripped: d.Tripped}
 	}

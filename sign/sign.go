@@ -10,8 +10,8 @@
 // command id and the holder, in that order. Text fields are a 4-byte
 // big-endian length followed by their UTF-8 bytes; the state is "on", "off"
 // or "" (fence-only); token and seq are 8-byte big-endian unsigned
-// integers. A pulse command appends its pulse_ms, 8 bytes big-endian; a
-// command without one ends at the holder. docs/protocol.md specifies it byte by byte, with test vectors
+// integers. A pulse command appends its pulse_ms, 8 bytes big-endian, and
+// a reset command the byte 1; a command with neither ends at the holder. docs/protocol.md specifies it byte by byte, with test vectors
 // that a test of this package checks.
 //
 // # Keys
@@ -64,6 +64,9 @@ func Canonical(gatewayID string, c fence.Command) []byte {
 	b = appendText(b, c.Holder)
 	if c.Pulse > 0 {
 		b = binary.BigEndian.AppendUint64(b, uint64(c.Pulse.Milliseconds()))
+	}
+	if c.Reset {
+		b = append(b, 1)
 	}
 	return b
 }

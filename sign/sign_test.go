@@ -131,6 +131,7 @@ func TestCanonicalFields(t *testing.T) {
 		"id/holder cut": func() []byte { c := base; c.ID, c.Holder = "a", "b"; return sign.Canonical("gw", c) },
 		"holder":        func() []byte { c := base; c.Holder = "h"; return sign.Canonical("gw", c) },
 		"pulse":         func() []byte { c := base; c.Pulse = 500 * time.Millisecond; return sign.Canonical("gw", c) },
+		"reset":         func() []byte { c := base; c.Reset = true; return sign.Canonical("gw", c) },
 	}
 	p1, p2 := base, base
 	p1.Pulse, p2.Pulse = 500*time.Millisecond, 501*time.Millisecond

@@ -90,8 +90,13 @@ func decodeCommandRef(actuator string, payload []byte) (fence.Command, error) {
 			var ms uint64
 			ms, err = integer(key, raw, 1, MaxPulseMs)
 			c.Pulse = time.Duration(ms) * time.Millisecond
+		case "reset":
+			if string(raw) != "true" {
+				err = fmt.Errorf("reset must be true (or left out), got %s", abbrev(raw))
+			}
+			c.Reset = true
 		default:
-			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, holder, signer, sig)", key)
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, reset, holder, signer, sig)", key)
 		}
 		if err != nil {
 			return c, err
@@ -108,6 +113,9 @@ func decodeCommandRef(actuator string, payload []byte) (fence.Command, error) {
 	}
 	if seen["signer"] != seen["sig"] {
 		return c, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
+	}
+	if c.Reset && (seen["state"] || c.Pulse > 0) {
+		return c, errors.New("reset goes with a fence-only command (no state, no pulse_ms): it releases a tripped scope and drives nothing")
 	}
 	if c.Pulse > 0 {
 		if c.State == fence.StateOff {

@@ -111,6 +111,7 @@ func checkAgainstJSON(t *testing.T, payload []byte, c fence.Command) {
 		Signer *string      `json:"signer"`
 		Sig    *string      `json:"sig"`
 		Pulse  *json.Number `json:"pulse_ms"`
+		Reset  *bool        `json:"reset"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
@@ -138,6 +139,9 @@ func checkAgainstJSON(t *testing.T, payload []byte, c fence.Command) {
 	want := []string{str(w.ID), num(w.Token), num(w.Seq), state, str(w.Holder), str(w.Signer), num(w.Pulse)}
 	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
 		t.Fatalf("DecodeCommand(%q) read %q, encoding/json %q", payload, got, want)
+	}
+	if c.Reset != (w.Reset != nil && *w.Reset) {
+		t.Fatalf("DecodeCommand(%q) read reset %v, encoding/json %v", payload, c.Reset, w.Reset)
 	}
 	if c.Sig != nil && EncodeSig(c.Sig) != str(w.Sig) {
 		t.Fatalf("DecodeCommand(%q) read sig %x, encoding/json %q", payload, c.Sig, str(w.Sig))

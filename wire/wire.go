@@ -249,8 +249,13 @@ func decodeCommand(actuator string, payload []byte) (c fence.Command, idRead boo
 			var ms uint64
 			ms, err = integer(key, raw, 1, MaxPulseMs)
 			c.Pulse = time.Duration(ms) * time.Millisecond
+		case "reset":
+			if string(raw) != "true" {
+				err = fmt.Errorf("reset must be true (or left out), got %s", abbrev(raw))
+			}
+			c.Reset = true
 		default:
-			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, holder, signer, sig)", key)
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, reset, holder, signer, sig)", key)
 		}
 		if err != nil {
 			return c, idRead, err
@@ -267,6 +272,9 @@ func decodeCommand(actuator string, payload []byte) (c fence.Command, idRead boo
 	}
 	if seen["signer"] != seen["sig"] {
 		return c, idRead, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
+	}
+	if c.Reset && (seen["state"] || c.Pulse > 0) {
+		return c, idRead, errors.New("reset goes with a fence-only command (no state, no pulse_ms): it releases a tripped scope and drives nothing")
 	}
 	if c.Pulse > 0 {
 		if c.State == fence.StateOff {
@@ -427,6 +435,9 @@ func EncodeCommand(c fence.Command) []byte {
 		b = strconv.AppendInt(append(b, `,"pulse_ms":`...), c.Pulse.Milliseconds(), 10)
 	} else if s := c.State.String(); s != "" {
 		b = appendString(append(b, `,"state":`...), s)
+	}
+	if c.Reset {
+		b = append(b, `,"reset":true`...)
 	}
 	if c.Holder != "" {
 		b = appendString(append(b, `,"holder":`...), c.Holder)
