@@ -17,7 +17,6 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/boards/pinmap"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/internal/logtail"
@@ -38,7 +37,7 @@ const EnvCommitDelay = "FENCEGATE_COMMIT_DELAY"
 // MaxActuators is the number of outputs of the sim board, GPIO0 to GPIO27
 // and the lines of its expanders (boards.SimChipLines): the most
 // actuators one benchmarked gateway can have.
-var MaxActuators = 28 + len(boards.SimChipLines())
+var MaxActuators = 28 + len(pinmap.SimChipLines())
 
 // simOutput configures actuator a on the sim board's i-th output: the
 // header's pins first, then the expanders' lines.
@@ -47,7 +46,7 @@ func simOutput(a config.Actuator, i int) config.Actuator {
 		a.Pin = fmt.Sprintf("GPIO%d", i)
 		return a
 	}
-	a.Chip, a.Line, _ = pinmap.SplitChipLine(boards.SimChipLines()[i-28])
+	a.Chip, a.Line, _ = pinmap.SplitChipLine(pinmap.SimChipLines()[i-28])
 	return a
 }
 

@@ -150,7 +150,7 @@ func Check(o Options) (Report, error) {
 			}
 			seen[key] = true
 			if c, _, err := simLine(key); err == nil {
-				r.warn(i, c.family(), l.ActiveLow)
+				r.warn(i, c.Family(), l.ActiveLow)
 			}
 		}
 		return r, nil

@@ -339,3 +339,44 @@ func ResolveModel(board string) (Model, error) {
 	}
 	return want, nil
 }
+
+// SimChip is a GPIO chip of the sim board besides the header's: an I²C
+// expander, as the kernel would expose it.
+type SimChip struct {
+	Label string // as the kernel labels it, with the I²C address after @
+	Name  string // gpiochipN
+	Lines []string
+}
+
+// Family is the chip's driver name, which PowerOnOf knows.
+func (c SimChip) Family() string { return strings.SplitN(c.Label, "@", 2)[0] }
+
+// SimChips are the sim board's expanders: four MCP23017s (16 lines each,
+// named as on the chip's pinout, as gpio-line-names in a device-tree
+// overlay would name them) and one PCF8574 (8 lines), so that a simulated
+// gateway can have 64 actuators and more, and `gateway check` shows the
+// PCF857x's power-on warning.
+var SimChips = func() []SimChip {
+	mcp := []string{"GPA0", "GPA1", "GPA2", "GPA3", "GPA4", "GPA5", "GPA6", "GPA7",
+		"GPB0", "GPB1", "GPB2", "GPB3", "GPB4", "GPB5", "GPB6", "GPB7"}
+	pcf := []string{"P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7"}
+	return []SimChip{
+		{"mcp23017@20", "gpiochip1", mcp},
+		{"mcp23017@21", "gpiochip2", mcp},
+		{"mcp23017@22", "gpiochip3", mcp},
+		{"mcp23017@23", "gpiochip4", mcp},
+		{"pcf8574@27", "gpiochip5", pcf},
+	}
+}()
+
+// SimChipLines returns the canonical names of every line of the sim
+// board's expanders, chip by chip ("mcp23017@20:0", …).
+func SimChipLines() []string {
+	var out []string
+	for _, c := range SimChips {
+		for i := range c.Lines {
+			out = append(out, c.Label+":"+strconv.Itoa(i))
+		}
+	}
+	return out
+}

@@ -20,7 +20,7 @@ func TestDeadmanProcess(t *testing.T) {
 	if res := g.ctl.Send(t, on); res.Outcome != fence.Applied {
 		t.Fatalf("on answered %+v", res)
 	}
-	st := g.ctl.State(t, "pump", func(o fence.Output) bool { return o.State == fence.StateOff })
+	st := g.ctl.State(t, "pump", func(o fence.Output) bool { return o.State == fence.StateOff && o.Holder == "safe" })
 	if st.Fence != on.Fence || st.Holder != "safe" || !strings.Contains(st.Why, "dead-man: no command raised scope pump's fence for 700ms") {
 		t.Errorf("retained state after the dead-man = %+v, want off at %v, why dead-man", st, on.Fence)
 	}
