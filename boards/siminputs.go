@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gofrs/flock"
-
 	"github.com/fencegate/fencegate/boards/pinmap"
 )
 
@@ -73,11 +71,11 @@ func SetSimInput(path, pin string, high bool) error {
 	if err != nil {
 		return err
 	}
-	l := flock.New(path+".lock", flock.SetPermissions(0o640))
-	if err := l.Lock(); err != nil {
-		return fmt.Errorf("boards: sim inputs: lock %s: %w", l.Path(), err)
+	unlock, err := lockFile(path + ".lock")
+	if err != nil {
+		return fmt.Errorf("boards: sim inputs: lock %s: %w", path+".lock", err)
 	}
-	defer l.Unlock()
+	defer unlock()
 	m, err := ReadSimInputs(path)
 	if err != nil {
 		return fmt.Errorf("%w (fix or remove the file)", err)

@@ -97,14 +97,26 @@ func TestSimInputFile(t *testing.T) {
 }
 
 // Writers in several processes take turns: none loses another's level.
-// Each child process (this test binary again) sets its own line 20 times,
-// ending high; every line must end high.
+// Each child process (this test binary again) sets its own line 200
+// times, ending high, and sees the level it set last in the file each
+// time; every line must end high.
 func TestSimInputWritersTakeTurns(t *testing.T) {
 	if path := os.Getenv("FENCEGATE_SET_SIM_INPUT"); path != "" {
 		pin := os.Getenv("FENCEGATE_SET_SIM_PIN")
-		for i := range 20 {
+		for { // all start together, once the parent says go
+			if _, err := os.Stat(path + ".go"); err == nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for i := range 200 {
 			if err := SetSimInput(path, pin, i%2 == 1); err != nil {
 				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			// Nobody else sets this line: it keeps the level set last.
+			if m, err := ReadSimInputs(path); err != nil || m[pin] != (i%2 == 1) {
+				fmt.Fprintf(os.Stderr, "set %s %v (write %d), then the file had %v, %v: another writer lost it\n", pin, i%2 == 1, i+1, m, err)
 				os.Exit(1)
 			}
 		}
@@ -116,11 +128,19 @@ func TestSimInputWritersTakeTurns(t *testing.T) {
 	for _, pin := range pins {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSimInputWritersTakeTurns$")
 		cmd.Env = append(os.Environ(), "FENCEGATE_SET_SIM_INPUT="+path, "FENCEGATE_SET_SIM_PIN="+pin)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
 		wg.Go(func() {
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Errorf("child setting %s: %v\n%s", pin, err, out)
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("child setting %s: %v\n%s", pin, err, out.String())
 			}
 		})
+	}
+	if err := os.WriteFile(path+".go", nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	wg.Wait()
 	m, err := ReadSimInputs(path)
