@@ -3,16 +3,20 @@
 // kernel's character device. It decides which board a configuration
 // means ([Open]) and owns the rules every board shares: the pin names
 // (package pinmap, which needs nothing but the standard library) and where
-// the sim board keeps its levels ([LatchPath]).
+// the sim board keeps its levels ([LatchPath], [InputPath]).
 //
 // Every board hands out its outputs as [actuator.Pin]: the one pin
-// interface, defined by the package that drives outputs.
+// interface, defined by the package that drives outputs. Its inputs
+// ([Options.Inputs]) are [Input]s, and their changes, debounced, reach
+// [Options.OnInput].
 package boards
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/boards/pinmap"
@@ -23,6 +27,9 @@ import (
 // board name, another Raspberry Pi model, no GPIO chip or line where the
 // model has them. A restart cannot change that.
 var ErrBoard = errors.New("boards: the configured board is not here")
+
+// errClosed is what a pin or an input of a closed board says.
+var errClosed = errors.New("the board is closed")
 
 // boardError keeps an error's message and makes it match ErrBoard.
 type boardError struct{ error }
@@ -42,8 +49,13 @@ func notHere(err error) error {
 type Board interface {
 	// Pin returns an opened output by any name pinmap.Canonical accepts.
 	Pin(name string) (actuator.Pin, error)
-	// Close releases the board's lines. A real board leaves them at their
-	// last level, as the kernel does.
+	// Input returns an opened input (one of Options.Inputs) by any name
+	// pinmap.Canonical accepts.
+	Input(name string) (Input, error)
+	// Close releases the board's lines. A real board leaves its outputs at
+	// their last level, as the kernel does. It stops the inputs: once it
+	// has returned, Options.OnInput is not called again (so OnInput must
+	// not call Close, which waits for it).
 	Close() error
 	// String describes the board for people: its model, chip or latch.
 	String() string
@@ -62,15 +74,77 @@ type Line struct {
 	ActiveLow bool
 }
 
+// Pull is an input line's bias: the resistor that holds it at a level
+// while nothing drives it.
+type Pull string
+
+// The pulls an input may have.
+const (
+	PullNone Pull = "none" // no resistor: the line floats unless driven
+	PullUp   Pull = "up"
+	PullDown Pull = "down"
+)
+
+// Edge says which changes of an input are reported.
+type Edge string
+
+// The edges an input may report.
+const (
+	EdgeBoth    Edge = "both"
+	EdgeRising  Edge = "rising"  // low to high
+	EdgeFalling Edge = "falling" // high to low
+)
+
+// InputLine is one input to open.
+type InputLine struct {
+	// Pin is any name pinmap.Canonical accepts (header pin or chip line).
+	Pin string
+	// Pull is the line's bias; "" means PullNone.
+	Pull Pull
+	// Debounce is how long a new level must last before it counts: a
+	// shorter pulse is never reported, and Level keeps the old level
+	// meanwhile. 0 means none. On the Raspberry Pi it is the kernel's
+	// (GPIO_V2_LINE_ATTR_ID_DEBOUNCE, in whole microseconds).
+	Debounce time.Duration
+	// Edge says which changes reach OnInput; "" means EdgeBoth. Level
+	// follows every change whatever Edge says.
+	Edge Edge
+}
+
+// InputEvent is a reported change of an input's (debounced) level.
+type InputEvent struct {
+	Input int  // index in Options.Inputs
+	High  bool // the new level
+	// At is when the board saw the change: on the Raspberry Pi the
+	// kernel's timestamp (of the edge, or of the end of the debounce
+	// period), converted to a time.Time that carries a monotonic reading.
+	At time.Time
+}
+
+// Input is an opened input line.
+type Input interface {
+	// Level returns the input's debounced level now.
+	Level() (high bool, err error)
+}
+
 // Options configure Open.
 type Options struct {
 	// Board is the configuration's board name (pinmap.Boards).
 	Board string
-	// Store is the fence store's file; the sim board keeps its latch next
-	// to it (LatchPath).
+	// Store is the fence store's file; the sim board keeps its latch
+	// (LatchPath) and its inputs (InputPath) next to it.
 	Store string
 	// Lines are the outputs to open, at their initial levels.
 	Lines []Line
+	// Inputs are the inputs to open. A line is an input or an output,
+	// never both.
+	Inputs []InputLine
+	// OnInput, if not nil, is called for every reported change of an
+	// input (InputLine.Edge), in order for each input, never for the level
+	// an input has when it is opened (read that with Level). It is called
+	// from a goroutine of the board, never concurrently with itself, and
+	// must not block long: the board's inputs wait for it.
+	OnInput func(InputEvent)
 }
 
 // Open opens the board a configuration names, with the given lines at
@@ -78,6 +152,15 @@ type Options struct {
 func Open(o Options) (Board, error) {
 	switch {
 	case o.Board == pinmap.Sim:
+		ins, err := simInputLines(o.Lines, o.Inputs)
+		if err != nil {
+			return nil, err
+		}
+		if len(ins) > 0 {
+			if _, err := ReadSimInputs(InputPath(o.Store)); err != nil {
+				return nil, err
+			}
+		}
 		s, err := OpenSim(LatchPath(o.Store))
 		if err != nil {
 			return nil, err
@@ -85,13 +168,19 @@ func Open(o Options) (Board, error) {
 		if err := s.SetLevels(o.Lines); err != nil {
 			return nil, err
 		}
+		if len(ins) > 0 {
+			if err := s.openInputs(InputPath(o.Store), ins, o.OnInput, realInputClock()); err != nil {
+				s.Close()
+				return nil, err
+			}
+		}
 		return s, nil
 	case pinmap.IsRaspberryPi(o.Board):
 		model, err := pinmap.ResolveModel(o.Board)
 		if err != nil {
 			return nil, notHere(err)
 		}
-		return OpenRaspberryPi(model, o.Lines)
+		return openRaspberryPi(model, o)
 	}
 	return nil, notHere(fmt.Errorf("boards: unknown board %q (want one of %s)", o.Board, strings.Join(pinmap.Boards(), ", ")))
 }
@@ -99,6 +188,57 @@ func Open(o Options) (Board, error) {
 // LatchPath returns the sim board's latch file for a fence store: next to
 // it, named after it, so that the levels stay with the record they follow.
 func LatchPath(store string) string { return store + ".pins" }
+
+// InputPath returns the sim board's input file for a fence store, next to
+// its latch: {"GPIO5":"high"}. SetSimInput writes it; a line it has no
+// level for is at its pull's level.
+func InputPath(store string) string { return store + ".inputs" }
+
+// inputLine is an InputLine checked, with its defaults filled in.
+type inputLine struct {
+	InputLine
+	name  string // canonical
+	index int    // in Options.Inputs
+}
+
+// checkInput checks an input's settings (not its pin) and fills in the
+// defaults.
+func checkInput(i int, in InputLine) (InputLine, error) {
+	switch in.Pull {
+	case "":
+		in.Pull = PullNone
+	case PullNone, PullUp, PullDown:
+	default:
+		return in, fmt.Errorf("boards: input %d (%s): pull %q (want %s, %s or %s)", i, in.Pin, in.Pull, PullNone, PullUp, PullDown)
+	}
+	switch in.Edge {
+	case "":
+		in.Edge = EdgeBoth
+	case EdgeBoth, EdgeRising, EdgeFalling:
+	default:
+		return in, fmt.Errorf("boards: input %d (%s): edge %q (want %s, %s or %s)", i, in.Pin, in.Edge, EdgeBoth, EdgeRising, EdgeFalling)
+	}
+	if in.Debounce < 0 || in.Debounce > maxDebounce {
+		return in, fmt.Errorf("boards: input %d (%s): debounce %v (want 0, none, to %v)", i, in.Pin, in.Debounce, maxDebounce)
+	}
+	return in, nil
+}
+
+// maxDebounce is the longest debounce period the kernel takes: a 32-bit
+// count of microseconds.
+const maxDebounce = math.MaxUint32 * time.Microsecond
+
+// reports says whether a change to high (or low) is reported for an input
+// with this edge.
+func (e Edge) reports(high bool) bool {
+	return e == EdgeBoth || (e == EdgeRising) == high
+}
+
+// bothWays is the error for a line opened as an input and an output: both
+// as configured, and which line they are.
+func bothWays(input, output, line string) error {
+	return fmt.Errorf("boards: input %s and output %s are the same line, %s: a line is an input or an output, not both", input, output, line)
+}
 
 // Both boards and their pins, checked against the interfaces on every
 // platform this package builds for: the Raspberry Pi's stub on macOS and
@@ -108,6 +248,8 @@ var (
 	_ Board        = (*RaspberryPi)(nil)
 	_ actuator.Pin = (*simPin)(nil)
 	_ actuator.Pin = (*rpiPin)(nil)
+	_ Input        = (*simInput)(nil)
+	_ Input        = (*rpiInput)(nil)
 )
 
 // Report is what Check found.
@@ -138,17 +280,20 @@ func Check(o Options) (Report, error) {
 		if _, err := ReadLatch(path); err != nil {
 			return Report{}, err
 		}
-		r := Report{Board: "sim board, latch " + path}
-		seen := map[string]bool{}
-		for i, l := range o.Lines {
-			key, err := simCanonical(l.Pin)
-			if err != nil {
+		if _, err := simInputLines(o.Lines, o.Inputs); err != nil {
+			return Report{}, err
+		}
+		if len(o.Inputs) > 0 {
+			if _, err := ReadSimInputs(InputPath(o.Store)); err != nil {
 				return Report{}, err
 			}
-			if seen[key] {
-				return Report{}, fmt.Errorf("boards: %s is opened twice", pinmap.Describe(key))
-			}
-			seen[key] = true
+		}
+		r := Report{Board: "sim board, latch " + path}
+		if len(o.Inputs) > 0 {
+			r.Board += ", inputs " + InputPath(o.Store)
+		}
+		for i, l := range o.Lines {
+			key, _ := simCanonical(l.Pin) // simInputLines checked it
 			if c, _, err := simLine(key); err == nil {
 				r.warn(i, c.Family(), l.ActiveLow)
 			}
@@ -159,7 +304,7 @@ func Check(o Options) (Report, error) {
 		if err != nil {
 			return Report{}, notHere(err)
 		}
-		return checkRaspberryPi(model, o.Lines)
+		return checkRaspberryPi(model, o)
 	}
 	return Report{}, notHere(fmt.Errorf("boards: unknown board %q (want one of %s)", o.Board, strings.Join(pinmap.Boards(), ", ")))
 }

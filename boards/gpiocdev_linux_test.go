@@ -27,6 +27,7 @@ func TestGPIOUAPILayout(t *testing.T) {
 		config gpioV2LineConfig
 		req    gpioV2LineRequest
 		values gpioV2LineValues
+		event  gpioV2LineEvent
 	)
 	for _, c := range []struct {
 		what      string
@@ -50,6 +51,12 @@ func TestGPIOUAPILayout(t *testing.T) {
 		{"offsetof(gpio_v2_line_request, fd)", unsafe.Offsetof(req.fd), 588},
 		{"sizeof(struct gpio_v2_line_values)", unsafe.Sizeof(values), 16},
 		{"offsetof(gpio_v2_line_values, mask)", unsafe.Offsetof(values.mask), 8},
+		{"sizeof(struct gpio_v2_line_event)", unsafe.Sizeof(event), 48},
+		{"offsetof(gpio_v2_line_event, id)", unsafe.Offsetof(event.id), 8},
+		{"offsetof(gpio_v2_line_event, offset)", unsafe.Offsetof(event.offset), 12},
+		{"offsetof(gpio_v2_line_event, seqno)", unsafe.Offsetof(event.seqno), 16},
+		{"offsetof(gpio_v2_line_event, line_seqno)", unsafe.Offsetof(event.lineSeqno), 20},
+		{"offsetof(gpio_v2_line_event, padding)", unsafe.Offsetof(event.padding), 24},
 		{"GPIO_V2_GET_LINE_IOCTL", gpioV2GetLineIoctl, 0xc250b407},
 		{"GPIO_V2_LINE_GET_VALUES_IOCTL", gpioV2GetValuesIoctl, 0xc010b40e},
 		{"GPIO_V2_LINE_SET_VALUES_IOCTL", gpioV2SetValuesIoctl, 0xc010b40f},

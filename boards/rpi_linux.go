@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"periph.io/x/conn/v3/driver/driverreg"
 	"periph.io/x/host/v3/gpioioctl"
@@ -15,25 +16,37 @@ import (
 	"github.com/fencegate/fencegate/boards/pinmap"
 )
 
-// RaspberryPi is an open set of output lines on a Raspberry Pi, driven
-// through the kernel's GPIO character device, which also works on the
-// Pi 5's RP1 chip and on any other GPIO chip the kernel exposes (I²C and
-// SPI expanders). periph's gpioioctl driver finds the chips (by label,
-// name or path) and the lines' offsets (by name); the lines are requested
-// here (gpiocdev_linux.go), because periph's request cannot carry their
-// initial levels.
+// RaspberryPi is an open set of output and input lines on a Raspberry
+// Pi, driven and read through the kernel's GPIO character device, which
+// also works on the Pi 5's RP1 chip and on any other GPIO chip the kernel
+// exposes (I²C and SPI expanders). periph's gpioioctl driver finds the
+// chips (by label, name or path) and the lines' offsets (by name); the
+// lines are requested here (gpiocdev_linux.go), because periph's request
+// cannot carry their initial levels.
 //
 // The outputs of each chip are requested in one line request. Levels are
 // written with SET_VALUES and read back with GET_VALUES on that request,
 // never with periph's GPIOLine.Read, which would turn an output into an
 // input with a pull-up and drop a relay.
+//
+// The inputs of each chip are requested in another, with their bias, the
+// kernel's debounce and edge detection; a goroutine for each reads the
+// request's edge events and reports the changes (Options.OnInput). Level
+// reads an input with GET_VALUES on its request.
 type RaspberryPi struct {
 	Model pinmap.Model
 	Chip  string // the label of the GPIO chip carrying the header's lines
 
-	mu    sync.Mutex         // serialises Out, Level and Close on reqs
-	reqs  []*heldRequest     // one per chip; req nil after Close
-	index map[string]lineRef // canonical name → its request and bit
+	mu      sync.Mutex         // serialises Out, Level and Close on reqs and ins
+	reqs    []*heldRequest     // one per chip; req nil after Close
+	index   map[string]lineRef // canonical name → its request and bit
+	ins     []*heldRequest     // the input requests, one per chip
+	inIndex map[string]lineRef // canonical name → its input request and bit
+
+	onInput   func(InputEvent)
+	deliverMu sync.Mutex  // serialises onInput
+	closed    atomic.Bool // set by Close: no more onInput
+	watchers  sync.WaitGroup
 }
 
 // heldRequest is one chip's line request.
@@ -60,11 +73,18 @@ var initErr error
 // active-low output, whose high is off, and most for two of them in one
 // interlock (a motor's two directions on solid-state relays or an H-bridge).
 func OpenRaspberryPi(model pinmap.Model, outs []Line) (*RaspberryPi, error) {
-	header, groups, err := resolveLines(model, outs)
+	return openRaspberryPi(model, Options{Lines: outs})
+}
+
+// openRaspberryPi requests o's outputs (as OpenRaspberryPi) and inputs, and
+// starts reporting the inputs' changes to o.OnInput. Every line is found
+// before any is requested.
+func openRaspberryPi(model pinmap.Model, o Options) (*RaspberryPi, error) {
+	header, groups, inGroups, err := resolveLines(model, o.Lines, o.Inputs)
 	if err != nil {
 		return nil, err
 	}
-	p := &RaspberryPi{Model: model, Chip: header.Label(), index: map[string]lineRef{}}
+	p := &RaspberryPi{Model: model, Chip: header.Label(), index: map[string]lineRef{}, inIndex: map[string]lineRef{}, onInput: o.OnInput}
 	for _, g := range groups {
 		req, err := requestOutputs(g.chip.Path(), g.offsets, g.high)
 		if err != nil {
@@ -76,99 +96,200 @@ func OpenRaspberryPi(model pinmap.Model, outs []Line) (*RaspberryPi, error) {
 		}
 		p.reqs = append(p.reqs, &heldRequest{chip: g.chip.Label(), req: req})
 	}
+	var watches []func()
+	for _, g := range inGroups {
+		req, err := requestInputs(g.chip.Path(), g.offsets, g.settings())
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("boards: request inputs %s on %s: %w (is another program using these lines? does the chip give interrupts, for edge detection?)",
+				strings.Join(g.names, ", "), g.chip.Label(), err)
+		}
+		all := uint64(1)<<len(g.offsets) - 1
+		levels, err := req.get(all)
+		if err != nil {
+			req.close()
+			p.Close()
+			return nil, fmt.Errorf("boards: read inputs %s on %s: %w", strings.Join(g.names, ", "), g.chip.Label(), err)
+		}
+		for i, name := range g.names {
+			p.inIndex[name] = lineRef{req: len(p.ins), bit: 1 << i}
+		}
+		p.ins = append(p.ins, &heldRequest{chip: g.chip.Label(), req: req})
+		w := newInputWatch(g, levels)
+		watches = append(watches, func() { p.watch(req, w) })
+	}
+	// The goroutines start once every request is made: a failed open
+	// reports nothing.
+	for _, watch := range watches {
+		p.watchers.Add(1)
+		go watch()
+	}
 	return p, nil
 }
 
 // chipLines are the lines to request on one chip.
 type chipLines struct {
 	chip    *gpioioctl.GPIOChip
-	names   []string // canonical names, as Pin takes them
+	names   []string // canonical names, as Pin and Input take them
 	offsets []uint32
-	high    uint64
-	lines   []int // index in the lines resolveLines was given
+	high    uint64      // outputs: the initial levels
+	lines   []int       // outputs: index in the lines resolveLines was given
+	inputs  []inputLine // inputs
+}
+
+// settings are the inputs' settings, in request order.
+func (g *chipLines) settings() []InputLine {
+	s := make([]InputLine, len(g.inputs))
+	for i, in := range g.inputs {
+		s[i] = in.InputLine
+	}
+	return s
+}
+
+// lineFinder finds lines on model's GPIO chips and sees that none is
+// taken twice.
+type lineFinder struct {
+	model  pinmap.Model
+	header *gpioioctl.GPIOChip
+	taken  map[string]taker // chip path and offset → the line that took it
+	groups map[string]*chipLines
+}
+
+// taker is a line as configured.
+type taker struct {
+	name, pin string // canonical, as configured
+	input     bool
+}
+
+// find returns the chip and offset of the line pin names, and its group
+// (new ones are added to *groups). It refuses a line already taken.
+func (f *lineFinder) find(pin string, input bool, groups *[]*chipLines) (*chipLines, string, error) {
+	name, err := pinmap.Canonical(pin)
+	if err != nil {
+		return nil, "", err
+	}
+	chip, offset := f.header, -1
+	if chipRef, line, ok := pinmap.SplitChipLine(name); ok {
+		if chip, err = findChipRef(chipRef); err != nil {
+			return nil, "", err
+		}
+		n, byOffset := pinmap.LineOffset(line)
+		if !byOffset {
+			if gl := chip.ByName(line); gl != nil {
+				n = gl.Number()
+			} else {
+				n = -1
+			}
+		}
+		if n < 0 || n >= chip.LineCount() {
+			return nil, "", notHere(fmt.Errorf("boards: GPIO chip %s (%s) has no line %s (it has offsets 0 to %d; gpioinfo %s lists their names)",
+				chip.Label(), chip.Name(), line, chip.LineCount()-1, chip.Name()))
+		}
+		offset = n
+	} else if gl := f.header.ByName(name); gl != nil {
+		offset = gl.Number()
+	} else {
+		return nil, "", notHere(fmt.Errorf("boards: %s: chip %s has no line named %s", f.model.Name, f.header.Label(), name))
+	}
+	at := fmt.Sprintf("%s:%d", chip.Path(), offset)
+	if other, dup := f.taken[at]; dup {
+		line := fmt.Sprintf("offset %d of %s", offset, chip.Name())
+		switch {
+		case input && !other.input:
+			return nil, "", bothWays(pin, other.pin, line)
+		case !input && other.input:
+			return nil, "", bothWays(other.pin, pin, line)
+		}
+		return nil, "", fmt.Errorf("boards: %s and %s are the same line (%s)", pinmap.Describe(other.name), pinmap.Describe(name), line)
+	}
+	f.taken[at] = taker{name: name, pin: pin, input: input}
+	key := chip.Path()
+	if input {
+		key += " inputs"
+	}
+	g := f.groups[key]
+	if g == nil {
+		g = &chipLines{chip: chip}
+		f.groups[key] = g
+		*groups = append(*groups, g)
+	}
+	if len(g.offsets) == gpioV2LinesMax {
+		what := "outputs"
+		if input {
+			what = "inputs"
+		}
+		return nil, "", fmt.Errorf("boards: more than %d %s on GPIO chip %s; the kernel requests at most %d lines at once", gpioV2LinesMax, what, chip.Label(), gpioV2LinesMax)
+	}
+	g.names = append(g.names, name)
+	g.offsets = append(g.offsets, uint32(offset))
+	return g, name, nil
 }
 
 // resolveLines finds model's header chip and the chip and offset of every
-// line, grouped by chip in the order the lines come.
-func resolveLines(model pinmap.Model, lines []Line) (*gpioioctl.GPIOChip, []*chipLines, error) {
+// output and input, grouped by chip in the order the lines come: outputs
+// in groups, inputs in inGroups. No line may be taken twice.
+func resolveLines(model pinmap.Model, lines []Line, ins []InputLine) (_ *gpioioctl.GPIOChip, groups, inGroups []*chipLines, _ error) {
 	initOnce.Do(func() { _, initErr = driverreg.Init() })
 	if initErr != nil {
-		return nil, nil, fmt.Errorf("boards: periph: %w", initErr)
+		return nil, nil, nil, fmt.Errorf("boards: periph: %w", initErr)
 	}
 	header := findChip(model)
 	if header == nil {
-		return nil, nil, notHere(fmt.Errorf("boards: %s: no GPIO chip labelled %s (found %s); is /dev/gpiochip* readable by this user (group gpio)?",
+		return nil, nil, nil, notHere(fmt.Errorf("boards: %s: no GPIO chip labelled %s (found %s); is /dev/gpiochip* readable by this user (group gpio)?",
 			model.Name, strings.Join(model.Chips, " or "), chipList()))
 	}
-	var groups []*chipLines
-	byPath := map[string]*chipLines{}
-	taken := map[string]string{} // chip path and offset → the name that took it
+	f := &lineFinder{model: model, header: header, taken: map[string]taker{}, groups: map[string]*chipLines{}}
 	for i, l := range lines {
-		name, err := pinmap.Canonical(l.Pin)
+		g, _, err := f.find(l.Pin, false, &groups)
 		if err != nil {
-			return nil, nil, err
-		}
-		chip, offset := header, -1
-		if chipRef, line, ok := pinmap.SplitChipLine(name); ok {
-			if chip, err = findChipRef(chipRef); err != nil {
-				return nil, nil, err
-			}
-			n, byOffset := pinmap.LineOffset(line)
-			if !byOffset {
-				if gl := chip.ByName(line); gl != nil {
-					n = gl.Number()
-				} else {
-					n = -1
-				}
-			}
-			if n < 0 || n >= chip.LineCount() {
-				return nil, nil, notHere(fmt.Errorf("boards: GPIO chip %s (%s) has no line %s (it has offsets 0 to %d; gpioinfo %s lists their names)",
-					chip.Label(), chip.Name(), line, chip.LineCount()-1, chip.Name()))
-			}
-			offset = n
-		} else if gl := header.ByName(name); gl != nil {
-			offset = gl.Number()
-		} else {
-			return nil, nil, notHere(fmt.Errorf("boards: %s: chip %s has no line named %s", model.Name, header.Label(), name))
-		}
-		at := fmt.Sprintf("%s:%d", chip.Path(), offset)
-		if other, dup := taken[at]; dup {
-			return nil, nil, fmt.Errorf("boards: %s and %s are the same line (offset %d of %s)", pinmap.Describe(other), pinmap.Describe(name), offset, chip.Name())
-		}
-		taken[at] = name
-		g := byPath[chip.Path()]
-		if g == nil {
-			g = &chipLines{chip: chip}
-			byPath[chip.Path()] = g
-			groups = append(groups, g)
-		}
-		if len(g.offsets) == gpioV2LinesMax {
-			return nil, nil, fmt.Errorf("boards: more than %d outputs on GPIO chip %s; the kernel requests at most %d lines at once", gpioV2LinesMax, chip.Label(), gpioV2LinesMax)
+			return nil, nil, nil, err
 		}
 		if l.InitialHigh {
-			g.high |= 1 << len(g.offsets)
+			g.high |= 1 << len(g.lines)
 		}
-		g.names = append(g.names, name)
-		g.offsets = append(g.offsets, uint32(offset))
 		g.lines = append(g.lines, i)
 	}
-	return header, groups, nil
+	for i, in := range ins {
+		in, err := checkInput(i, in)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		g, name, err := f.find(in.Pin, true, &inGroups)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		g.inputs = append(g.inputs, inputLine{InputLine: in, name: name, index: i})
+	}
+	for _, g := range inGroups {
+		if _, err := inputConfig(g.settings()); err != nil {
+			return nil, nil, nil, fmt.Errorf("%w (GPIO chip %s)", err, g.chip.Label())
+		}
+	}
+	return header, groups, inGroups, nil
 }
 
 // checkRaspberryPi finds the GPIO chips and the lines, without requesting
 // any, and warns about chips whose power-on level energises an output.
-func checkRaspberryPi(model pinmap.Model, lines []Line) (Report, error) {
-	header, groups, err := resolveLines(model, lines)
+func checkRaspberryPi(model pinmap.Model, o Options) (Report, error) {
+	header, groups, inGroups, err := resolveLines(model, o.Lines, o.Inputs)
 	if err != nil {
 		return Report{}, err
 	}
-	r := Report{Board: fmt.Sprintf("%s, GPIO chip %s, %d lines", model.Name, header.Label(), len(lines))}
+	r := Report{Board: fmt.Sprintf("%s, GPIO chip %s, %d lines", model.Name, header.Label(), len(o.Lines))}
+	if len(o.Inputs) > 0 {
+		r.Board += fmt.Sprintf(" and %d inputs", len(o.Inputs))
+	}
 	for _, g := range groups {
 		if g.chip != header {
 			r.Board += fmt.Sprintf("; chip %s (%s): %d lines", g.chip.Label(), g.chip.Name(), len(g.lines))
 		}
 		for _, i := range g.lines {
-			r.warn(i, g.chip.Label(), lines[i].ActiveLow)
+			r.warn(i, g.chip.Label(), o.Lines[i].ActiveLow)
+		}
+	}
+	for _, g := range inGroups {
+		if g.chip != header {
+			r.Board += fmt.Sprintf("; chip %s (%s): %d inputs", g.chip.Label(), g.chip.Name(), len(g.inputs))
 		}
 	}
 	return r, nil
@@ -281,12 +402,13 @@ func (p *RaspberryPi) Pin(name string) (actuator.Pin, error) {
 }
 
 // Close implements Board: it releases the lines, which the kernel leaves
-// at their last level. Closing again does nothing.
+// at their last level, and stops reporting the inputs' changes. Closing
+// again does nothing.
 func (p *RaspberryPi) Close() error {
+	p.closed.Store(true)
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	var errs []error
-	for _, h := range p.reqs {
+	for _, h := range append(p.reqs[:len(p.reqs):len(p.reqs)], p.ins...) {
 		if h.req == nil {
 			continue
 		}
@@ -295,11 +417,11 @@ func (p *RaspberryPi) Close() error {
 		}
 		h.req = nil
 	}
+	p.mu.Unlock()
+	// Closing an input request ends its goroutine's read.
+	p.watchers.Wait()
 	return errors.Join(errs...)
 }
-
-// errClosed is what a pin of a closed board says.
-var errClosed = errors.New("the board is closed")
 
 type rpiPin struct {
 	board *RaspberryPi

@@ -23,13 +23,18 @@ type RaspberryPi struct {
 // OpenRaspberryPi fails: the GPIO character device exists only on Linux.
 func OpenRaspberryPi(pinmap.Model, []Line) (*RaspberryPi, error) { return nil, errNotLinux }
 
-func checkRaspberryPi(pinmap.Model, []Line) (Report, error) { return Report{}, errNotLinux }
+func openRaspberryPi(pinmap.Model, Options) (*RaspberryPi, error) { return nil, errNotLinux }
+
+func checkRaspberryPi(pinmap.Model, Options) (Report, error) { return Report{}, errNotLinux }
 
 // String implements Board.
 func (p *RaspberryPi) String() string { return p.Model.Name }
 
 // Pin implements Board; it always fails.
 func (p *RaspberryPi) Pin(string) (actuator.Pin, error) { return nil, errNotLinux }
+
+// Input implements Board; it always fails.
+func (p *RaspberryPi) Input(string) (Input, error) { return nil, errNotLinux }
 
 // Close implements Board.
 func (p *RaspberryPi) Close() error { return nil }
@@ -41,3 +46,8 @@ func (rpiPin) Out(bool) error { return errNotLinux }
 
 // Level implements actuator.Pin; it always fails.
 func (rpiPin) Level() (bool, error) { return false, errNotLinux }
+
+type rpiInput struct{}
+
+// Level implements Input; it always fails.
+func (rpiInput) Level() (bool, error) { return false, errNotLinux }

@@ -38,6 +38,8 @@ type Sim struct {
 	file   *os.File // the latch file this board wrote last, open for writing in place
 	// at is where each pin's level lies in that file's text.
 	at map[string]int64
+	// inputs are the opened inputs (siminputs.go); nil if none.
+	inputs *simInputs
 }
 
 // OpenSim opens (or creates) the latch file at path.
@@ -55,13 +57,18 @@ func (s *Sim) Path() string { return s.path }
 // String implements Board.
 func (s *Sim) String() string { return "sim board, latch " + s.path }
 
-// Close implements Board; the latch file stays.
+// Close implements Board: it stops the inputs; the latch and input files
+// stay.
 func (s *Sim) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.file != nil {
 		s.file.Close()
 		s.file, s.wrote = nil, nil
+	}
+	w := s.inputs
+	s.mu.Unlock()
+	if w != nil {
+		w.close()
 	}
 	return nil
 }
@@ -140,9 +147,16 @@ func readLatch(path string) (_ map[string]bool, torn bool, _ error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("boards: sim latch: %w", err)
 	}
+	m, err := parseLevels("sim latch", path, b)
+	return m, err != nil, err
+}
+
+// parseLevels parses the text of a latch or an input file: pin → "high"
+// or "low". what and path are for the error.
+func parseLevels(what, path string, b []byte) (map[string]bool, error) {
 	var raw map[string]string
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, true, fmt.Errorf("boards: sim latch %s: %w", path, err)
+		return nil, fmt.Errorf("boards: %s %s: %w", what, path, err)
 	}
 	m := make(map[string]bool, len(raw))
 	for k, v := range raw {
@@ -152,10 +166,10 @@ func readLatch(path string) (_ map[string]bool, torn bool, _ error) {
 		case "low":
 			m[k] = false
 		default:
-			return nil, true, fmt.Errorf("boards: sim latch %s: pin %s has level %q (want high or low)", path, k, v)
+			return nil, fmt.Errorf("boards: %s %s: pin %s has level %q (want high or low)", what, path, k, v)
 		}
 	}
-	return m, false, nil
+	return m, nil
 }
 
 func (s *Sim) write(pin string, high bool) error {
