@@ -473,7 +473,7 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 		if sc == nil {
 			return nil, fmt.Errorf("actuator: safe for scope %q, which no actuator is in", name)
 		}
-		if err := checkSafe(name, safe, sc.members); err != nil {
+		if err := checkSafe(name, safe, sc.members, sc.trip != nil); err != nil {
 			return nil, err
 		}
 		sc.safe = safe
@@ -484,10 +484,11 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 	return b, nil
 }
 
-// checkSafe checks a scope's dead-man against its members.
-func checkSafe(scope string, safe Safe, members []*output) error {
-	if safe.After < 0 || (safe.After == 0 && !safe.OnDisconnect) {
-		return fmt.Errorf("actuator: scope %s: safe: give after (e.g. 30s), on_disconnect: true, or both", scope)
+// checkSafe checks a scope's dead-man against its members; a scope with
+// a trip may have a safe state alone, for its trip.
+func checkSafe(scope string, safe Safe, members []*output, trip bool) error {
+	if safe.After < 0 || (safe.After == 0 && !safe.OnDisconnect && !trip) {
+		return fmt.Errorf("actuator: scope %s: safe: give after (e.g. 30s), on_disconnect: true, or both (or a trip: that sends the scope to this state)", scope)
 	}
 	if safe.State != fence.StateOff && safe.State != fence.StateOn {
 		return fmt.Errorf("actuator: scope %s: safe: state is on or off", scope)
@@ -503,8 +504,9 @@ func checkSafe(scope string, safe Safe, members []*output) error {
 }
 
 // CheckSafe checks a scope's dead-man against the specs and interlocks,
-// as New does: for configuration checks.
-func CheckSafe(scope string, safe Safe, specs []Spec, interlocks []fence.Interlock) error {
+// as New does, trip saying whether the scope has one: for configuration
+// checks.
+func CheckSafe(scope string, safe Safe, specs []Spec, interlocks []fence.Interlock, trip bool) error {
 	b := &Bank{outs: map[string]*output{}}
 	var members []*output
 	for _, s := range specs {
@@ -523,7 +525,7 @@ func CheckSafe(scope string, safe Safe, specs []Spec, interlocks []fence.Interlo
 	if len(members) == 0 {
 		return fmt.Errorf("actuator: safe for scope %q, which no actuator is in", scope)
 	}
-	return checkSafe(scope, safe, members)
+	return checkSafe(scope, safe, members, trip)
 }
 
 // CheckInterlocks checks interlocks against specs as New does, without a

@@ -196,14 +196,14 @@ func TestSafeSpecs(t *testing.T) {
 		{actuator.Safe{After: time.Second, State: fence.StateOn}, "a scope with an interlock is safe off"},
 		{actuator.Safe{After: time.Second}, "state is on or off"},
 	} {
-		if err := actuator.CheckSafe("vent", c.safe, specs, locks); err == nil || !strings.Contains(err.Error(), c.frag) {
+		if err := actuator.CheckSafe("vent", c.safe, specs, locks, false); err == nil || !strings.Contains(err.Error(), c.frag) {
 			t.Errorf("CheckSafe(%+v) = %v, want %q", c.safe, err, c.frag)
 		}
 	}
-	if err := actuator.CheckSafe("vent", actuator.Safe{After: time.Second, State: fence.StateOff}, specs, locks); err != nil {
+	if err := actuator.CheckSafe("vent", actuator.Safe{After: time.Second, State: fence.StateOff}, specs, locks, false); err != nil {
 		t.Errorf("safe off for an interlocked scope: %v", err)
 	}
-	if err := actuator.CheckSafe("nowhere", actuator.Safe{After: time.Second, State: fence.StateOff}, specs, locks); err == nil {
+	if err := actuator.CheckSafe("nowhere", actuator.Safe{After: time.Second, State: fence.StateOff}, specs, locks, false); err == nil {
 		t.Error("a dead-man for a scope without actuators is accepted")
 	}
 }

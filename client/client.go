@@ -142,6 +142,7 @@ type Client struct {
 	unread  map[string]fence.Result // answers nobody waited for yet, by command id
 	order   []string                // ids in unread, oldest first
 	states  map[string]fence.Output
+	inputs  map[string]wire.InputState
 	status  string
 	changed chan struct{} // closed and replaced on every state or status message
 	// retry is closed and replaced when a resend is worth it at once: the
@@ -171,7 +172,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	}
 	cl := &Client{topics: wire.Topics{Prefix: o.Prefix, GatewayID: o.GatewayID},
 		waiting: map[string][]*waiter{}, unread: map[string]fence.Result{},
-		states: map[string]fence.Output{}, changed: make(chan struct{}), retry: make(chan struct{}),
+		states: map[string]fence.Output{}, inputs: map[string]wire.InputState{}, changed: make(chan struct{}), retry: make(chan struct{}),
 		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000), signer: o.Signer, key: o.Key, resend: o.Resend}
 	if cl.resend == 0 {
 		cl.resend = DefaultResend
@@ -186,7 +187,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	// A clean session: the subscriptions are made again on every connect,
 	// since a broker that restarted may have lost them.
 	subscribed := make(chan error, 1)
-	subs := map[string]byte{cl.topics.ResultFilter(): 1, cl.topics.StateFilter(): 1, cl.topics.Status(): 1}
+	subs := map[string]byte{cl.topics.ResultFilter(): 1, cl.topics.StateFilter(): 1, cl.topics.InputFilter(): 1, cl.topics.Status(): 1}
 	opts := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID).
 		SetUsername(o.Username).SetPassword(password).SetCleanSession(true).
 		SetAutoReconnect(true).SetMaxReconnectInterval(10 * time.Second).
@@ -250,6 +251,13 @@ func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
 	case wire.KindState:
 		if o, err := wire.DecodeState(m.Payload()); err == nil {
 			cl.states[o.Actuator] = o
+			cl.notify()
+		}
+	case wire.KindInput:
+		if in, err := wire.DecodeInputState(m.Payload()); err == nil {
+			if cur, ok := cl.inputs[in.Input]; !ok || cur.Seq <= in.Seq {
+				cl.inputs[in.Input] = in // never back to an older change
+			}
 			cl.notify()
 		}
 	case wire.KindResult:
@@ -505,6 +513,25 @@ func (cl *Client) WaitState(ctx context.Context, actuator string, ok func(fence.
 		case <-ch:
 		case <-ctx.Done():
 			return o, fmt.Errorf("client: state of %s: %w", actuator, ctx.Err())
+		}
+	}
+}
+
+// WaitInput waits until the retained level of the gateway's input name
+// satisfies ok (nil: any).
+func (cl *Client) WaitInput(ctx context.Context, name string, ok func(wire.InputState) bool) (wire.InputState, error) {
+	for {
+		cl.mu.Lock()
+		in, have := cl.inputs[name]
+		ch := cl.changed
+		cl.mu.Unlock()
+		if have && (ok == nil || ok(in)) {
+			return in, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return in, fmt.Errorf("client: input %s: %w", name, ctx.Err())
 		}
 	}
 }

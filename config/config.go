@@ -56,6 +56,9 @@ type Config struct {
 	Interlocks []Interlock `yaml:"interlocks,omitempty"`
 	// Scopes set what a fence scope admits beyond its fence.
 	Scopes []Scope `yaml:"scopes,omitempty"`
+	// Inputs are digital inputs: published, and read by the rules that
+	// name them (an actuator's requires, a scope's trip).
+	Inputs []Input `yaml:"inputs,omitempty"`
 	// RequireSignature makes every actuator take signed commands only
 	// (see signing.go).
 	RequireSignature bool `yaml:"require_signature,omitempty"`
@@ -119,6 +122,9 @@ type Actuator struct {
 	// MaxOn, if set, switches the output off once it has been on this
 	// long (a liveness rule: the fence is untouched).
 	MaxOn time.Duration `yaml:"max_on,omitempty"`
+	// Requires, if set, is an input level without which a command that
+	// turns the output on is refused.
+	Requires *Level `yaml:"requires,omitempty"`
 	Scope string        `yaml:"scope,omitempty"`
 	// RequireSignature makes this actuator take signed commands only.
 	RequireSignature bool `yaml:"require_signature,omitempty"`
@@ -134,18 +140,23 @@ func (a *Actuator) Output() string { return a.output }
 // resolveOutput returns the actuator's output as configured, for
 // messages, and its canonical name: a header pin, or a chip line.
 func (a *Actuator) resolveOutput() (given, canonical string, err error) {
+	return resolveLine(a.Pin, a.Chip, a.Line)
+}
+
+// resolveLine resolves a line named by pin, or by chip and line.
+func resolveLine(pin, chip, line string) (given, canonical string, err error) {
 	switch {
-	case a.Pin != "" && (a.Chip != "" || a.Line != ""):
-		return "", "", fmt.Errorf("pin %s and chip/line both name an output: keep pin: for a header pin, or chip: and line: for a line of another GPIO chip", a.Pin)
-	case a.Pin != "":
-		if strings.Contains(a.Pin, ":") {
-			return "", "", fmt.Errorf("pin %q: name a line of another GPIO chip with chip: and line:", a.Pin)
+	case pin != "" && (chip != "" || line != ""):
+		return "", "", fmt.Errorf("pin %s and chip/line both name a line: keep pin: for a header pin, or chip: and line: for a line of another GPIO chip", pin)
+	case pin != "":
+		if strings.Contains(pin, ":") {
+			return "", "", fmt.Errorf("pin %q: name a line of another GPIO chip with chip: and line:", pin)
 		}
-		g, err := pinmap.Canonical(a.Pin)
-		return "pin " + a.Pin, g, err
-	case a.Chip != "" || a.Line != "":
-		g, err := pinmap.ChipLine(a.Chip, a.Line)
-		return fmt.Sprintf("chip %s line %s", a.Chip, a.Line), g, err
+		g, err := pinmap.Canonical(pin)
+		return "pin " + pin, g, err
+	case chip != "" || line != "":
+		g, err := pinmap.ChipLine(chip, line)
+		return fmt.Sprintf("chip %s line %s", chip, line), g, err
 	}
 	return "", "", errors.New("pin is required (e.g. GPIO17, BCM17 or PIN11), or chip: and line: for a line of another GPIO chip")
 }
@@ -172,10 +183,61 @@ type Scope struct {
 	// MaxTokenJump, if not zero, rejects a token more than this above the
 	// scope's fence (reason token-jump), fence-only commands included.
 	MaxTokenJump uint64 `yaml:"max_token_jump,omitempty"`
-	// Safe, if set, is the scope's dead-man (see actuator.Safe).
+	// Safe, if set, is the scope's dead-man (see actuator.Safe); its
+	// state is also the state a trip sends the scope to.
 	Safe *Safe `yaml:"safe,omitempty"`
+	// Trip, if set, is an input level that sends the scope to its safe
+	// state and holds it there until a reset command (actuator.Options.Trips).
+	Trip *Level `yaml:"trip,omitempty"`
 
 	line int
+}
+
+// Input configures one digital input: a header pin (Pin) or a line of
+// another GPIO chip (Chip and Line), as an actuator's output.
+type Input struct {
+	Name string `yaml:"name"`
+	Pin  string `yaml:"pin,omitempty"`
+	Chip string `yaml:"chip,omitempty"`
+	Line string `yaml:"line,omitempty"`
+	// Pull is the line's bias: none (the default), up or down.
+	Pull string `yaml:"pull,omitempty"`
+	// Debounce is how long a new level must last before it counts.
+	Debounce time.Duration `yaml:"debounce,omitempty"`
+	// Edge says which changes are published and acted on: both (the
+	// default), rising or falling.
+	Edge string `yaml:"edge,omitempty"`
+
+	line   int
+	output string
+}
+
+// Line returns the input's line as boards name it: its header pin or its
+// chip line.
+func (in *Input) Output() string { return in.output }
+
+// Level names an input and a level of it: high or low.
+type Level struct {
+	Input string `yaml:"input"`
+	Level string `yaml:"level"`
+}
+
+func (l *Level) rule() *actuator.InputLevel {
+	if l == nil {
+		return nil
+	}
+	return &actuator.InputLevel{Input: l.Input, High: l.Level == "high"}
+}
+
+// Trips returns the scopes' trips as package actuator takes them.
+func (c *Config) Trips() map[string]actuator.InputLevel {
+	m := map[string]actuator.InputLevel{}
+	for _, s := range c.Scopes {
+		if s.Trip != nil {
+			m[s.Name] = *s.Trip.rule()
+		}
+	}
+	return m
 }
 
 // Safe configures a scope's dead-man: its outputs go to State when no
@@ -220,7 +282,7 @@ func (c *Config) Specs() []actuator.Spec {
 	specs := make([]actuator.Spec, 0, len(c.Actuators))
 	for _, a := range c.Actuators {
 		specs = append(specs, actuator.Spec{Name: a.Name, Scope: a.Scope, PinName: a.output, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot),
-			Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn})
+			Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn, Requires: a.Requires.rule()})
 	}
 	return specs
 }
@@ -355,6 +417,12 @@ func Parse(b []byte) (*Config, error) {
 	for i := range c.Scopes {
 		if i < len(lines) {
 			c.Scopes[i].line = lines[i]
+		}
+	}
+	lines = itemLines(&doc, "inputs")
+	for i := range c.Inputs {
+		if i < len(lines) {
+			c.Inputs[i].line = lines[i]
 		}
 	}
 	lines = itemLines(&doc, "controllers")
@@ -520,6 +588,7 @@ func (c *Config) check() error {
 		}
 		locks = append(locks, g)
 	}
+	errs = append(errs, c.checkInputs()...)
 	errs = append(errs, c.checkScopes()...)
 	errs = append(errs, c.checkSigning()...)
 	return errors.Join(errs...)
@@ -582,6 +651,76 @@ func checkBroker(s string) error {
 	return nil
 }
 
+// checkInputs checks the inputs, and the rules that name them: an
+// actuator's requires and a scope's trip.
+func (c *Config) checkInputs() []error {
+	var errs []error
+	lines := map[string]string{} // canonical line → what uses it
+	for _, a := range c.Actuators {
+		if a.output != "" {
+			lines[a.output] = fmt.Sprintf("actuator %q", a.Name)
+		}
+	}
+	actuators := map[string]bool{}
+	for _, a := range c.Actuators {
+		actuators[a.Name] = true
+	}
+	names := nameSet{}
+	for i := range c.Inputs {
+		in := &c.Inputs[i]
+		where := itemWhere("input", i, in.line, in.Name)
+		if msg := names.check(in.Name, in.line, "name is required", " (it is a topic level)"); msg != "" {
+			errs = append(errs, fmt.Errorf("%s: %s", where, msg))
+		} else if actuators[in.Name] {
+			errs = append(errs, fmt.Errorf("%s: an actuator has this name; an input needs a name of its own", where))
+		}
+		given, g, err := resolveLine(in.Pin, in.Chip, in.Line)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %s", where, strings.TrimPrefix(err.Error(), "pinmap: ")))
+		case lines[g] != "":
+			errs = append(errs, fmt.Errorf("%s: %s is %s, already used by %s (a line is an input or an output)", where, given, pinmap.Describe(g), lines[g]))
+		default:
+			lines[g] = fmt.Sprintf("input %q", in.Name)
+			in.output = g
+			if in.Pin != "" {
+				in.Pin = g
+			}
+		}
+		switch in.Pull {
+		case "", "none", "up", "down":
+		default:
+			errs = append(errs, fmt.Errorf("%s: pull %q: want none (the default), up or down", where, in.Pull))
+		}
+		switch in.Edge {
+		case "", "both", "rising", "falling":
+		default:
+			errs = append(errs, fmt.Errorf("%s: edge %q: want both (the default), rising or falling", where, in.Edge))
+		}
+		if in.Debounce < 0 || in.Debounce > time.Second {
+			errs = append(errs, fmt.Errorf("%s: debounce %v: want 0 to 1s", where, in.Debounce))
+		}
+	}
+	level := func(where, key string, l *Level) {
+		switch {
+		case l == nil:
+		case l.Input == "":
+			errs = append(errs, fmt.Errorf("%s: %s: name the input (input: NAME)", where, key))
+		case names[l.Input] == 0:
+			errs = append(errs, fmt.Errorf("%s: %s: no input %q (inputs: %s)", where, key, l.Input, strings.Join(sortedKeys(names), ", ")))
+		case l.Level != "high" && l.Level != "low":
+			errs = append(errs, fmt.Errorf("%s: %s: level %q: want high or low", where, key, l.Level))
+		}
+	}
+	for i, a := range c.Actuators {
+		level(itemWhere("actuator", i, a.line, a.Name), "requires", a.Requires)
+	}
+	for i, s := range c.Scopes {
+		level(itemWhere("scope", i, s.line, s.Name), "trip", s.Trip)
+	}
+	return errs
+}
+
 func (c *Config) checkScopes() []error {
 	var errs []error
 	used := map[string]bool{}
@@ -605,7 +744,7 @@ func (c *Config) checkScopes() []error {
 		default:
 			seen[s.Name] = max(s.line, 1)
 			if s.Safe != nil {
-				if err := actuator.CheckSafe(s.Name, s.Safe.rule(), c.Specs(), c.Locks()); err != nil {
+				if err := actuator.CheckSafe(s.Name, s.Safe.rule(), c.Specs(), c.Locks(), s.Trip != nil); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %s", where, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "actuator: "), "scope "+s.Name+": ")))
 				}
 			}
@@ -614,7 +753,7 @@ func (c *Config) checkScopes() []error {
 	return errs
 }
 
-func sortedKeys(m map[string]bool) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -115,6 +115,35 @@ func TestParsePinForms(t *testing.T) {
 	}
 }
 
+// Inputs, an actuator's requires and a scope's trip reach the bank and
+// the board.
+func TestParseInputs(t *testing.T) {
+	c, err := Parse([]byte(base + `actuators:
+  - {name: gate, pin: GPIO5, requires: {input: door-closed, level: high}}
+  - {name: heater, pin: GPIO6}
+inputs:
+  - {name: door-closed, pin: PIN36, pull: up, debounce: 20ms, edge: both}
+  - {name: overheat, chip: mcp23017@21, line: GPB7}
+scopes:
+  - {name: heater, trip: {input: overheat, level: high}, safe: {state: "off"}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Specs()[0].Requires; r == nil || *r != (actuator.InputLevel{Input: "door-closed", High: true}) {
+		t.Errorf("gate requires %+v", r)
+	}
+	if got := c.Trips(); !reflect.DeepEqual(got, map[string]actuator.InputLevel{"heater": {Input: "overheat", High: true}}) {
+		t.Errorf("Trips() = %+v", got)
+	}
+	if in := c.Inputs[0]; in.Output() != "GPIO16" || in.Pull != "up" || in.Debounce != 20*time.Millisecond {
+		t.Errorf("input 0 = %+v (line %s)", in, in.Output())
+	}
+	if in := c.Inputs[1]; in.Output() != "mcp23017@21:GPB7" {
+		t.Errorf("input 1 on %q", in.Output())
+	}
+}
+
 // A scope's dead-man and an output's max_on reach the bank's options.
 func TestParseSafeAndMaxOn(t *testing.T) {
 	c, err := Parse([]byte(base + "actuators:\n  - {name: pump, pin: GPIO5, max_on: 10m}\n  - {name: fan, pin: GPIO6}\nscopes:\n  - {name: pump, safe: {after: 30s, on_disconnect: true}}\n"))
@@ -327,8 +356,24 @@ func TestParseErrors(t *testing.T) {
 			[]string{`scope "m"`, "a scope with an interlock is safe off"}},
 		{"max_on on a pulse output", base + "actuators:\n  - {name: door, pin: GPIO5, kind: pulse, max_pulse: 1s, max_on: 1m}\n",
 			[]string{"line 7", "max_on: a pulse output is on only for its pulse"}},
+		{"input on an output's line", base + "actuators:\n  - {name: pump, pin: GPIO5}\ninputs:\n  - {name: door, pin: PIN29}\n",
+			[]string{"line 9", `input "door"`, "pin PIN29 is GPIO5 (header pin 29), already used by actuator \"pump\""}},
+		{"input named as an actuator", base + "actuators:\n  - {name: pump, pin: GPIO5}\ninputs:\n  - {name: pump, pin: GPIO6}\n",
+			[]string{"line 9", "an actuator has this name"}},
+		{"input pull", base + "actuators:\n  - {name: pump, pin: GPIO5}\ninputs:\n  - {name: door, pin: GPIO6, pull: sideways}\n",
+			[]string{"line 9", `pull "sideways"`}},
+		{"input edge", base + "actuators:\n  - {name: pump, pin: GPIO5}\ninputs:\n  - {name: door, pin: GPIO6, edge: up}\n",
+			[]string{"line 9", `edge "up"`}},
+		{"input debounce", base + "actuators:\n  - {name: pump, pin: GPIO5}\ninputs:\n  - {name: door, pin: GPIO6, debounce: 2s}\n",
+			[]string{"line 9", "debounce 2s: want 0 to 1s"}},
+		{"requires an unknown input", base + "actuators:\n  - {name: pump, pin: GPIO5, requires: {input: dor, level: high}}\ninputs:\n  - {name: door, pin: GPIO6}\n",
+			[]string{"line 7", `requires: no input "dor" (inputs: door)`}},
+		{"requires a bad level", base + "actuators:\n  - {name: pump, pin: GPIO5, requires: {input: door, level: closed}}\ninputs:\n  - {name: door, pin: GPIO6}\n",
+			[]string{"line 7", `requires: level "closed": want high or low`}},
+		{"trip of an unknown input", base + "actuators:\n  - {name: pump, pin: GPIO5}\nscopes:\n  - {name: pump, trip: {input: heat, level: high}}\n",
+			[]string{"line 9", `trip: no input "heat"`}},
 		{"pin and chip", base + "actuators:\n  - {name: pump, pin: GPIO17, chip: mcp23017, line: 3}\n",
-			[]string{"line 7", "pin GPIO17 and chip/line both name an output"}},
+			[]string{"line 7", "pin GPIO17 and chip/line both name a line"}},
 		{"chip without line", base + "actuators:\n  - {name: pump, chip: mcp23017}\n",
 			[]string{"line 7", `chip "mcp23017": name the line`}},
 		{"line without chip", base + "actuators:\n  - {name: pump, line: 3}\n",

@@ -133,6 +133,7 @@ var (
 	bucketScopes = []byte("scopes")
 	bucketAudit  = []byte("audit")
 	bucketBind   = []byte("actuators")
+	bucketInputs = []byte("inputs")
 	keyFormat    = []byte("format")
 	keyID        = []byte("id")
 	keyFloor     = []byte("floor")
@@ -882,6 +883,59 @@ func (l *Log) EndPulse(scope, actuator string, p fence.Pulse, status, why string
 		return Scope{}, false, l.fail("end pulse", err)
 	}
 	return out, ok, nil
+}
+
+// InputRecord is a digital input's last recorded level and how many
+// times it changed.
+type InputRecord struct {
+	High      bool      `json:"high"`
+	Seq       uint64    `json:"seq"`
+	ChangedAt time.Time `json:"changed_at"`
+}
+
+// RecordInput records that input name is at level high: if that is not
+// its recorded level (or it has none), with its change count one higher,
+// in one fsynced write; else it changes nothing. It returns the record.
+func (l *Log) RecordInput(name string, high bool) (InputRecord, error) {
+	if err := l.writable(); err != nil {
+		return InputRecord{}, err
+	}
+	var cur InputRecord
+	found := false
+	if err := l.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketInputs); b != nil {
+			if v := b.Get([]byte(name)); v != nil {
+				found = true
+				return json.Unmarshal(v, &cur)
+			}
+		}
+		return nil
+	}); err != nil {
+		return InputRecord{}, fmt.Errorf("fencelog: read input %s: %w", name, err)
+	}
+	if found && cur.High == high {
+		return cur, nil
+	}
+	next := InputRecord{High: high, Seq: cur.Seq + 1, ChangedAt: l.opts.Now().UTC()}
+	v, err := json.Marshal(next)
+	if err != nil {
+		return InputRecord{}, err
+	}
+	pending := l.takePending()
+	err = l.update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketInputs)
+		if err != nil {
+			return err
+		}
+		if err := b.Put([]byte(name), v); err != nil {
+			return err
+		}
+		return l.appendAudit(tx, pending)
+	})
+	if err != nil {
+		return InputRecord{}, l.fail("record input", err)
+	}
+	return next, nil
 }
 
 // Scope reads a scope's record.

@@ -47,6 +47,24 @@ type Source interface {
 	Status() Status
 }
 
+// InputSource is what a Source that has digital inputs also offers: GET
+// /api/inputs.
+type InputSource interface {
+	Inputs() []Input
+}
+
+// Input is one digital input in GET /api/inputs.
+type Input struct {
+	Name string `json:"name"`
+	Pin  string `json:"pin"`
+	Pull string `json:"pull"`
+	// Level is "high" or "low"; Seq counts its changes (never back, across
+	// restarts); ChangedAt is when the store recorded the last.
+	Level     string    `json:"level"`
+	Seq       uint64    `json:"seq"`
+	ChangedAt time.Time `json:"changed_at"`
+}
+
 // Status is GET /api/status.
 type Status struct {
 	GatewayID string    `json:"gateway_id"`
@@ -197,6 +215,13 @@ func New(src Source, log *slog.Logger) http.Handler {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		json.NewEncoder(w).Encode(rd)
+	})
+	mux.HandleFunc("GET /api/inputs", func(w http.ResponseWriter, r *http.Request) {
+		list := []Input{}
+		if is, ok := src.(InputSource); ok {
+			list = is.Inputs()
+		}
+		writeJSON(w, list)
 	})
 	mux.HandleFunc("GET /api/actuators", func(w http.ResponseWriter, r *http.Request) {
 		sts, err := src.Statuses()

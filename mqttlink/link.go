@@ -208,6 +208,10 @@ func New(opts Options, h Handler) *Link {
 // published retained; it never blocks (see actuator.Options.Changed).
 func (l *Link) Changed(outputs []fence.Output) { l.states.update(outputs) }
 
+// InputChanged publishes an input's level, retained (again after every
+// connect, with the states).
+func (l *Link) InputChanged(in wire.InputState) { l.states.input(in) }
+
 // Status reports the broker connection.
 func (l *Link) Status() Status { return l.conn.status() }
 

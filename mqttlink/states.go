@@ -22,10 +22,26 @@ type statePublisher struct {
 	mu     sync.Mutex // guards the fields below
 	latest map[string]fence.Output
 	dirty  map[string]bool
+	// inputs are the inputs' newest levels, by name, and which of them
+	// wait for publication.
+	inputs      map[string]wire.InputState
+	dirtyInputs map[string]bool
 }
 
 func newStatePublisher(l *Link) *statePublisher {
-	return &statePublisher{l: l, kick: make(chan struct{}, 1), latest: map[string]fence.Output{}, dirty: map[string]bool{}}
+	return &statePublisher{l: l, kick: make(chan struct{}, 1), latest: map[string]fence.Output{}, dirty: map[string]bool{},
+		inputs: map[string]wire.InputState{}, dirtyInputs: map[string]bool{}}
+}
+
+// input takes an input's new level and publishes it at once.
+func (p *statePublisher) input(in wire.InputState) {
+	p.mu.Lock()
+	if cur, ok := p.inputs[in.Input]; !ok || cur.Seq <= in.Seq {
+		p.inputs[in.Input] = in
+		p.dirtyInputs[in.Input] = true
+	}
+	p.mu.Unlock()
+	p.poke()
 }
 
 // update takes new states. They are published at the next poke: a
@@ -46,6 +62,9 @@ func (p *statePublisher) republish() {
 	p.mu.Lock()
 	for name := range p.latest {
 		p.dirty[name] = true
+	}
+	for name := range p.inputs {
+		p.dirtyInputs[name] = true
 	}
 	p.mu.Unlock()
 	p.poke()
@@ -75,7 +94,7 @@ func (p *statePublisher) run(ctx context.Context) {
 			return
 		}
 		p.mu.Lock()
-		if len(p.dirty) == 0 {
+		if len(p.dirty) == 0 && len(p.dirtyInputs) == 0 {
 			p.mu.Unlock()
 			continue
 		}
@@ -84,6 +103,11 @@ func (p *statePublisher) run(ctx context.Context) {
 			batch = append(batch, p.latest[name])
 		}
 		clear(p.dirty)
+		ins := make([]wire.InputState, 0, len(p.dirtyInputs))
+		for name := range p.dirtyInputs {
+			ins = append(ins, p.inputs[name])
+		}
+		clear(p.dirtyInputs)
 		p.mu.Unlock()
 		sort.Slice(batch, func(i, j int) bool { return batch[i].Actuator < batch[j].Actuator })
 		p.l.mu.Lock()
@@ -97,6 +121,11 @@ func (p *statePublisher) run(ctx context.Context) {
 			// published again at the next connect, as all of them are.
 			if _, ok := p.l.publish(ctx, c, p.l.t.State(o.Actuator), 0, true, wire.EncodeState(o)); !ok {
 				return // stopping: the next start publishes every state
+			}
+		}
+		for _, in := range ins {
+			if _, ok := p.l.publish(ctx, c, p.l.t.Input(in.Input), 0, true, wire.EncodeInputState(in)); !ok {
+				return
 			}
 		}
 	}

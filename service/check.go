@@ -94,7 +94,7 @@ func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
 	for _, a := range cfg.Actuators {
 		lines = append(lines, boards.Line{Pin: a.Output(), ActiveLow: a.ActiveLow})
 	}
-	if r, err := boards.Check(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: lines}); err != nil {
+	if r, err := boards.Check(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: lines, Inputs: inputLines(cfg)}); err != nil {
 		add("board", cfg.Board, err)
 	} else {
 		add("board", r.Board, nil)

@@ -25,6 +25,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencegate/fencegate/actuator"
@@ -135,6 +136,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		Interlocks:  cfg.Locks(),
 		Rules:       cfg.Rules(),
 		Safe:        cfg.SafeRules(),
+		Trips:       cfg.Trips(),
 		AfterCommit: opts.AfterCommit,
 		Changed:     func(o []fence.Output) { link.Changed(o) },
 		Authorize:   authorize(cfg, log),
@@ -189,11 +191,27 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}, bank)
 	st.link = link
 
-	board, err := openBoard(cfg, bank)
+	ins := &inputs{cfg: cfg, log: log.With("component", "inputs"), bank: bank, flog: flog, link: link}
+	var started atomic.Bool
+	board, err := openBoard(cfg, bank, func(e boards.InputEvent) {
+		if started.Load() {
+			ins.changed(e)
+		}
+	})
 	if err != nil {
 		return err
 	}
 	defer board.Close()
+	if err := bank.AttachInputs(func(name string) (actuator.Input, error) {
+		for _, in := range cfg.Inputs {
+			if in.Name == name {
+				return board.Input(in.Output())
+			}
+		}
+		return nil, fmt.Errorf("no input %q in the configuration", name)
+	}); err != nil {
+		return err
+	}
 	log.Info("board opened", "board", board.String())
 	if cfg.Board == config.BoardSim {
 		info.Latch = boards.LatchPath(cfg.Store)
@@ -202,6 +220,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		return err
 	}
 	defer bank.Stop() // a running pulse ends at rest, before the board is closed
+	started.Store(true) // changes from now on; the levels now, next
+	if err := ins.start(board); err != nil {
+		return err
+	}
 	log.Info("outputs reconciled", "store", cfg.Store, "actuators", len(cfg.Actuators))
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -215,7 +237,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		info.HTTP = ln.Addr().String()
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", mets.Handler())
-		mux.Handle("/", httpapi.New(source{bank, st}, log.With("component", "http")))
+		mux.Handle("/", httpapi.New(source{bank, st, ins}, log.With("component", "http")))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer func() {
@@ -279,18 +301,105 @@ func authorize(cfg *config.Config, log *slog.Logger) func(fence.Command, string)
 
 // openBoard opens the configured board with every line at the level the
 // bank's boot rule decided.
-func openBoard(cfg *config.Config, bank *actuator.Bank) (boards.Board, error) {
+func openBoard(cfg *config.Config, bank *actuator.Bank, onInput func(boards.InputEvent)) (boards.Board, error) {
 	var lines []boards.Line
 	for _, l := range bank.Lines() {
 		lines = append(lines, boards.Line{Pin: l.Pin, InitialHigh: l.High})
 	}
-	return boards.Open(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: lines})
+	return boards.Open(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: lines, Inputs: inputLines(cfg), OnInput: onInput})
+}
+
+// inputLines are the configuration's inputs as boards take them.
+func inputLines(cfg *config.Config) []boards.InputLine {
+	var out []boards.InputLine
+	for _, in := range cfg.Inputs {
+		out = append(out, boards.InputLine{Pin: in.Output(), Pull: boards.Pull(in.Pull), Debounce: in.Debounce, Edge: boards.Edge(in.Edge)})
+	}
+	return out
+}
+
+// inputs carries the board's inputs to the bank (trips), the store (each
+// input's change count) and the link (its retained level).
+type inputs struct {
+	cfg  *config.Config
+	log  *slog.Logger
+	bank *actuator.Bank
+	flog *fencelog.Log
+	link *mqttlink.Link
+
+	mu     sync.Mutex
+	latest map[string]wire.InputState
+}
+
+// Inputs implements httpapi.InputSource: the inputs as last published.
+func (ins *inputs) Inputs() []httpapi.Input {
+	ins.mu.Lock()
+	defer ins.mu.Unlock()
+	out := []httpapi.Input{}
+	for _, in := range ins.cfg.Inputs {
+		s := ins.latest[in.Name]
+		pull := in.Pull
+		if pull == "" {
+			pull = "none"
+		}
+		out = append(out, httpapi.Input{Name: in.Name, Pin: in.Output(), Pull: pull, Level: s.Level, Seq: s.Seq, ChangedAt: s.ChangedAt})
+	}
+	return out
+}
+
+// changed handles a change the board reported (in order per input).
+func (ins *inputs) changed(e boards.InputEvent) {
+	name := ins.cfg.Inputs[e.Input].Name
+	ins.log.Info("input changed", "input", name, "level", levelWord(e.High))
+	ins.bank.InputChanged(name, e.High)
+	ins.publish(name, e.High)
+}
+
+// publish records the input's level and publishes it.
+func (ins *inputs) publish(name string, high bool) {
+	rec, err := ins.flog.RecordInput(name, high)
+	if err != nil {
+		ins.log.Error("record input", "input", name, "err", err)
+		return
+	}
+	st := wire.InputState{Input: name, Level: levelWord(high), Seq: rec.Seq, ChangedAt: rec.ChangedAt}
+	ins.mu.Lock()
+	if ins.latest == nil {
+		ins.latest = map[string]wire.InputState{}
+	}
+	ins.latest[name] = st
+	ins.mu.Unlock()
+	ins.link.InputChanged(st)
+}
+
+// start publishes every input's level as it is now.
+func (ins *inputs) start(board boards.Board) error {
+	for _, in := range ins.cfg.Inputs {
+		i, err := board.Input(in.Output())
+		if err != nil {
+			return err
+		}
+		high, err := i.Level()
+		if err != nil {
+			return fmt.Errorf("service: input %s: %w", in.Name, err)
+		}
+		ins.publish(in.Name, high)
+	}
+	return nil
+}
+
+func levelWord(high bool) string {
+	if high {
+		return "high"
+	}
+	return "low"
 }
 
 // source is what the HTTP API reads: the bank, and the gateway's status.
 type source struct {
 	*actuator.Bank
 	*status
+	*inputs
 }
 
 // status answers GET /api/status.

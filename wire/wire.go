@@ -41,6 +41,7 @@ const (
 //	<prefix>/<gateway>/<actuator>/set      commands (controllers publish, QoS 1, never retained)
 //	<prefix>/<gateway>/<actuator>/result   answers (the gateway publishes, QoS 1)
 //	<prefix>/<gateway>/<actuator>/state    each actuator's recorded state (retained)
+//	<prefix>/<gateway>/<input>/input       each input's level (retained)
 //	<prefix>/<gateway>/status              online or offline (retained; the last will says offline)
 //	<prefix>/<gateway>/instance            which process serves the gateway id (retained)
 //	<prefix>/<gateway>/$probe/set          the gateway's own test that commands reach it
@@ -57,6 +58,12 @@ func (t Topics) Result(actuator string) string { return t.base() + actuator + "/
 
 // State returns the retained state topic of actuator.
 func (t Topics) State(actuator string) string { return t.base() + actuator + "/state" }
+
+// Input returns the retained level topic of a digital input.
+func (t Topics) Input(name string) string { return t.base() + name + "/input" }
+
+// InputFilter is the subscription filter for every input topic.
+func (t Topics) InputFilter() string { return t.base() + "+/input" }
 
 // Status returns the gateway's retained availability topic.
 func (t Topics) Status() string { return t.base() + "status" }
@@ -96,6 +103,7 @@ const (
 	KindSet                // <actuator>/set
 	KindResult             // <actuator>/result
 	KindState              // <actuator>/state
+	KindInput              // <input>/input
 )
 
 // Parse returns the actuator an actuator topic of this gateway names, and
@@ -118,6 +126,8 @@ func (t Topics) Parse(topic string) (actuator string, kind Kind) {
 		return name, KindResult
 	case "state":
 		return name, KindState
+	case "input":
+		return name, KindInput
 	}
 	return "", KindNone
 }
@@ -607,6 +617,35 @@ func DecodeState(payload []byte) (fence.Output, error) {
 		return fence.Output{}, fmt.Errorf("wire: decode state: %w", err)
 	}
 	return o, nil
+}
+
+// InputState is a digital input's level, as the gateway publishes it,
+// retained, on Topics.Input: High, and Seq, which counts the input's
+// changes (recorded in the store, so it never goes back, across
+// restarts), so that a reader can order two messages.
+type InputState struct {
+	Input     string    `json:"input"`
+	Level     string    `json:"level"` // high or low
+	Seq       uint64    `json:"seq"`
+	ChangedAt time.Time `json:"changed_at"`
+}
+
+// EncodeInputState formats an input's retained level message.
+func EncodeInputState(s InputState) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// DecodeInputState parses an input's retained level message.
+func DecodeInputState(payload []byte) (InputState, error) {
+	var s InputState
+	if err := json.Unmarshal(payload, &s); err != nil {
+		return InputState{}, fmt.Errorf("wire: decode input: %w", err)
+	}
+	if s.Level != "high" && s.Level != "low" {
+		return InputState{}, fmt.Errorf("wire: decode input: level %q", s.Level)
+	}
+	return s, nil
 }
 
 // Claim is what the process serving a gateway id publishes, retained, on

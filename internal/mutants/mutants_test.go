@@ -437,6 +437,23 @@ var mutants = []mutant{
 		new:  "\tif true {\n",
 		pkgs: []string{"./actuator"}, run: "^TestMaxOn$",
 	},
+	// Inputs (issue 13).
+	{
+		name: "requires-ignored",
+		why:  "an output that requires an input's level comes on without it: the gate closes on an open door",
+		file: "actuator/actuator.go",
+		old:  "\tif c.State == fence.StateOn && o.Requires != nil {\n",
+		new:  "\tif false && c.State == fence.StateOn && o.Requires != nil {\n",
+		pkgs: []string{"./cmd/gateway"}, run: "TestInputsVetoAndTrip",
+	},
+	{
+		name: "trip-not-latched",
+		why:  "a tripped scope takes an on command: the heater that overheated comes back on without a reset",
+		file: "actuator/actuator.go",
+		old:  "\t\t\tcase c.State == fence.StateOn:\n",
+		new:  "\t\t\tcase false:\n",
+		pkgs: []string{"./cmd/gateway"}, run: "TestInputsVetoAndTrip",
+	},
 	// Group commit (issue 11).
 	{
 		name: "batch-done-before-commit",

@@ -94,6 +94,19 @@ func (ctl *Controller) State(tb testing.TB, actuator string, ok func(fence.Outpu
 	return o
 }
 
+// Input waits until input name's retained level satisfies ok and returns
+// it.
+func (ctl *Controller) Input(tb testing.TB, name string, ok func(wire.InputState) bool) wire.InputState {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	in, err := ctl.WaitInput(ctx, name, ok)
+	if err != nil {
+		tb.Fatalf("testctl: input %s not as expected within %v; last %+v", name, Timeout, in)
+	}
+	return in
+}
+
 // WaitStatus waits until the gateway's status is want.
 func (ctl *Controller) WaitStatus(tb testing.TB, want string) {
 	tb.Helper()
