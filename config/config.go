@@ -125,7 +125,7 @@ type Actuator struct {
 	// Requires, if set, is an input level without which a command that
 	// turns the output on is refused.
 	Requires *Level `yaml:"requires,omitempty"`
-	Scope string        `yaml:"scope,omitempty"`
+	Scope    string `yaml:"scope,omitempty"`
 	// RequireSignature makes this actuator take signed commands only.
 	RequireSignature bool `yaml:"require_signature,omitempty"`
 

@@ -408,7 +408,7 @@ var mutants = []mutant{
 		name: "pulse-while-pulsing",
 		why:  "a pulse that arrives while one runs is carried out (its width restarts the running one), not refused busy",
 		file: "actuator/actuator.go",
-		old:  "return fence.PulseEffect(c, states[o.Name] == fence.StateOn)",
+		old:  "return fence.PulseEffect(c, rec.Output(o.Name).State == fence.StateOn)",
 		new:  "return fence.PulseEffect(c, false)",
 		pkgs: []string{"./actuator"}, run: "TestPulseBusy",
 	},
