@@ -39,6 +39,17 @@ type Actuator struct {
 	// Kind "pulse" with its default Pulse and MaxPulse: a door strike.
 	Kind            string
 	Pulse, MaxPulse time.Duration
+	// Requires is an input level without which it does not come on.
+	Requires *config.Level
+}
+
+// Inputs are the simulator's example inputs, switches on its dashboard:
+// window-closed (pulled up: closed until someone opens it), which the
+// heater requires, and overheat (pulled down), which trips the climate
+// scope (Scopes) to off.
+var Inputs = []config.Input{
+	{Name: "window-closed", Pin: "GPIO16", Pull: "up", Debounce: 20 * time.Millisecond},
+	{Name: "overheat", Pin: "GPIO20", Pull: "down", Debounce: 20 * time.Millisecond},
 }
 
 // Actuators are the simulator's example outputs: fan and heater share one
@@ -50,7 +61,7 @@ var Actuators = []Actuator{
 	{Name: "pump", Pin: "GPIO17", Boot: "last"},
 	{Name: "valve", Pin: "GPIO27", Boot: "last"},
 	{Name: "fan", Pin: "GPIO22", Scope: "climate", Boot: "last"},
-	{Name: "heater", Pin: "GPIO23", Scope: "climate", Boot: "off"},
+	{Name: "heater", Pin: "GPIO23", Scope: "climate", Boot: "off", Requires: &config.Level{Input: "window-closed", Level: "high"}},
 	{Name: "vent-open", Pin: "GPIO5", Scope: "vent", Boot: "off"},
 	{Name: "vent-close", Pin: "GPIO6", Scope: "vent", Boot: "off"},
 	{Name: "door", Chip: "mcp23017@20", Line: "GPA0", Kind: "pulse", Pulse: time.Second, MaxPulse: 5 * time.Second},
@@ -58,9 +69,11 @@ var Actuators = []Actuator{
 }
 
 // Scopes are the simulator's scope rules: the sprinkler's dead-man sends
-// it off when its holder has raised no fence for SprinklerDeadman.
+// it off when its holder has raised no fence for SprinklerDeadman; the
+// overheat input trips the climate scope (fan and heater) to off.
 var Scopes = []config.Scope{
 	{Name: "sprinkler", Safe: &config.Safe{After: SprinklerDeadman, State: "off"}},
+	{Name: "climate", Trip: &config.Level{Input: "overheat", Level: "high"}, Safe: &config.Safe{State: "off"}},
 }
 
 // SprinklerDeadman is the sprinkler scope's dead-man time: short, so that
@@ -259,6 +272,25 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("POST /api/sim/inputs/{name}", func(w http.ResponseWriter, r *http.Request) {
+		// A switch on the dashboard: the input's line, as the sim board
+		// reads it from its inputs file.
+		var body struct{ Level string }
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1024)).Decode(&body); err != nil || (body.Level != "high" && body.Level != "low") {
+			http.Error(w, `want {"level":"high"} or {"level":"low"}`, http.StatusBadRequest)
+			return
+		}
+		i := slices.IndexFunc(Inputs, func(in config.Input) bool { return in.Name == r.PathValue("name") })
+		if i < 0 {
+			http.Error(w, "no such input", http.StatusNotFound)
+			return
+		}
+		if err := boards.SetSimInput(boards.InputPath(s.Store), Inputs[i].Pin, body.Level == "high"); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.HandleFunc("POST /api/sim/kill", func(w http.ResponseWriter, r *http.Request) {
 		// A crash now, wherever the gateway is: SIGKILL, as a power cut
 		// would leave it (the pulse-crash scenario kills it mid-pulse).
@@ -302,10 +334,11 @@ func (s *Sim) config() *config.Config {
 		Store: s.Store, Board: config.BoardSim, HTTP: &s.apiAddr}
 	for _, a := range Actuators {
 		c.Actuators = append(c.Actuators, config.Actuator{Name: a.Name, Pin: a.Pin, Boot: a.Boot, Scope: a.Scope,
-			Chip: a.Chip, Line: a.Line, Kind: a.Kind, Pulse: a.Pulse, MaxPulse: a.MaxPulse})
+			Chip: a.Chip, Line: a.Line, Kind: a.Kind, Pulse: a.Pulse, MaxPulse: a.MaxPulse, Requires: a.Requires})
 	}
 	c.Interlocks = Interlocks
 	c.Scopes = Scopes
+	c.Inputs = Inputs
 	return c
 }
 

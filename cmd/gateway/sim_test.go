@@ -227,6 +227,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("unfenced from the dashboard: %v", err)
 	}
+	// An input's switch: the line flips, and the page shows its level.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`#flip-window-closed`),
+		chromedp.WaitVisible(`#input-lamp-window-closed[data-level="low"]`),
+		chromedp.Click(`#flip-window-closed`),
+		chromedp.WaitVisible(`#input-lamp-window-closed[data-level="high"]`),
+	); err != nil {
+		t.Fatalf("the window-closed switch on the dashboard: %v", err)
+	}
 	// A dead-man's countdown runs down on the page; a pulse killed by a
 	// crash shows as interrupted.
 	if dm, err := chromedp.Run(ctx, chromedp.Text(`#deadman-sprinkler`)); err != nil || !strings.Contains(dm, " s left of 5 s") {

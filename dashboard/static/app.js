@@ -89,8 +89,45 @@ async function refresh() {
   try {
     const r = await fetch("/api/actuators", { cache: "no-store" });
     if (r.ok) renderActuators(await r.json());
+    const i = await fetch("/api/inputs", { cache: "no-store" });
+    if (i.ok) renderInputs(await i.json());
   } catch (_) { /* the stream's status shows the outage */ }
 }
+
+function renderInputs(list) {
+  $("#inputs-panel").hidden = list.length === 0;
+  const root = $("#inputs");
+  root.replaceChildren();
+  for (const i of list) {
+    const high = i.level === "high";
+    const card = el("article", { class: "card input", id: "input-" + i.name },
+      el("div", { class: "lamp " + (high ? "on" : "off"), id: "input-lamp-" + i.name, "data-level": i.level }),
+      el("div", { class: "name", text: i.name }),
+      el("div", { class: "sub", text: `${i.pin} · pull ${i.pull}` }),
+      el("dl", {},
+        el("dt", { text: "level" }), el("dd", { id: "input-level-" + i.name, text: i.level || "unknown" }),
+        el("dt", { text: "changes" }), el("dd", { text: String(i.seq) }),
+        el("dt", { text: "changed" }), el("dd", { title: i.changed_at || "", text: ago(i.changed_at) })),
+    );
+    if (simMode) {
+      card.append(el("button", { type: "button", class: "flip", id: "flip-" + i.name, "data-input": i.name, "data-to": high ? "low" : "high",
+        text: high ? "switch low" : "switch high" }));
+    }
+    root.append(card);
+  }
+}
+
+// In the simulator, a flip button sets the input's line as a switch would.
+document.addEventListener("click", async (ev) => {
+  const b = ev.target.closest("button.flip");
+  if (!b) return;
+  b.disabled = true;
+  const r = await fetch("/api/sim/inputs/" + encodeURIComponent(b.dataset.input), {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ level: b.dataset.to }),
+  });
+  if (!r.ok) alert(await r.text());
+  setTimeout(refresh, 150);
+});
 function scheduleRefresh() {
   if (!refreshTimer) refreshTimer = setTimeout(refresh, 60);
 }
@@ -280,6 +317,7 @@ async function initSim() {
   const info = await fetchSim();
   if (!info) return;
   simMode = true;
+  refresh(); // again, with the inputs' switches
   showSimGateway(info);
   $("#sim-badge").hidden = false;
   $("#scenarios").hidden = false;
@@ -330,4 +368,4 @@ loadHistory();
 initSim();
 pollStatus();
 setInterval(pollStatus, 2000);
-setInterval(scheduleRefresh, 10000); // keeps "changed … ago" fresh
+setInterval(scheduleRefresh, 2000); // keeps "changed … ago" fresh, and shows what no decision announces (inputs, trips, dead-men, pulse ends)
