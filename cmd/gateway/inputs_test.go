@@ -83,6 +83,7 @@ func TestInputsVetoAndTrip(t *testing.T) {
 		t.Errorf("heater on while tripped = %+v, want rejected trip", res)
 	}
 	reset := func(id string, seq uint64) fence.Result {
+		t.Helper()
 		return g.ctl.Send(t, fence.Command{ID: testenv.ID(t, id), Holder: "ctl", Actuator: "heater", Fence: fence.Fence{Token: 7, Seq: seq}, Reset: true})
 	}
 	if res := reset("r-1", 2); res.Outcome != fence.Rejected || res.Reason != fence.ReasonTrip || !strings.Contains(res.Error, "cannot be reset") {
@@ -93,8 +94,9 @@ func TestInputsVetoAndTrip(t *testing.T) {
 	if res := send("h-3", "heater", 7, 3, fence.StateOn); res.Outcome != fence.Rejected || res.Reason != fence.ReasonTrip {
 		t.Errorf("heater on after the input cleared, before a reset = %+v, want rejected trip: the trip latches", res)
 	}
-	if res := reset("r-2", 4); res.Outcome != fence.Applied {
-		t.Errorf("reset once the input is clear = %+v, want applied", res)
+	// gateway send reset, as a person would release it.
+	if out, code := runCLI(t, "send", "--broker", broker, "--gateway", g.id, "--actuator", "heater", "--token", "7", "--seq", "4", "--timeout", "5s", "reset"); code != 0 || !strings.Contains(out, `"outcome":"applied"`) {
+		t.Errorf("gateway send reset once the input is clear: exit %d, want 0, applied\n%s", code, out)
 	}
 	if res := send("h-4", "heater", 7, 5, fence.StateOn); res.Outcome != fence.Applied {
 		t.Errorf("heater on after the reset = %+v, want applied", res)

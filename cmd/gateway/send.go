@@ -30,7 +30,8 @@ const sendAbout = `
 Sends one tokenized command and prints the gateway's answer (JSON) on stdout.
 "fence" sends a fence-only command: it raises the scope's fence, drives
 nothing. "pulse" sends a pulse of --pulse to a pulse output (kind: pulse);
-"on" to a pulse output is a pulse of its default width. With --etcd the token comes from an etcd lock on the actuator's
+"on" to a pulse output is a pulse of its default width. "reset" is a
+fence-only command that releases a tripped scope once its input is clear. With --etcd the token comes from an etcd lock on the actuator's
 fence scope, which the gateway publishes (the lock key's CreateRevision), and
 the lock is released afterwards. With --key and --signer the command is
 signed (see gateway keygen), as a gateway that requires signatures wants.
@@ -41,7 +42,7 @@ asked for (changed since, or a failed drive), 64 bad usage, 1 other errors
 (broker or etcd unreachable).`
 
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [--key PATH.key --signer NAME] [flags] on|off|fence|pulse", sendAbout)
+	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [--key PATH.key --signer NAME] [flags] on|off|fence|pulse|reset", sendAbout)
 	conn := addBrokerFlags(fs)
 	gw := fs.String("gateway", "", "gateway id (required)")
 	act := fs.String("actuator", "", "actuator name (required)")
@@ -60,7 +61,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if len(pos) != 1 {
-		return usageErr("give exactly one of on, off, fence or pulse (got %q)", pos)
+		return usageErr("give exactly one of on, off, fence, pulse or reset (got %q)", pos)
 	}
 	var state fence.State
 	switch pos[0] {
@@ -73,9 +74,9 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *pulseWidth <= 0 || *pulseWidth%time.Millisecond != 0 || *pulseWidth > wire.MaxPulseMs*time.Millisecond {
 			return usageErr("pulse needs --pulse, whole milliseconds from 1ms to 1h (got %v); on asks a pulse output for its default width", *pulseWidth)
 		}
-	case "fence":
+	case "fence", "reset":
 	default:
-		return usageErr("state %q: want on, off, fence or pulse", pos[0])
+		return usageErr("state %q: want on, off, fence, pulse or reset", pos[0])
 	}
 	if *pulseWidth != 0 && pos[0] != "pulse" {
 		return usageErr("--pulse goes with pulse, not %s", pos[0])
@@ -147,7 +148,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 
-	c := fence.Command{ID: *id, Holder: *holder, Actuator: *act, Fence: fence.Fence{Token: *token, Seq: *seq}, State: state, Pulse: *pulseWidth}
+	c := fence.Command{ID: *id, Holder: *holder, Actuator: *act, Fence: fence.Fence{Token: *token, Seq: *seq}, State: state, Pulse: *pulseWidth, Reset: pos[0] == "reset"}
 	sctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	res, err := ctl.Send(sctx, c)
