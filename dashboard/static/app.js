@@ -38,7 +38,20 @@ function since(iso) {
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 const pair = (f) => (f ? `${f.token}/${f.seq}` : "–");
 
+// unchanged reports whether what list would draw is what is on the page:
+// the cards are drawn again only when something shown changed (or, for
+// the "… ago" texts, every 10 s), so that the nodes stay put otherwise.
+// The dead-man's countdown runs in the page; its left_ms is no change.
+const drawn = {};
+function unchanged(what, list) {
+  const key = JSON.stringify(list, (k, v) => (k === "left_ms" ? undefined : v)) + Math.floor(Date.now() / 10000);
+  if (drawn[what] === key) return true;
+  drawn[what] = key;
+  return false;
+}
+
 function renderActuators(list) {
+  if (unchanged("actuators", list)) return;
   const root = $("#actuators");
   root.replaceChildren();
   for (const a of list) {
@@ -96,6 +109,7 @@ async function refresh() {
 
 function renderInputs(list) {
   $("#inputs-panel").hidden = list.length === 0;
+  if (unchanged("inputs" + simMode, list)) return;
   const root = $("#inputs");
   root.replaceChildren();
   for (const i of list) {
