@@ -55,6 +55,10 @@ actuators:
     line: 27
     active_low: true
     boot: "off"
+  - name: strike          # a door strike: a pulse output
+    pin: GPIO13
+    kind: pulse
+    max_pulse: 2s
 `, broker.URL(), filepath.Join(dir, "fence.db")))
 	if err != nil {
 		t.Fatal(err)
@@ -95,10 +99,10 @@ actuators:
 	}
 	defer stop()
 
-	lineOf := map[string]string{"relay1": "GPIO17", "relay2": "GPIO27"}
+	lineOf := map[string]string{"relay1": "GPIO17", "relay2": "GPIO27", "strike": "GPIO13"}
 	// level holds each line's expected raw level; boot: off reconciles
 	// relay1 to low and the active-low relay2 to high.
-	level := map[string]bool{"GPIO17": false, "GPIO27": true}
+	level := map[string]bool{"GPIO17": false, "GPIO27": true, "GPIO13": false}
 	check := func(when string) {
 		t.Helper()
 		for _, line := range []string{"GPIO17", "GPIO27"} {
@@ -178,6 +182,43 @@ actuators:
 		check(fmt.Sprintf("%s → %s", s.what, r.Outcome))
 	}
 
+	// A pulse through the kernel's line: high from the answer on for its
+	// width, then low; its redelivery moves nothing.
+	pulse := fence.Command{ID: "strike-1", Holder: "piemu", Actuator: "strike", Fence: fence.Fence{Token: 3, Seq: 1}, State: on, Pulse: 400 * time.Millisecond}
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	r, err := cl.Send(sctx, pulse)
+	scancel()
+	answered := time.Now()
+	if err != nil || r.Outcome != fence.Applied || r.Pulse == nil || r.Pulse.Status != fence.PulseRunning {
+		t.Fatalf("pulse: %+v, %v; want applied, running", r, err)
+	}
+	var highFor time.Duration
+	var samples []string
+	for time.Since(answered) < 1200*time.Millisecond {
+		lv := debugfsLine(t, "GPIO13")
+		samples = append(samples, lv)
+		if lv == "out hi" {
+			highFor = time.Since(answered)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if samples[0] != "out hi" || samples[len(samples)-1] != "out lo" || highFor < 100*time.Millisecond || highFor > 900*time.Millisecond {
+		t.Errorf("GPIO13 during the 400ms pulse, every 20 ms: %v; high until %v after the answer, want up to 400ms (the pulse began before its answer), then low", samples, highFor)
+	}
+	t.Logf("pulse of 400ms: GPIO13 high until %v after the answer (%d samples), then %s", highFor.Round(time.Millisecond), len(samples), samples[len(samples)-1])
+	sctx, scancel = context.WithTimeout(ctx, 30*time.Second)
+	r, _ = cl.Send(sctx, pulse)
+	scancel()
+	if r.Outcome != fence.Duplicate || r.Pulse == nil || r.Pulse.Status != fence.PulseDone {
+		t.Errorf("the pulse redelivered: %+v, want duplicate, done", r)
+	}
+	for i := 0; i < 10; i++ {
+		if lv := debugfsLine(t, "GPIO13"); lv != "out lo" {
+			t.Fatalf("GPIO13 after the redelivered pulse: %s, want out lo", lv)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	// Stopping the gateway releases the lines.
 	stop()
 	for _, line := range []string{"GPIO17", "GPIO27"} {
@@ -204,8 +245,8 @@ func apiActuators(t *testing.T, addr string) []httpapi.Actuator {
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatal(err)
 	}
-	if len(out) != 2 {
-		t.Fatalf("GET /api/actuators: %d actuators, want 2", len(out))
+	if len(out) != 3 {
+		t.Fatalf("GET /api/actuators: %d actuators, want 3", len(out))
 	}
 	return out
 }
