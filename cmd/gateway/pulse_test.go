@@ -108,3 +108,46 @@ func deref(p *uint64) uint64 {
 	}
 	return *p
 }
+
+// TestOverlappingPulsesProcess: a second pulse while the first runs, on a
+// real gateway, is refused busy, and its pair raises the fence; the line
+// was high once, for the first pulse only.
+func TestOverlappingPulsesProcess(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	g := startGateway(t, broker, doorActuators, true)
+	first := fence.Command{ID: testenv.ID(t, "p1"), Holder: "ctl-a", Actuator: "door", Fence: fence.Fence{Token: 4, Seq: 1}, State: fence.StateOn, Pulse: 600 * time.Millisecond}
+	second := fence.Command{ID: testenv.ID(t, "p2"), Holder: "ctl-b", Actuator: "door", Fence: fence.Fence{Token: 5}, State: fence.StateOn, Pulse: 600 * time.Millisecond}
+	if res := g.ctl.Send(t, first); res.Outcome != fence.Applied {
+		t.Fatalf("first pulse = %+v", res)
+	}
+	res := g.ctl.Send(t, second)
+	if res.Outcome != fence.Rejected || res.Reason != fence.ReasonBusy || res.Fence != second.Fence {
+		t.Errorf("second pulse while the first runs = %+v, want rejected busy at fence %v", res, second.Fence)
+	}
+	st := g.ctl.State(t, "door", func(o fence.Output) bool { return o.Pulse != nil && o.Pulse.Status == fence.PulseDone })
+	if st.Pulse.Fence != first.Fence || st.State != fence.StateOff {
+		t.Errorf("door after the pulses = %+v (pulse %+v), want the first pulse done, off", st, st.Pulse)
+	}
+	if a := apiStatus(t, g.http)["door"]; a.Drives == nil || *a.Drives != 3 {
+		t.Errorf("door drives = %d, want 3 (rest at start, on and off for the first pulse only)", deref(a.Drives))
+	}
+}
+
+// TestMaxOnProcess (issue 13, point 2) on a real gateway: an output on for
+// its max_on is switched off, the retained state says why, and the fence
+// is where the last command left it.
+func TestMaxOnProcess(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	g := startGateway(t, broker, "actuators:\n  - {name: heater, pin: GPIO23, max_on: 400ms}\n", true)
+	on := fence.Command{ID: testenv.ID(t, "on"), Holder: "ctl-a", Actuator: "heater", Fence: fence.Fence{Token: 8, Seq: 2}, State: fence.StateOn}
+	if res := g.ctl.Send(t, on); res.Outcome != fence.Applied {
+		t.Fatalf("on = %+v", res)
+	}
+	st := g.ctl.State(t, "heater", func(o fence.Output) bool { return o.State == fence.StateOff && o.Holder == "max-on" })
+	if st.Fence != on.Fence || !strings.HasPrefix(st.Why, "max_on: on for 400ms") {
+		t.Errorf("heater after max_on = %+v, want off at %v, why max_on", st, on.Fence)
+	}
+	if a := apiStatus(t, g.http)["heater"]; a.Level != "low" {
+		t.Errorf("heater's line after max_on = %s, want low", a.Level)
+	}
+}

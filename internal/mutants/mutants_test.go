@@ -437,6 +437,23 @@ var mutants = []mutant{
 		new:  "\tif true {\n",
 		pkgs: []string{"./actuator"}, run: "^TestMaxOn$",
 	},
+	// Outputs on any GPIO chip (issue 13).
+	{
+		name: "chip-line-opened-twice",
+		why:  "one line of an expander named twice (by offset and by name) is opened as two outputs: two actuators drive one relay",
+		file: "boards/sim.go",
+		old:  "\t\tif _, dup := levels[g]; dup {\n",
+		new:  "\t\tif _, dup := levels[g]; false && dup {\n",
+		pkgs: []string{"./boards"}, run: "TestSimChipLines",
+	},
+	{
+		name: "power-on-warning-silent",
+		why:  "gateway check says nothing of a relay on a PCF857x line that is energised from power-on until the gateway starts",
+		file: "boards/pinmap/pinmap.go",
+		old:  "\t\tif !activeLow {\n",
+		new:  "\t\tif false {\n",
+		pkgs: []string{"./boards", "./boards/pinmap"}, run: "TestCheckPowerOnWarnings|TestPowerOnWarning",
+	},
 	// Inputs (issue 13).
 	{
 		name: "requires-ignored",
