@@ -94,9 +94,6 @@ func (s *Sim) SetLevels(lines []Line) error {
 		if err != nil {
 			return err
 		}
-		if _, dup := levels[g]; dup {
-			return fmt.Errorf("boards: %s is opened twice", pinmap.Describe(g))
-		}
 		levels[g] = l.InitialHigh
 	}
 	s.mu.Lock()

@@ -441,9 +441,9 @@ var mutants = []mutant{
 	{
 		name: "chip-line-opened-twice",
 		why:  "one line of an expander named twice (by offset and by name) is opened as two outputs: two actuators drive one relay",
-		file: "boards/sim.go",
-		old:  "\t\tif _, dup := levels[g]; dup {\n",
-		new:  "\t\tif _, dup := levels[g]; false && dup {\n",
+		file: "boards/siminputs.go",
+		old:  "\t\tif _, dup := outputs[key]; dup {\n",
+		new:  "\t\tif _, dup := outputs[key]; false && dup {\n",
 		pkgs: []string{"./boards"}, run: "TestSimChipLines",
 	},
 	{
