@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -478,5 +479,23 @@ func TestBenchSoakTable(t *testing.T) {
 	}
 	if strings.Contains(out, "floors:") {
 		t.Errorf("gateway bench --profile soak prints floors:\n%s", out)
+	}
+}
+
+// The gateway's soft memory limit, unless GOMEMLIMIT sets one.
+func TestSoftMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	debug.SetMemoryLimit(math.MaxInt64)
+	t.Setenv("GOMEMLIMIT", "")
+	softMemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != memoryLimit {
+		t.Errorf("memory limit without GOMEMLIMIT = %d, want %d", got, memoryLimit)
+	}
+	debug.SetMemoryLimit(math.MaxInt64)
+	t.Setenv("GOMEMLIMIT", "1GiB") // the runtime read it at start; the gateway leaves it alone
+	softMemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("memory limit with GOMEMLIMIT set = %d, want it left alone", got)
 	}
 }
