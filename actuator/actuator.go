@@ -166,6 +166,9 @@ func (s *Spec) checkKind() error {
 		if s.Pulse != 0 || s.MaxPulse != 0 {
 			return fmt.Errorf("actuator: %s: pulse and max_pulse are for kind: pulse", s.Name)
 		}
+		if s.Boot == BootOn && s.Requires != nil {
+			return fmt.Errorf("actuator: %s: boot: on would switch it on at start without checking that %s, which it requires: use boot: last or off", s.Name, s.Requires)
+		}
 		if s.MaxOn < 0 {
 			return fmt.Errorf("actuator: %s: max_on %v is negative", s.Name, s.MaxOn)
 		}
@@ -253,8 +256,10 @@ type Bank struct {
 	subMu sync.Mutex // guards subs
 	subs  map[chan Event]struct{}
 
-	inputs map[string]Input // set by AttachInputs before Start
+	inputs   map[string]Input // set by AttachInputs before Start
+	attached atomic.Bool      // Start attached the pins: input changes may drive them
 
+	pulseWG sync.WaitGroup         // the pulses' ends that may still run
 	pulseMu sync.Mutex             // guards pulses and stopped
 	pulses  map[string]*time.Timer // the running pulses' ends, by actuator
 	stopped bool                   // Stop has begun: no pulse starts a timer
@@ -315,6 +320,15 @@ func (s *scope) unlock() {
 
 // progress notes that the lock's holder moved on. The lock must be held.
 func (s *scope) progress() { s.moved.Store(int64(time.Since(epoch)) + 1) }
+
+// safeState is the state sc's dead-man and trip send it to: off unless
+// its Safe says on.
+func (sc *scope) safeState() fence.State {
+	if sc.safe.State == fence.StateOn {
+		return fence.StateOn
+	}
+	return fence.StateOff
+}
 
 // epoch is what the scopes' progress times count from: the monotonic
 // clock, which no step of the wall clock moves.
@@ -495,6 +509,9 @@ func checkSafe(scope string, safe Safe, members []*output, trip bool) error {
 	}
 	if safe.State == fence.StateOn {
 		for _, o := range members {
+			if o.Requires != nil {
+				return fmt.Errorf("actuator: scope %s: safe state on, but %s requires %s to come on, which a safe state would not check: make the scope safe off", scope, o.Name, o.Requires)
+			}
 			if o.lock != nil {
 				return fmt.Errorf("actuator: scope %s: safe state on, but %s is in interlock %s, of which at most one may be on: a scope with an interlock is safe off", scope, o.Name, o.lock.Name)
 			}
@@ -634,6 +651,11 @@ func (b *Bank) boot() error {
 			case recorded == fence.StateNone:
 				set(o, fence.StateOff, "never commanded: off")
 			}
+			if trip := rec.Trip(); trip != "" && o.Kind != KindPulse && o.start.state != sc.safeState() {
+				// Held by a trip since before the restart: no boot policy
+				// switches it out of the safe state; a reset does.
+				set(o, sc.safeState(), "held by its scope's trip ("+trip+") until a reset")
+			}
 		}
 		for _, o := range sc.members {
 			if o.lock == nil || o != b.outs[o.lock.Members[0]] {
@@ -701,6 +723,7 @@ func (b *Bank) Start(pin func(name string) (Pin, error)) error {
 		}
 		o.pin = p
 	}
+	b.attached.Store(true)
 	ctx := context.Background()
 	var deferred []*output
 	for _, sc := range b.scopes {
@@ -729,8 +752,8 @@ func (b *Bank) Start(pin func(name string) (Pin, error)) error {
 	}
 	for _, sc := range b.scopes {
 		sc.lock(ctx)
-		b.alive(sc)     // a holder has the dead-man's time from the start
-		b.tripScope(sc) // an input at its trip level before the start
+		b.alive(sc)         // a holder has the dead-man's time from the start
+		b.tripScope(sc, "") // an input at its trip level since TripAtStart
 		sc.unlock()
 	}
 	b.started = true
@@ -743,9 +766,15 @@ func (b *Bank) startScope(sc *scope) error {
 	if err != nil {
 		return fmt.Errorf("actuator: %w", err)
 	}
+	initial := func(o *output) fence.State {
+		if rec.Trip() != "" && o.Kind != KindPulse {
+			return sc.safeState() // tripped since the boot rule decided
+		}
+		return o.initial()
+	}
 	for _, pass := range []fence.State{fence.StateOff, fence.StateOn} {
 		for _, o := range sc.members {
-			if o.initial() != pass {
+			if initial(o) != pass {
 				continue
 			}
 			if err := o.pin.Out(o.level(pass)); err != nil {
@@ -971,6 +1000,9 @@ func (b *Bank) MaxBatch(actuator string) int {
 // default width) and fence-only commands; a switch takes no pulse. An
 // error rejects c before its scope is locked: nothing recorded or driven.
 func (o *output) shape(c fence.Command) (fence.Command, error) {
+	if c.Pulse > 0 && c.State == fence.StateNone {
+		c.State = fence.StateOn // as the wire decodes a pulse: on, then back at rest
+	}
 	if o.Kind != KindPulse {
 		if c.Pulse > 0 {
 			return c, fmt.Errorf("%s is not a pulse output: send state on or off, without pulse_ms", o.Name)
@@ -1154,9 +1186,9 @@ func (b *Bank) planner(o *output, c fence.Command) fencelog.Planner {
 	return func(rec fencelog.Scope) fence.Effect {
 		if trip := rec.Trip(); trip != "" {
 			switch {
-			case c.State == fence.StateOn:
+			case c.State != fence.StateNone && c.State != o.scope.safeState() && o.Kind != KindPulse, c.Pulse > 0:
 				return fence.Effect{Refusal: &fence.Refusal{Reason: fence.ReasonTrip, Error: fmt.Sprintf(
-					"scope %s is held at its safe state: %s; send a fence-only command with reset once that is cleared", o.Scope, trip)}}
+					"scope %s is held at its safe state (%s): %s; send a fence-only command with reset once that is cleared", o.Scope, o.scope.safeState(), trip)}}
 			case c.Reset && stillTripped != "":
 				return fence.Effect{Refusal: &fence.Refusal{Reason: fence.ReasonTrip, Error: fmt.Sprintf(
 					"scope %s cannot be reset: %s", o.Scope, stillTripped)}}
@@ -1215,13 +1247,26 @@ func (b *Bank) pulseEnds(o *output, p fence.Pulse) bool {
 	if b.pulses == nil {
 		b.pulses = make(map[string]*time.Timer)
 	}
+	b.pulseWG.Add(1) // done by the end, or by Stop if it stops the timer first
 	b.pulses[o.Name] = time.AfterFunc(p.Width, func() {
+		defer b.pulseWG.Done()
+		// Back to rest at the width, whoever holds the scope's lock (a
+		// command waiting out a dead time, a slow commit): the pin of a
+		// pulse output moves only for its pulses, and a pulse that
+		// arrives before the end is recorded is refused busy, so the
+		// drive needs no lock; the record of the end, next, does.
+		err := b.drive(o, fence.StateOff)
 		o.scope.lock(context.Background())
 		defer o.scope.unlock()
 		b.pulseMu.Lock()
 		delete(b.pulses, o.Name)
 		b.pulseMu.Unlock()
-		if rec, ok := b.endPulse(o, p, fence.PulseDone, fmt.Sprintf("done: on for %v, then back at rest", p.Width)); ok {
+		why := fmt.Sprintf("done: on for %v, then back at rest", p.Width)
+		if err != nil {
+			why += fmt.Sprintf("; but the output could not be driven off: %v", err)
+			b.opts.Logger.Error("drive failed at the end of a pulse", "actuator", o.Name, "pin", o.PinName, "err", err)
+		}
+		if rec, ok := b.recordPulseEnd(o, p, fence.PulseDone, why); ok {
 			b.changedFrom(o.scope, rec)
 		}
 	})
@@ -1236,12 +1281,62 @@ func (b *Bank) endPulse(o *output, p fence.Pulse, status, why string) (fencelog.
 		why += fmt.Sprintf("; but the output could not be driven off: %v", err)
 		b.opts.Logger.Error("drive failed at the end of a pulse", "actuator", o.Name, "pin", o.PinName, "err", err)
 	}
+	return b.recordPulseEnd(o, p, status, why)
+}
+
+// recordPulseEnd records how the pulse p of o ended; ok is false if the
+// record was not p running. The scope's lock must be held.
+func (b *Bank) recordPulseEnd(o *output, p fence.Pulse, status, why string) (fencelog.Scope, bool) {
 	rec, ok, err := b.log.EndPulse(o.Scope, o.Name, p, status, why)
 	if err != nil {
 		b.opts.Logger.Error("record the end of a pulse", "actuator", o.Name, "err", err)
 		return rec, false
 	}
 	return rec, ok
+}
+
+// TripAtStart trips the scopes whose trip input is at its trip level now
+// (level reads an input; one that cannot be read trips its scope too):
+// recorded tripped, their outputs at the safe state, before Lines decides
+// the level at which each line is taken over, so that no output of a
+// tripped scope is on for a moment at start. Call it after New and before
+// Lines, with the inputs read before the outputs are taken over.
+func (b *Bank) TripAtStart(level func(input string) (bool, error)) error {
+	for _, sc := range b.scopes {
+		if sc.trip == nil {
+			continue
+		}
+		high, err := level(sc.trip.Input)
+		why := "trip: " + sc.trip.String()
+		switch {
+		case err != nil:
+			why = fmt.Sprintf("trip input %s cannot be read: %v", sc.trip.Input, err)
+		case high != sc.trip.High:
+			continue
+		}
+		rec, err := b.log.Scope(sc.name)
+		if err != nil {
+			return fmt.Errorf("actuator: %w", err)
+		}
+		if rec.Trip() != "" {
+			continue // the boot rule holds it already
+		}
+		var changes []fencelog.StateChange
+		for _, o := range sc.members {
+			if o.Kind == KindPulse {
+				continue
+			}
+			o.start = start{state: sc.safeState()}
+			if rec.Output(o.Name).State != sc.safeState() {
+				changes = append(changes, fencelog.StateChange{Scope: sc.name, Actuator: o.Name, State: sc.safeState(), Holder: "trip", Why: why, Outcome: fencelog.OutcomeTrip})
+			}
+		}
+		b.opts.Logger.Warn("scope tripped at start: its outputs are taken over at the safe state; a reset command releases it once the input is cleared", "scope", sc.name, "why", why)
+		if err := b.log.SetTrip(sc.name, why, changes); err != nil {
+			return fmt.Errorf("actuator: %w", err)
+		}
+	}
+	return nil
 }
 
 // inputNames returns the inputs the bank's rules read.
@@ -1322,21 +1417,32 @@ func (b *Bank) tripping(sc *scope) string {
 // InputChanged tells the bank that input name is now at level high: a
 // scope it trips goes to its safe state and is held there. The board
 // calls it (through the service) for every change.
+//
+// The trip is the event's: a contact that is back by the time the scope's
+// lock is free (a command held it through a dead time) still trips it.
+// Events before Start attached the pins are left to Start, which reads
+// the trip inputs itself.
 func (b *Bank) InputChanged(name string, high bool) {
+	if !b.attached.Load() {
+		return
+	}
 	for _, sc := range b.scopes {
 		if sc.trip != nil && sc.trip.Input == name && sc.trip.High == high {
 			sc.lock(context.Background())
-			b.tripScope(sc)
+			b.tripScope(sc, "trip: "+sc.trip.String())
 			sc.unlock()
 		}
 	}
 }
 
-// tripScope records sc tripped, with its outputs at the safe state,
-// drives them, and publishes the scope, if its trip input is at its trip
-// level and it is not tripped already. The scope's lock must be held.
-func (b *Bank) tripScope(sc *scope) {
-	why := b.tripping(sc)
+// tripScope records sc tripped (why; "" reads the trip input now and
+// does nothing if it is not at its trip level), with its outputs at the
+// safe state, drives them, and publishes the scope, unless it is tripped
+// already. The scope's lock must be held.
+func (b *Bank) tripScope(sc *scope, why string) {
+	if why == "" {
+		why = b.tripping(sc)
+	}
 	if why == "" {
 		return
 	}
@@ -1348,10 +1454,7 @@ func (b *Bank) tripScope(sc *scope) {
 	if rec.Trip() != "" {
 		return
 	}
-	safe := sc.safe.State
-	if safe == fence.StateNone {
-		safe = fence.StateOff
-	}
+	safe := sc.safeState()
 	var sets []fence.Set
 	var changes []fencelog.StateChange
 	for _, o := range sc.members {
@@ -1374,6 +1477,9 @@ func (b *Bank) tripScope(sc *scope) {
 // now), and has max_on switch it off in time. The scope's lock must be
 // held.
 func (b *Bank) onFor(o *output, s fence.State, elapsed time.Duration) {
+	if o.MaxOn <= 0 {
+		return // nothing to count (and a pulse's end drives without the lock)
+	}
 	if s != fence.StateOn {
 		o.onSince = time.Time{}
 		if o.maxOn != nil {
@@ -1381,8 +1487,8 @@ func (b *Bank) onFor(o *output, s fence.State, elapsed time.Duration) {
 		}
 		return
 	}
-	if o.MaxOn <= 0 || !o.onSince.IsZero() {
-		return // no rule, or on already: it counts from the first on
+	if !o.onSince.IsZero() {
+		return // on already: it counts from the first on
 	}
 	elapsed = min(max(elapsed, 0), o.MaxOn)
 	o.onSince = time.Now().Add(-elapsed)
@@ -1526,6 +1632,7 @@ func (b *Bank) Stop() {
 	for name, t := range b.pulses {
 		if t.Stop() {
 			running = append(running, name)
+			b.pulseWG.Done() // its end will not run
 		}
 	}
 	b.pulses = nil
@@ -1550,6 +1657,7 @@ func (b *Bank) Stop() {
 		}
 		o.scope.unlock()
 	}
+	b.pulseWG.Wait() // the ends that had begun: done before the board closes
 }
 
 // refuse makes res the answer to a command that raised the fence but was

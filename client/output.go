@@ -35,6 +35,11 @@ func checkOutput(c fence.Command, r fence.Result, err error) error {
 	if err != nil || c.State == fence.StateNone {
 		return err
 	}
+	if c.Pulse > 0 || r.Pulse != nil {
+		// A pulse is on, then back at rest: its answer says how it went
+		// (Result.Pulse), not a state to keep.
+		return nil
+	}
 	if r.State != c.State || (r.Actual != "" && r.Actual != c.State.String()) {
 		return &OutputError{Asked: c.State, Result: r}
 	}

@@ -560,7 +560,7 @@ func (c *Config) check() error {
 			bad("%s: %v", where, strings.TrimPrefix(err.Error(), "actuator: "))
 		} else {
 			a.Boot = string(boot)
-			spec := actuator.Spec{Name: a.Name, Boot: boot, Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn}
+			spec := actuator.Spec{Name: a.Name, Boot: boot, Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn, Requires: a.Requires.rule()}
 			if err := actuator.CheckKind(spec); err != nil {
 				bad("%s: %v", where, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "actuator: "), a.Name+": "))
 			}
@@ -715,8 +715,21 @@ func (c *Config) checkInputs() []error {
 	for i, a := range c.Actuators {
 		level(itemWhere("actuator", i, a.line, a.Name), "requires", a.Requires)
 	}
+	edges := map[string]string{}
+	for _, in := range c.Inputs {
+		edges[in.Name] = in.Edge
+	}
 	for i, s := range c.Scopes {
-		level(itemWhere("scope", i, s.line, s.Name), "trip", s.Trip)
+		where := itemWhere("scope", i, s.line, s.Name)
+		level(where, "trip", s.Trip)
+		if t := s.Trip; t != nil && names[t.Input] > 0 {
+			// The board reports only the input's edges: the trip level
+			// must be one it reports.
+			if e := edges[t.Input]; (e == "falling" && t.Level == "high") || (e == "rising" && t.Level == "low") {
+				errs = append(errs, fmt.Errorf("%s: trip: input %s reports only %s edges, so it never reports reaching %s: give it edge: both (or %s)",
+					where, t.Input, e, t.Level, map[string]string{"high": "rising", "low": "falling"}[t.Level]))
+			}
+		}
 	}
 	return errs
 }

@@ -191,6 +191,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}, bank)
 	st.link = link
 
+	if err := tripAtStart(cfg, bank); err != nil {
+		return err
+	}
 	ins := &inputs{cfg: cfg, log: log.With("component", "inputs"), bank: bank, flog: flog, link: link}
 	var started atomic.Bool
 	board, err := openBoard(cfg, bank, func(e boards.InputEvent) {
@@ -216,11 +219,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if cfg.Board == config.BoardSim {
 		info.Latch = boards.LatchPath(cfg.Store)
 	}
+	started.Store(true) // changes from now on (the bank acts on them once Start attached the pins)
 	if err := bank.Start(board.Pin); err != nil {
 		return err
 	}
 	defer bank.Stop()   // a running pulse ends at rest, before the board is closed
-	started.Store(true) // changes from now on; the levels now, next
 	if err := ins.start(board); err != nil {
 		return err
 	}
@@ -307,6 +310,33 @@ func openBoard(cfg *config.Config, bank *actuator.Bank, onInput func(boards.Inpu
 		lines = append(lines, boards.Line{Pin: l.Pin, InitialHigh: l.High})
 	}
 	return boards.Open(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: lines, Inputs: inputLines(cfg), OnInput: onInput})
+}
+
+// tripAtStart reads the trip inputs before the outputs are taken over, on
+// a board opened for the inputs alone and closed again, so that a scope
+// tripped now has its outputs taken over at its safe state
+// (actuator.Bank.TripAtStart).
+func tripAtStart(cfg *config.Config, bank *actuator.Bank) error {
+	if len(cfg.Trips()) == 0 {
+		return nil
+	}
+	b, err := boards.Open(boards.Options{Board: cfg.Board, Store: cfg.Store, Inputs: inputLines(cfg)})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return bank.TripAtStart(func(name string) (bool, error) {
+		for _, in := range cfg.Inputs {
+			if in.Name == name {
+				i, err := b.Input(in.Output())
+				if err != nil {
+					return false, err
+				}
+				return i.Level()
+			}
+		}
+		return false, fmt.Errorf("no input %q in the configuration", name)
+	})
 }
 
 // inputLines are the configuration's inputs as boards take them.
