@@ -239,7 +239,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	// A dead-man's countdown runs down on the page; a pulse killed by a
 	// crash shows as interrupted.
 	// (One evaluation: the cards are drawn again every refresh, and a node
-	// found by one call may be gone by the next.)
+	// found by one call may be gone by the next.) A heartbeat first: the
+	// dead-man has counted since the simulator started, and may have fired.
+	if res := ctl.Send(t, fence.Command{ID: testenv.ID(t, "hb"), Actuator: "sprinkler", Holder: "browser-test", Fence: fence.Fence{Token: 1}}); res.Outcome != fence.Applied {
+		t.Fatalf("a heartbeat to the sprinkler = %+v", res)
+	}
 	var dm string
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(dm, " s left of 5 s") && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		dm, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector("#deadman-sprinkler") || {}).textContent || ""`))
