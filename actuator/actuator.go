@@ -799,7 +799,11 @@ func (b *Bank) startScope(sc *scope) error {
 // held.
 func (b *Bank) drive(o *output, s fence.State) error {
 	if s == fence.StateOn && o.lock != nil {
-		if wait := time.Until(o.lock.lastOff.Add(o.lock.DeadTime)); wait > 0 {
+		// Until the dead time has passed on the monotonic clock, however
+		// early a sleep returns (a timer on an emulated or loaded core
+		// may wake a little before its time).
+		until := o.lock.lastOff.Add(o.lock.DeadTime)
+		for wait := time.Until(until); wait > 0; wait = time.Until(until) {
 			time.Sleep(wait)
 		}
 	}

@@ -36,23 +36,32 @@ type sampler struct {
 	done    chan struct{}
 }
 
+// startSampler starts sampling and returns once the first sample is in:
+// the levels before whatever the test does next. (A sampler whose first
+// sample came after a command's drive would date the switch-over's off
+// at that sample, too late, and find a dead time shorter than it was.)
 func startSampler(t *testing.T) *sampler {
 	t.Helper()
 	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	first := make(chan struct{})
 	go func() {
 		defer close(s.done)
-		for {
+		for n := 0; ; n++ {
 			select {
 			case <-s.stop:
 				return
 			default:
 			}
-			open, close := debugfsLevels("GPIO5", "GPIO6")
+			open, shut := debugfsLevels("GPIO5", "GPIO6")
 			s.mu.Lock()
-			s.samples = append(s.samples, sample{time.Now(), open, close})
+			s.samples = append(s.samples, sample{time.Now(), open, shut})
 			s.mu.Unlock()
+			if n == 0 {
+				close(first)
+			}
 		}
 	}()
+	<-first
 	return s
 }
 
