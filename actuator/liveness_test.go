@@ -33,6 +33,27 @@ func (r *pulseRig) waitOutput(t *testing.T, name string, within time.Duration, o
 	}
 }
 
+// waitLow waits (a while) until pins read low in the latch, and returns
+// the latch: a safe state is recorded first and driven next.
+func (r *pulseRig) waitLow(t *testing.T, pins ...string) map[string]bool {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m, err := boards.ReadLatch(r.sim.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		high := false
+		for _, p := range pins {
+			high = high || m[p]
+		}
+		if !high || time.Now().After(deadline) {
+			return m
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func (r *pulseRig) audit(t *testing.T, outcome fence.Outcome) []fencelog.Entry {
 	t.Helper()
 	es, err := r.log.FindAudit(fencelog.AuditQuery{Outcome: outcome, Limit: 100})
@@ -95,7 +116,7 @@ func TestDeadman(t *testing.T) {
 			t.Errorf("the dead-man fired %v after the last heartbeat, before its %v", took, after)
 		}
 	}
-	if m, _ := boards.ReadLatch(r.sim.Path()); m["GPIO22"] || m["GPIO23"] || !m["GPIO17"] {
+	if m := r.waitLow(t, "GPIO22", "GPIO23"); m["GPIO22"] || m["GPIO23"] || !m["GPIO17"] {
 		t.Errorf("latch after the dead-man: %v; want fan and heater low, pump (another scope) still high", m)
 	}
 	if es := r.audit(t, fencelog.OutcomeSafe); len(es) != 2 {
@@ -165,7 +186,7 @@ func TestMaxOn(t *testing.T) {
 	if out.Fence != (fence.Fence{Token: 5}) || !strings.HasPrefix(out.Why, "max_on: on for 300ms") {
 		t.Errorf("heater after max_on: %+v, want off at fence 5/0, why max_on", out)
 	}
-	if m, _ := boards.ReadLatch(r.sim.Path()); m["GPIO23"] || !m["GPIO17"] {
+	if m := r.waitLow(t, "GPIO23"); m["GPIO23"] || !m["GPIO17"] {
 		t.Errorf("latch after max_on: %v, want the heater low and the pump (no max_on) high", m)
 	}
 	if es := r.audit(t, fencelog.OutcomeMaxOn); len(es) != 1 || es[0].Actuator != "heater" {

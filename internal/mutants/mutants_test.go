@@ -164,8 +164,8 @@ var mutants = []mutant{
 		name: "no-dead-time",
 		why:  "an interlocked output comes on without waiting out the dead time",
 		file: "actuator/actuator.go",
-		old:  "if wait := time.Until(o.lock.lastOff.Add(o.lock.DeadTime)); wait > 0 {",
-		new:  "if wait := time.Duration(0); wait > 0 {",
+		old:  "for wait := time.Until(until); wait > 0; wait = time.Until(until) {",
+		new:  "for wait := time.Duration(0); wait > 0; wait = time.Until(until) {",
 		pkgs: []string{"./actuator"}, run: "TestInterlockBreakBeforeMake|TestInterlockBoot",
 	},
 	{
