@@ -223,7 +223,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err := bank.Start(board.Pin); err != nil {
 		return err
 	}
-	defer bank.Stop()   // a running pulse ends at rest, before the board is closed
+	defer bank.Stop() // a running pulse ends at rest, before the board is closed
 	if err := ins.start(board); err != nil {
 		return err
 	}
