@@ -524,20 +524,15 @@ func checkSafe(scope string, safe Safe, members []*output, trip bool) error {
 // as New does, trip saying whether the scope has one: for configuration
 // checks.
 func CheckSafe(scope string, safe Safe, specs []Spec, interlocks []fence.Interlock, trip bool) error {
-	b := &Bank{outs: map[string]*output{}}
-	var members []*output
-	for _, s := range specs {
-		if s.Scope == "" {
-			s.Scope = s.Name
-		}
-		o := &output{Spec: s}
-		b.outs[s.Name] = o
-		if s.Scope == scope {
-			members = append(members, o)
-		}
-	}
+	b := specBank(specs)
 	if err := b.addInterlocks(interlocks); err != nil {
 		return err
+	}
+	var members []*output
+	for _, name := range b.order {
+		if o := b.outs[name]; o.Scope == scope {
+			members = append(members, o)
+		}
 	}
 	if len(members) == 0 {
 		return fmt.Errorf("actuator: safe for scope %q, which no actuator is in", scope)
@@ -548,14 +543,21 @@ func CheckSafe(scope string, safe Safe, specs []Spec, interlocks []fence.Interlo
 // CheckInterlocks checks interlocks against specs as New does, without a
 // store: for configuration checks.
 func CheckInterlocks(specs []Spec, interlocks []fence.Interlock) error {
+	return specBank(specs).addInterlocks(interlocks)
+}
+
+// specBank is a bank of specs without a store, for the configuration
+// checks.
+func specBank(specs []Spec) *Bank {
 	b := &Bank{outs: map[string]*output{}}
 	for _, s := range specs {
 		if s.Scope == "" {
 			s.Scope = s.Name
 		}
 		b.outs[s.Name] = &output{Spec: s}
+		b.order = append(b.order, s.Name)
 	}
-	return b.addInterlocks(interlocks)
+	return b
 }
 
 func (b *Bank) addInterlocks(list []fence.Interlock) error {
@@ -1129,16 +1131,16 @@ func (b *Bank) carryOut(o *output, c fence.Command, adm fencelog.Admission) fenc
 		}
 		if p := adm.Output.Pulse; adm.Effect.Pulse > 0 && p != nil {
 			res.Pulse = p
+			// A pulse that did not start, or that the stopping gateway
+			// cuts short, ends at once, at rest.
+			cut := ""
 			if res.Outcome == fence.Failed {
-				// It did not start: end it at once, at rest.
-				if rec, ok := b.endPulse(o, *p, fence.PulseInterrupted, "interrupted: the output could not be driven on"); ok {
-					adm.Scope = rec
-					res.Pulse = rec.Output(o.Name).Pulse
-					res.State = fence.StateOff
-				}
+				cut = "interrupted: the output could not be driven on"
 			} else if !b.pulseEnds(o, *p) {
-				// The gateway is stopping: the pulse is cut short.
-				if rec, ok := b.endPulse(o, *p, fence.PulseInterrupted, "interrupted: the gateway stopped while it ran"); ok {
+				cut = pulseStopped
+			}
+			if cut != "" {
+				if rec, ok := b.endPulse(o, *p, fence.PulseInterrupted, cut); ok {
 					adm.Scope = rec
 					res.Pulse = rec.Output(o.Name).Pulse
 					res.State = fence.StateOff
@@ -1259,17 +1261,12 @@ func (b *Bank) pulseEnds(o *output, p fence.Pulse) bool {
 		// pulse output moves only for its pulses, and a pulse that
 		// arrives before the end is recorded is refused busy, so the
 		// drive needs no lock; the record of the end, next, does.
-		err := b.drive(o, fence.StateOff)
+		why := fmt.Sprintf("done: on for %v, then back at rest", p.Width) + b.toRest(o)
 		o.scope.lock(context.Background())
 		defer o.scope.unlock()
 		b.pulseMu.Lock()
 		delete(b.pulses, o.Name)
 		b.pulseMu.Unlock()
-		why := fmt.Sprintf("done: on for %v, then back at rest", p.Width)
-		if err != nil {
-			why += fmt.Sprintf("; but the output could not be driven off: %v", err)
-			b.opts.Logger.Error("drive failed at the end of a pulse", "actuator", o.Name, "pin", o.PinName, "err", err)
-		}
 		if rec, ok := b.recordPulseEnd(o, p, fence.PulseDone, why); ok {
 			b.changedFrom(o.scope, rec)
 		}
@@ -1281,11 +1278,21 @@ func (b *Bank) pulseEnds(o *output, p fence.Pulse) bool {
 // pulse ended; ok is false if the record was not p running. The scope's
 // lock must be held.
 func (b *Bank) endPulse(o *output, p fence.Pulse, status, why string) (fencelog.Scope, bool) {
-	if err := b.drive(o, fence.StateOff); err != nil {
-		why += fmt.Sprintf("; but the output could not be driven off: %v", err)
-		b.opts.Logger.Error("drive failed at the end of a pulse", "actuator", o.Name, "pin", o.PinName, "err", err)
+	return b.recordPulseEnd(o, p, status, why+b.toRest(o))
+}
+
+// pulseStopped is why a pulse the stopping gateway cut short ended.
+const pulseStopped = "interrupted: the gateway stopped while it ran"
+
+// toRest drives the pulse output o back to rest; it returns "", or what
+// to add to the pulse's end if the drive failed.
+func (b *Bank) toRest(o *output) string {
+	err := b.drive(o, fence.StateOff)
+	if err == nil {
+		return ""
 	}
-	return b.recordPulseEnd(o, p, status, why)
+	b.opts.Logger.Error("drive failed at the end of a pulse", "actuator", o.Name, "pin", o.PinName, "err", err)
+	return fmt.Sprintf("; but the output could not be driven off: %v", err)
 }
 
 // recordPulseEnd records how the pulse p of o ended; ok is false if the
@@ -1325,18 +1332,13 @@ func (b *Bank) TripAtStart(level func(input string) (bool, error)) error {
 		if rec.Trip() != "" {
 			continue // the boot rule holds it already
 		}
-		var changes []fencelog.StateChange
 		for _, o := range sc.members {
-			if o.Kind == KindPulse {
-				continue
-			}
-			o.start = start{state: sc.safeState()}
-			if rec.Output(o.Name).State != sc.safeState() {
-				changes = append(changes, fencelog.StateChange{Scope: sc.name, Actuator: o.Name, State: sc.safeState(), Holder: "trip", Why: why, Outcome: fencelog.OutcomeTrip})
+			if o.Kind != KindPulse {
+				o.start = start{state: sc.safeState()}
 			}
 		}
 		b.opts.Logger.Warn("scope tripped at start: its outputs are taken over at the safe state; a reset command releases it once the input is cleared", "scope", sc.name, "why", why)
-		if err := b.log.SetTrip(sc.name, why, changes); err != nil {
+		if err := b.log.SetTrip(sc.name, why, changesOf(sc, sc.toSafe(rec), fencelog.OutcomeTrip, why)); err != nil {
 			return fmt.Errorf("actuator: %w", err)
 		}
 	}
@@ -1458,23 +1460,31 @@ func (b *Bank) tripScope(sc *scope, why string) {
 	if rec.Trip() != "" {
 		return
 	}
-	safe := sc.safeState()
-	var sets []fence.Set
-	var changes []fencelog.StateChange
-	for _, o := range sc.members {
-		if o.Kind == KindPulse || rec.Output(o.Name).State == safe {
-			continue
-		}
-		sets = append(sets, fence.Set{Actuator: o.Name, State: safe})
-		changes = append(changes, fencelog.StateChange{Scope: sc.name, Actuator: o.Name, State: safe, Holder: "trip", Why: why, Outcome: fencelog.OutcomeTrip})
-	}
 	b.opts.Logger.Warn("scope tripped to its safe state; a reset command releases it once the input is cleared", "scope", sc.name, "why", why)
-	if err := b.log.SetTrip(sc.name, why, changes); err != nil {
-		b.opts.Logger.Error("trip: record", "scope", sc.name, "err", err)
-		return
+	b.setStates(sc, sc.toSafe(rec), fencelog.OutcomeTrip, why, true)
+}
+
+// toSafe lists what sending sc to its safe state changes, by rec: every
+// output not at it (a pulse output rests off anyway).
+func (sc *scope) toSafe(rec fencelog.Scope) []fence.Set {
+	var sets []fence.Set
+	for _, o := range sc.members {
+		if o.Kind != KindPulse && rec.Output(o.Name).State != sc.safeState() {
+			sets = append(sets, fence.Set{Actuator: o.Name, State: sc.safeState()})
+		}
 	}
-	b.driveSets(sets, why)
-	b.changed(sc)
+	return sets
+}
+
+// changesOf are sets as the store records them: set by the gateway for
+// why, the outcome as their holder.
+func changesOf(sc *scope, sets []fence.Set, outcome fence.Outcome, why string) []fencelog.StateChange {
+	changes := make([]fencelog.StateChange, 0, len(sets))
+	for _, set := range sets {
+		changes = append(changes, fencelog.StateChange{Scope: sc.name, Actuator: set.Actuator, State: set.State,
+			Holder: string(outcome), Why: why, Outcome: outcome})
+	}
+	return changes
 }
 
 // onFor notes that o was driven to s, on for elapsed already (0: from
@@ -1527,7 +1537,7 @@ func (b *Bank) maxOnFired(o *output) {
 	}
 	why := fmt.Sprintf("max_on: on for %v, the longest it may be", o.MaxOn)
 	b.opts.Logger.Warn("output switched off: on for its max_on", "actuator", o.Name, "max_on", o.MaxOn.String())
-	b.setStates(sc, []fence.Set{{Actuator: o.Name, State: fence.StateOff}}, fencelog.OutcomeMaxOn, why)
+	b.setStates(sc, []fence.Set{{Actuator: o.Name, State: fence.StateOff}}, fencelog.OutcomeMaxOn, why, false)
 }
 
 // alive notes a sign of life from sc's holder and arms its dead-man. The
@@ -1581,30 +1591,23 @@ func (b *Bank) goSafe(sc *scope, why string) {
 		b.opts.Logger.Error("dead-man: read scope", "scope", sc.name, "err", err)
 		return
 	}
-	var sets []fence.Set
-	for _, o := range sc.members {
-		if o.Kind == KindPulse {
-			continue // at rest, or back at rest after its pulse
-		}
-		if rec.Output(o.Name).State != sc.safe.State {
-			sets = append(sets, fence.Set{Actuator: o.Name, State: sc.safe.State})
-		}
-	}
-	b.opts.Logger.Warn("scope goes to its safe state", "scope", sc.name, "state", sc.safe.State.String(), "changed", len(sets), "why", why)
+	sets := sc.toSafe(rec)
+	b.opts.Logger.Warn("scope goes to its safe state", "scope", sc.name, "state", sc.safeState().String(), "changed", len(sets), "why", why)
 	if len(sets) > 0 {
-		b.setStates(sc, sets, fencelog.OutcomeSafe, why)
+		b.setStates(sc, sets, fencelog.OutcomeSafe, why, false)
 	}
 }
 
-// setStates records sets (without touching the fence), then drives them,
-// and publishes the scope's states. The scope's lock must be held.
-func (b *Bank) setStates(sc *scope, sets []fence.Set, outcome fence.Outcome, why string) {
-	changes := make([]fencelog.StateChange, 0, len(sets))
-	for _, set := range sets {
-		changes = append(changes, fencelog.StateChange{Scope: sc.name, Actuator: set.Actuator, State: set.State,
-			Holder: string(outcome), Why: why, Outcome: outcome})
+// setStates records sets (without touching the fence; with trip, the
+// scope tripped too, why), then drives them, and publishes the scope's
+// states. The scope's lock must be held.
+func (b *Bank) setStates(sc *scope, sets []fence.Set, outcome fence.Outcome, why string, trip bool) {
+	changes := changesOf(sc, sets, outcome, why)
+	record := b.log.SetStates
+	if trip {
+		record = func(ch []fencelog.StateChange) error { return b.log.SetTrip(sc.name, why, ch) }
 	}
-	if err := b.log.SetStates(changes); err != nil {
+	if err := record(changes); err != nil {
 		b.opts.Logger.Error("record states", "scope", sc.name, "why", why, "err", err)
 		return
 	}
@@ -1655,7 +1658,7 @@ func (b *Bank) Stop() {
 		o := b.outs[name]
 		o.scope.lock(context.Background())
 		if cur, err := b.log.Output(o.Scope, o.Name); err == nil && cur.Pulse != nil && cur.Pulse.Status == fence.PulseRunning {
-			if rec, ok := b.endPulse(o, *cur.Pulse, fence.PulseInterrupted, "interrupted: the gateway stopped while it ran"); ok {
+			if rec, ok := b.endPulse(o, *cur.Pulse, fence.PulseInterrupted, pulseStopped); ok {
 				b.changedFrom(o.scope, rec)
 			}
 		}
