@@ -205,14 +205,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		return err
 	}
 	defer board.Close()
-	if err := bank.AttachInputs(func(name string) (actuator.Input, error) {
-		for _, in := range cfg.Inputs {
-			if in.Name == name {
-				return board.Input(in.Output())
-			}
-		}
-		return nil, fmt.Errorf("no input %q in the configuration", name)
-	}); err != nil {
+	if err := bank.AttachInputs(func(name string) (actuator.Input, error) { return inputOf(cfg, board, name) }); err != nil {
 		return err
 	}
 	log.Info("board opened", "board", board.String())
@@ -326,17 +319,22 @@ func tripAtStart(cfg *config.Config, bank *actuator.Bank) error {
 	}
 	defer b.Close()
 	return bank.TripAtStart(func(name string) (bool, error) {
-		for _, in := range cfg.Inputs {
-			if in.Name == name {
-				i, err := b.Input(in.Output())
-				if err != nil {
-					return false, err
-				}
-				return i.Level()
-			}
+		i, err := inputOf(cfg, b, name)
+		if err != nil {
+			return false, err
 		}
-		return false, fmt.Errorf("no input %q in the configuration", name)
+		return i.Level()
 	})
+}
+
+// inputOf returns the board's input that the configuration names name.
+func inputOf(cfg *config.Config, b boards.Board, name string) (boards.Input, error) {
+	for _, in := range cfg.Inputs {
+		if in.Name == name {
+			return b.Input(in.Output())
+		}
+	}
+	return nil, fmt.Errorf("no input %q in the configuration", name)
 }
 
 // inputLines are the configuration's inputs as boards take them.
