@@ -254,7 +254,13 @@ func Remember(recent []AppliedCommand, c Command, refused *Refusal) []AppliedCom
 	}
 	out := make([]AppliedCommand, 0, len(recent)-start+1)
 	out = append(out, recent[start:]...)
-	return append(out, AppliedCommand{ID: c.ID, Actuator: c.Actuator, Fence: c.Fence, State: c.State, Refused: refused, Pulse: c.Pulse})
+	return append(out, Remembered(c, refused))
+}
+
+// Remembered is the entry of the window that remembers c; refused is c's
+// refusal, if its effect was one.
+func Remembered(c Command, refused *Refusal) AppliedCommand {
+	return AppliedCommand{ID: c.ID, Actuator: c.Actuator, Fence: c.Fence, State: c.State, Refused: refused, Pulse: c.Pulse}
 }
 
 // what says what a remembered command asked for, for messages.

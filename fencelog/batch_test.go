@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/fencegate/fencegate/fence"
@@ -85,7 +86,17 @@ func TestAdmitBatchIsAdmitInSequence(t *testing.T) {
 func admissionView(a Admission) string {
 	o := a.Output
 	return fmt.Sprintf("%v %s %s %+v | %s %s %s fence %s | scope %s %v", a.Outcome, a.Reason, a.Error, a.Original,
-		o.State, o.Holder, o.Actuator, o.Fence, a.Scope.Fence, a.Scope.States()) + fmt.Sprintf(" | effect %v %+v", a.Effect.Sets, a.Effect.Refusal)
+		o.State, o.Holder, o.Actuator, o.Fence, a.Scope.Fence, a.Scope.States()) + fmt.Sprintf(" | effect %v %+v", a.Effect.Sets, a.Effect.Refusal) +
+		" | window " + windowView(a.Scope.rec.Recent)
+}
+
+// windowView is a scope's window of remembered commands, for comparing.
+func windowView(recent []fence.AppliedCommand) string {
+	var b strings.Builder
+	for _, a := range recent {
+		fmt.Fprintf(&b, "%s/%s/%s/%v ", a.ID, a.Actuator, a.Fence, a.Refused != nil)
+	}
+	return b.String()
 }
 
 func auditView(t *testing.T, l *Log) []string {

@@ -712,6 +712,11 @@ func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Adm
 		}
 		entries := slices.Clone(pending)
 		wrote := false
+		// window is the scope's window and then every command this run
+		// remembers, in one array: each admission's view of it (rec.Recent,
+		// capped, so that nothing appends into it) keeps what it saw, and
+		// remembering a command does not copy the whole window again.
+		var window []fence.AppliedCommand
 		for i := range reqs {
 			c := reqs[i].Command
 			// Decide again inside the transaction: this is the decision that counts.
@@ -728,7 +733,11 @@ func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Adm
 					rec.Outputs = maps.Clone(rec.Outputs)
 				}
 				rec.Fence = c.Fence
-				rec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)
+				if window == nil {
+					window = append(make([]fence.AppliedCommand, 0, len(rec.Recent)+len(reqs)-i), rec.Recent...)
+				}
+				window = append(window, fence.Remembered(c, eff.Refusal))
+				rec.Recent = window[max(0, len(window)-fence.Window):len(window):len(window)]
 				if eff.Reset {
 					rec.Trip = ""
 				}

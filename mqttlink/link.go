@@ -737,9 +737,17 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 		toks[i] = c.Publish(l.t.Result(name), 0, false, wire.EncodeResult(res))
 	}
 	l.states.poke() // the states the decisions changed, after their answers
+	// One timer for all of them: paho's WaitTimeout makes one each.
+	wait := time.NewTimer(answerWait)
+	defer wait.Stop()
 	for i, tok := range toks {
-		if !tok.WaitTimeout(answerWait) || tok.Error() != nil || !c.IsConnectionOpen() {
+		select {
+		case <-tok.Done():
+		case <-wait.C:
 			return // not acknowledged: the broker delivers them again, and they are answered again
+		}
+		if tok.Error() != nil || !c.IsConnectionOpen() {
+			return
 		}
 		ms[i].Ack()
 	}
@@ -809,7 +817,7 @@ func (l *Link) publish(ctx context.Context, c mqtt.Client, topic string, qos byt
 	return c.Publish(topic, qos, retained, payload), true
 }
 
-// answerWait bounds the wait for an answer to be written.
+// answerWait bounds the wait for a batch's answers to be written.
 const answerWait = 5 * time.Second
 
 func (l *Link) clientOrNil() mqtt.Client {

@@ -66,11 +66,11 @@ func decisionAttrs(e actuator.Event) []any {
 func (d *decisionLog) decided(e actuator.Event) {
 	switch o := e.Result.Outcome; o {
 	case fence.Applied:
-		d.log.Info("applied", decisionAttrs(e)...)
+		d.write(slog.LevelInfo, "applied", e)
 	case fence.Failed:
-		d.log.Error("failed", decisionAttrs(e)...)
+		d.write(slog.LevelError, "failed", e)
 	case fence.Duplicate:
-		d.log.Debug("duplicate", decisionAttrs(e)...)
+		d.write(slog.LevelDebug, "duplicate", e)
 	case fence.Stale, fence.Rejected:
 		k := floodKey{o, e.Holder, e.Result.Reason}
 		d.mu.Lock()
@@ -87,9 +87,20 @@ func (d *decisionLog) decided(e actuator.Event) {
 			if o == fence.Rejected {
 				level = slog.LevelWarn
 			}
-			d.log.Log(context.Background(), level, string(o), append(decisionAttrs(e),
-				"note", "more "+string(o)+" commands of this holder (and reason) are counted, and logged once every "+d.every.String())...)
+			d.write(level, string(o), e,
+				"note", "more "+string(o)+" commands of this holder (and reason) are counted, and logged once every "+d.every.String())
 		}
+	}
+}
+
+// write logs e at level, with more attributes after its own, if the log
+// takes that level: at a level it drops, the attributes are not built (a
+// command applied is one line at info; a gateway run at warn pays nothing
+// for it).
+func (d *decisionLog) write(level slog.Level, msg string, e actuator.Event, more ...any) {
+	ctx := context.Background()
+	if d.log.Enabled(ctx, level) {
+		d.log.Log(ctx, level, msg, append(decisionAttrs(e), more...)...)
 	}
 }
 

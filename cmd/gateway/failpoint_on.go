@@ -67,12 +67,26 @@ func commitDelay() (time.Duration, error) {
 }
 
 // cpuProfile, in builds with the failpoints tag (benchmarks only), writes a
-// CPU profile of the whole run to the file FENCEGATE_CPUPROFILE names; the
-// returned function ends it.
+// CPU profile of the whole run to the file FENCEGATE_CPUPROFILE names, and
+// at the end of the run the allocations (heap profile) to the file
+// FENCEGATE_MEMPROFILE names; the returned function ends them.
 func cpuProfile() (stop func(), err error) {
+	stops := []func(){}
+	stop = func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	if path := os.Getenv("FENCEGATE_MEMPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, fmt.Errorf("FENCEGATE_MEMPROFILE: %w", err)
+		}
+		stops = append(stops, func() { pprof.Lookup("allocs").WriteTo(f, 0); f.Close() })
+	}
 	path := os.Getenv("FENCEGATE_CPUPROFILE")
 	if path == "" {
-		return func() {}, nil
+		return stop, nil
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -82,5 +96,5 @@ func cpuProfile() (stop func(), err error) {
 		f.Close()
 		return nil, fmt.Errorf("FENCEGATE_CPUPROFILE: %w", err)
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return func() { pprof.StopCPUProfile(); f.Close(); stop() }, nil
 }

@@ -156,8 +156,8 @@ var mutants = []mutant{
 		name: "refusal-keeps-old-fence",
 		why:  "a command an interlock refused does not raise the fence, so the displaced holder keeps acting",
 		file: "fencelog/fencelog.go",
-		old:  "\t\t\t\trec.Fence = c.Fence\n\t\t\t\trec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)",
-		new:  "\t\t\t\tif eff.Refusal == nil {\n\t\t\t\t\trec.Fence = c.Fence\n\t\t\t\t}\n\t\t\t\trec.Recent = fence.Remember(rec.Recent, c, eff.Refusal)",
+		old:  "\t\t\t\trec.Fence = c.Fence\n\t\t\t\tif window == nil {",
+		new:  "\t\t\t\tif eff.Refusal == nil {\n\t\t\t\t\trec.Fence = c.Fence\n\t\t\t\t}\n\t\t\t\tif window == nil {",
 		pkgs: []string{"./actuator"}, run: "TestInterlockRejects",
 	},
 	{
