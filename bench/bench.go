@@ -338,6 +338,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	r.Floors.BrokerRTT = e.latency
+	if slices.Contains(o.Profiles, Single) {
+		c, err := o.composedFloor(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.Floors.RoundTripWithCommit = &c
+	}
 
 	for _, p := range o.Profiles {
 		switch p {
@@ -420,9 +427,34 @@ func (o *Options) echo(ctx context.Context, m, w int) (echoed, error) {
 	if m == 1 && w == 1 {
 		label = "floor: broker round trip"
 	}
+	e, err := o.echoFloor(ctx, m, w, label, nil)
+	if err == nil {
+		o.echoes[[2]int{m, w}] = e
+	}
+	return e, err
+}
+
+// composedFloor measures the broker round trip with one floor commit (in a
+// store of its own, in the stores' directory) in the echo before each
+// answer, one command at a time: the two floors composed as a gateway
+// composes them, with a hand-over from paho's handler to the goroutine
+// that commits and answers, and nothing else.
+func (o *Options) composedFloor(ctx context.Context) (Latency, error) {
+	commit, closeStore, err := floorStore(o.root, "composed-floor.db")
+	if err != nil {
+		return Latency{}, err
+	}
+	defer closeStore()
+	e, err := o.echoFloor(ctx, 1, 1, "floor: round trip with a commit", commit)
+	return e.latency, err
+}
+
+// echoFloor measures an echo (with commit before each answer, if set) with
+// m controllers and w commands in flight each.
+func (o *Options) echoFloor(ctx context.Context, m, w int, label string, commit func() error) (echoed, error) {
 	id := fmt.Sprintf("bench-%d-echo", os.Getpid())
 	topics := wire.Topics{GatewayID: id}
-	ec, err := startEcho(ctx, o.Broker, id, topics)
+	ec, err := startEcho(ctx, o.Broker, id, topics, commit)
 	if err != nil {
 		return echoed{}, err
 	}
@@ -440,9 +472,7 @@ func (o *Options) echo(ctx context.Context, m, w int) (echoed, error) {
 	if err != nil {
 		return echoed{}, fmt.Errorf("bench: %s: %w", label, err)
 	}
-	e := echoed{perS: perSecond(t.answered(fresh), t), latency: latencyOf(t.latency[fresh])}
-	o.echoes[[2]int{m, w}] = e
-	return e, nil
+	return echoed{perS: perSecond(t.answered(fresh), t), latency: latencyOf(t.latency[fresh])}, nil
 }
 
 // dial connects m controllers for the first m actuators (a00, a01, …) of
@@ -501,6 +531,9 @@ func (o *Options) begin(ctx context.Context, res *Result, name string, delay tim
 	}
 	if u, err := gw.usage(); err == nil && u.RSS > 0 {
 		res.IdleRSSMB = ptr(mb(u.RSS))
+		if u.RSSAnon > 0 {
+			res.IdleAnonMB = ptr(mb(u.RSSAnon))
+		}
 	}
 	return gw, g, nil
 }

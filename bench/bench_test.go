@@ -92,6 +92,9 @@ func TestProcUsage(t *testing.T) {
 	if after.RSS < 1<<20 || after.PeakRSS < after.RSS {
 		t.Errorf("RSS %d, peak %d: want 1 MiB or more, and a peak not below it", after.RSS, after.PeakRSS)
 	}
+	if after.RSSAnon <= 0 || after.RSSAnon >= after.RSS {
+		t.Errorf("RSS %d, of it anonymous %d: want some, and less than all (the binary's pages are mapped from a file)", after.RSS, after.RSSAnon)
+	}
 }
 
 // gatewayBinary builds the gateway with the failpoints tag, once, in
@@ -144,11 +147,17 @@ func TestRun(t *testing.T) {
 	if got, want := strings.Join(names, " "), "single fleet-2x2 storm sdcard"; got != want {
 		t.Errorf("profiles %s, want %s", got, want)
 	}
+	if c := r.Floors.RoundTripWithCommit; c == nil || c.Samples == 0 || c.P50 <= 0 {
+		t.Errorf("round trip with a commit: %+v, want a measured latency", c)
+	} else if c.P50 <= r.Floors.BrokerRTT.P50 {
+		t.Errorf("round trip with a commit p50 %v ms, the round trip alone %v: want the commit to cost something", c.P50, r.Floors.BrokerRTT.P50)
+	}
 	if entries, err := os.ReadDir(o.StoreDir); err != nil || len(entries) != 0 {
 		t.Errorf("the store directory holds %v (%v) after the run, want nothing", entries, err)
 	}
 	var table bytes.Buffer
-	if err := r.WriteTable(&table); err != nil || !strings.Contains(table.String(), "fleet-2x2") {
+	if err := r.WriteTable(&table); err != nil || !strings.Contains(table.String(), "fleet-2x2") ||
+		!strings.Contains(table.String(), ", round trip with a commit p50 ") {
 		t.Errorf("WriteTable: %v\n%s", err, table.String())
 	}
 }
@@ -162,4 +171,27 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// The single profile's p50 is set against the sum of the floors (the
+// target) and against the round trip with a commit (the floors composed,
+// with no gateway), so that a reader sees how much of the gap the
+// composition alone makes.
+func TestSingleAgainstTheComposedFloor(t *testing.T) {
+	r := &Report{Floors: &Floors{BrokerRTT: Latency{P50: 0.1}, Commit: Latency{P50: 0.3}, RoundTripWithCommit: &Latency{P50: 0.5}}}
+	res := Result{Name: Single, Profile: Single, Actuators: 1, Controllers: 1, Window: 1, Latency: Latency{P50: 1}}
+	res.ratios(r, 0)
+	if x := res.Ratios.P50VsFloor; x == nil || *x != 2.5 {
+		t.Errorf("p50 vs the floors' sum = %v, want 2.5", x)
+	}
+	if x := res.Ratios.P50VsComposed; x == nil || *x != 2 {
+		t.Errorf("p50 vs the round trip with a commit = %v, want 2", x)
+	}
+	got := strings.Join(res.verdicts(r), "\n")
+	for _, want := range []string{"= 2.50 × (broker round trip + commit = 0.400 ms)   target ≤ 1.25",
+		"= 2.00 × the round trip with a commit (0.500 ms = 1.25 × the sum: the floors composed, no gateway)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("verdicts:\n%s\nwant a line with %q", got, want)
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 type echo struct {
 	c      mqtt.Client
 	topics wire.Topics
+	commit func() error // if set, run before each answer (the composed floor)
 	in     chan mqtt.Message
 	stop   chan struct{}
 	done   chan struct{}
@@ -28,12 +29,14 @@ type echo struct {
 // any benchmark keeps in flight, so that paho's handler never waits.
 const echoQueue = 1 << 16
 
-func startEcho(ctx context.Context, broker, clientID string, topics wire.Topics) (*echo, error) {
+// startEcho starts an echo; commit, if not nil, runs before each answer,
+// and a command whose commit failed is answered failed.
+func startEcho(ctx context.Context, broker, clientID string, topics wire.Topics, commit func() error) (*echo, error) {
 	c, err := connect(ctx, broker, clientID)
 	if err != nil {
 		return nil, err
 	}
-	e := &echo{c: c, topics: topics, in: make(chan mqtt.Message, echoQueue),
+	e := &echo{c: c, topics: topics, commit: commit, in: make(chan mqtt.Message, echoQueue),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go e.serve()
 	if err := waitToken(ctx, c.Subscribe(topics.SetFilter(), 1, func(_ mqtt.Client, m mqtt.Message) { e.in <- m })); err != nil {
@@ -60,6 +63,10 @@ func (e *echo) serve() {
 		r := fence.Result{ID: c.ID, Actuator: name, Outcome: fence.Applied, Command: c.Fence, Fence: c.Fence, State: c.State}
 		if err != nil {
 			r.Outcome, r.Error = fence.Rejected, err.Error()
+		} else if e.commit != nil {
+			if err := e.commit(); err != nil {
+				r.Outcome, r.Error = fence.Failed, err.Error()
+			}
 		}
 		e.c.Publish(e.topics.Result(name), 1, false, wire.EncodeResult(r))
 	}

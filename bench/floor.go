@@ -19,28 +19,45 @@ import (
 // their durations (at least minCommits of them, however long they take).
 func commitFloor(dir string, n int, d time.Duration) ([]time.Duration, error) {
 	const minCommits = 20
-	path := filepath.Join(dir, "commit-floor.db")
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	commit, closeStore, err := floorStore(dir, "commit-floor.db")
 	if err != nil {
-		return nil, fmt.Errorf("bench: commit floor: %w (is --store-dir writable?)", err)
+		return nil, err
 	}
-	defer os.Remove(path)
-	defer db.Close()
-	bucket := []byte("floor")
-	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bucket); return err }); err != nil {
-		return nil, fmt.Errorf("bench: commit floor: %w", err)
-	}
-	v := make([]byte, 200) // about a fence record with its window
+	defer closeStore()
 	var took []time.Duration
 	deadline := time.Now().Add(d)
 	for i := 0; i < n && (i < minCommits || time.Now().Before(deadline)); i++ {
-		v[0] = byte(i)
 		start := time.Now()
-		err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte("k"), v) })
-		if err != nil {
-			return nil, fmt.Errorf("bench: commit floor: %w", err)
+		if err := commit(); err != nil {
+			return nil, err
 		}
 		took = append(took, time.Since(start))
 	}
 	return took, nil
+}
+
+// floorStore opens a store of the floor's own, name in dir, and returns
+// the floor's commit: one read-write transaction with one small put,
+// committed with its syncs. closeStore closes and removes the store.
+func floorStore(dir, name string) (commit func() error, closeStore func(), err error) {
+	path := filepath.Join(dir, name)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: commit floor: %w (is --store-dir writable?)", err)
+	}
+	closeStore = func() { db.Close(); os.Remove(path) }
+	bucket := []byte("floor")
+	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bucket); return err }); err != nil {
+		closeStore()
+		return nil, nil, fmt.Errorf("bench: commit floor: %w", err)
+	}
+	v := make([]byte, 200) // about a fence record with its window
+	commit = func() error {
+		v[0]++
+		if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte("k"), v) }); err != nil {
+			return fmt.Errorf("bench: commit floor: %w", err)
+		}
+		return nil
+	}
+	return commit, closeStore, nil
 }

@@ -58,6 +58,7 @@ type usage struct {
 	CPU     time.Duration
 	HaveCPU bool
 	RSS     int64 // bytes now; 0 if unknown
+	RSSAnon int64 // of RSS, the process's own memory (heap, stacks); the rest is mapped files (the binary, the store); 0 if unknown
 	PeakRSS int64 // bytes at the peak; 0 if unknown
 }
 

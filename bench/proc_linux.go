@@ -45,17 +45,20 @@ func procUsage(pid int) (usage, error) {
 	}
 	for line := range strings.SplitSeq(string(status), "\n") {
 		key, v, ok := strings.Cut(line, ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM") {
+		if !ok {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		if err != nil {
 			continue
 		}
-		if key == "VmRSS" {
+		switch key {
+		case "VmRSS":
 			u.RSS = kb << 10
-		} else {
+		case "VmHWM":
 			u.PeakRSS = kb << 10
+		case "RssAnon":
+			u.RSSAnon = kb << 10
 		}
 	}
 	return u, nil

@@ -120,6 +120,9 @@ func (o *Options) plan() int {
 				steps += 2
 			}
 			steps += 3 // start, warm-up, measure
+			if p == Single {
+				steps += 2 // the round trip with a commit: warm-up, measure
+			}
 			if p == Storm {
 				steps += 2 // the storm, stale commands alone
 			}

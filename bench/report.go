@@ -39,6 +39,11 @@ type Floors struct {
 	BrokerRTT Latency `json:"broker_rtt"`
 	// Commit is one bbolt commit (with its syncs) in the store's directory.
 	Commit Latency `json:"commit"`
+	// RoundTripWithCommit is the round trip of an echo that commits (as
+	// Commit) before each answer, one command at a time: the two floors
+	// composed as a gateway composes them, with nothing else (no fence, no
+	// window, no audit, no output). Measured with the single profile.
+	RoundTripWithCommit *Latency `json:"round_trip_with_commit,omitempty"`
 }
 
 // Result is one profile's figures. Rates and ratios are over the measured
@@ -89,6 +94,11 @@ type Result struct {
 	// its resident memory once online, before any command (Linux only).
 	PeakRSSMB *float64 `json:"peak_rss_mb"`
 	IdleRSSMB *float64 `json:"idle_rss_mb"`
+	// IdleAnonMB is the part of IdleRSSMB that is the process's own
+	// memory (heap, stacks, runtime); the rest is the pages of mapped files
+	// it touched: the binary (shared with every process running it, and
+	// dropped by the kernel first when memory is short) and the store.
+	IdleAnonMB *float64 `json:"idle_anon_mb,omitempty"`
 	// OnlineMs is the time from starting the process to its "online".
 	OnlineMs float64      `json:"online_ms"`
 	Ratios   Ratios       `json:"ratios"`
@@ -102,6 +112,9 @@ type Ratios struct {
 	// P50VsFloor is Latency.P50 / (BrokerRTT.P50 + Commit.P50), for one
 	// command at a time (window 1).
 	P50VsFloor *float64 `json:"p50_vs_floor"`
+	// P50VsComposed is Latency.P50 / RoundTripWithCommit.P50, for one
+	// command at a time: what the gateway adds to the composed floor.
+	P50VsComposed *float64 `json:"p50_vs_composed,omitempty"`
 	// AppliedVsEcho is AppliedPerS / EchoPerS.
 	AppliedVsEcho *float64 `json:"applied_vs_echo"`
 	// AppliedVsOneCommit is AppliedPerS / OneCommitPerS: how many
@@ -190,6 +203,9 @@ func (res *Result) ratios(r *Report, delayMs float64) {
 	}
 	if res.Window == 1 && f.BrokerRTT.P50+f.Commit.P50 > 0 {
 		res.Ratios.P50VsFloor = ptr(res.Latency.P50 / (f.BrokerRTT.P50 + f.Commit.P50))
+		if c := f.RoundTripWithCommit; c != nil && c.P50 > 0 {
+			res.Ratios.P50VsComposed = ptr(res.Latency.P50 / c.P50)
+		}
 	}
 	if res.EchoPerS != nil && *res.EchoPerS > 0 {
 		res.Ratios.AppliedVsEcho = ptr(res.AppliedPerS / *res.EchoPerS)
@@ -220,8 +236,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "gateway bench: %s/%s, %d CPUs, broker %s, store in %s%s\n", r.OS, r.Arch, r.CPUs, r.Broker, r.StoreDir, fs)
 	if f := r.Floors; f != nil {
-		fmt.Fprintf(&b, "floors: broker round trip p50 %s ms (%d), bbolt commit p50 %s ms (%d)\n",
+		fmt.Fprintf(&b, "floors: broker round trip p50 %s ms (%d), bbolt commit p50 %s ms (%d)",
 			num(f.BrokerRTT.P50), f.BrokerRTT.Samples, num(f.Commit.P50), f.Commit.Samples)
+		if c := f.RoundTripWithCommit; c != nil {
+			fmt.Fprintf(&b, ", round trip with a commit p50 %s ms (%d)", num(c.P50), c.Samples)
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 	rows := [][]string{{"profile", "act×ctl×win", "applied/s", "p50 ms", "p99 ms", "p99.9 ms", "echo/s", "vs echo", "syncs/applied", "cpu s/1k", "peak MB"}}
@@ -258,6 +278,11 @@ func (p Result) verdicts(r *Report) []string {
 	if x := p.Ratios.P50VsFloor; x != nil && r.Floors != nil {
 		v = append(v, fmt.Sprintf("p50 %s ms = %.2f × (broker round trip + commit = %s ms)   target ≤ 1.25",
 			num(p.Latency.P50), *x, num(r.Floors.BrokerRTT.P50+r.Floors.Commit.P50)))
+		if y := p.Ratios.P50VsComposed; y != nil {
+			c := r.Floors.RoundTripWithCommit.P50
+			v = append(v, fmt.Sprintf("p50 %s ms = %.2f × the round trip with a commit (%s ms = %.2f × the sum: the floors composed, no gateway)",
+				num(p.Latency.P50), *y, num(c), c/(r.Floors.BrokerRTT.P50+r.Floors.Commit.P50)))
+		}
 	}
 	switch p.Profile {
 	case Fleet:
@@ -287,7 +312,11 @@ func (p Result) verdicts(r *Report) []string {
 		v = append(v, p.Soak.verdicts(p)...)
 	}
 	if p.IdleRSSMB != nil && p.Profile == Single {
-		v = append(v, fmt.Sprintf("idle RSS %.1f MB   target ≤ 20; online %.0f ms after start", *p.IdleRSSMB, p.OnlineMs))
+		split := ""
+		if a := p.IdleAnonMB; a != nil {
+			split = fmt.Sprintf(" (%.1f its own, %.1f mapped files: the binary, the store)", *a, *p.IdleRSSMB-*a)
+		}
+		v = append(v, fmt.Sprintf("idle RSS %.1f MB%s   target ≤ 20; online %.0f ms after start", *p.IdleRSSMB, split, p.OnlineMs))
 	}
 	if n := p.Commands - p.Applied; n > 0 && p.Profile != Storm && p.Profile != Soak {
 		v = append(v, fmt.Sprintf("WARNING: %d commands not applied: %v", n, p.Outcomes))
