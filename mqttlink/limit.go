@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"golang.org/x/net/proxy"
@@ -77,42 +76,10 @@ type limitConn struct {
 	err  error  // the error that ended the stream
 
 	aborted atomic.Pointer[error] // why the link closed it, if it did
-	q       *writeQueue           // what paho writes (see writeQueue)
 }
 
 func newLimitConn(c net.Conn) *limitConn {
-	lc := &limitConn{Conn: c, r: bufio.NewReaderSize(c, 4096)}
-	lc.q = newWriteQueue(c, func(err error) {
-		// paho's reader learns of the loss now, with why, not at the next
-		// keepalive; a reason the link gave first stays.
-		why := fmt.Errorf("mqttlink: writing to the broker: %w", err)
-		lc.aborted.CompareAndSwap(nil, &why)
-		c.Close()
-	})
-	return lc
-}
-
-// Write implements net.Conn: it queues p (see writeQueue).
-func (c *limitConn) Write(p []byte) (int, error) { return c.q.write(p) }
-
-// SetWriteDeadline implements net.Conn: the deadline of a Write that
-// waits for room in the queue.
-func (c *limitConn) SetWriteDeadline(t time.Time) error {
-	c.q.setDeadline(t)
-	return nil
-}
-
-// SetDeadline implements net.Conn.
-func (c *limitConn) SetDeadline(t time.Time) error {
-	c.q.setDeadline(t)
-	return c.Conn.SetReadDeadline(t)
-}
-
-// Close implements net.Conn: it writes what is queued (waiting at most
-// closeFlushWait), then closes the connection.
-func (c *limitConn) Close() error {
-	c.q.close()
-	return c.Conn.Close()
+	return &limitConn{Conn: c, r: bufio.NewReaderSize(c, 4096)}
 }
 
 // Read implements net.Conn.
