@@ -472,6 +472,10 @@ func (o *Options) echoFloor(ctx context.Context, m, w int, label string, commit 
 	if err != nil {
 		return echoed{}, fmt.Errorf("bench: %s: %w", label, err)
 	}
+	if err := ec.end(); err != nil {
+		// A commit that fails fails fast: the floor would be too low.
+		return echoed{}, fmt.Errorf("bench: %s: %w", label, err)
+	}
 	return echoed{perS: perSecond(t.answered(fresh), t), latency: latencyOf(t.latency[fresh])}, nil
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
@@ -20,6 +21,8 @@ type echo struct {
 	c      mqtt.Client
 	topics wire.Topics
 	commit func() error // if set, run before each answer (the composed floor)
+	failed error        // the first commit that failed; read once serve ended
+	closed sync.Once
 	in     chan mqtt.Message
 	stop   chan struct{}
 	done   chan struct{}
@@ -66,6 +69,9 @@ func (e *echo) serve() {
 		} else if e.commit != nil {
 			if err := e.commit(); err != nil {
 				r.Outcome, r.Error = fence.Failed, err.Error()
+				if e.failed == nil {
+					e.failed = err
+				}
 			}
 		}
 		e.c.Publish(e.topics.Result(name), 1, false, wire.EncodeResult(r))
@@ -73,7 +79,15 @@ func (e *echo) serve() {
 }
 
 func (e *echo) close() {
-	close(e.stop)
-	<-e.done
-	e.c.Disconnect(50)
+	e.closed.Do(func() {
+		close(e.stop)
+		<-e.done
+		e.c.Disconnect(50)
+	})
+}
+
+// end closes the echo and returns the first commit that failed, if one did.
+func (e *echo) end() error {
+	e.close()
+	return e.failed
 }

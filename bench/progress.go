@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,6 +105,9 @@ func (o *Options) plan() int {
 		return 3 // start, warm-up, soak
 	}
 	steps := 3 // commit floor; round trip floor: warm-up, measure
+	if slices.Contains(o.Profiles, Single) {
+		steps += 2 // the round trip with a commit: warm-up, measure
+	}
 	echoes := map[[2]int]bool{{1, 1}: true}
 	for _, p := range o.Profiles {
 		sizes := []int{0}
@@ -120,9 +124,6 @@ func (o *Options) plan() int {
 				steps += 2
 			}
 			steps += 3 // start, warm-up, measure
-			if p == Single {
-				steps += 2 // the round trip with a commit: warm-up, measure
-			}
 			if p == Storm {
 				steps += 2 // the storm, stale commands alone
 			}

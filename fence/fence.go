@@ -245,16 +245,14 @@ func Decide(current Fence, recent []AppliedCommand, c Command, rules Rules) Deci
 		"token %d seq %d is below the fence %d/%d; reread state", c.Fence.Token, c.Fence.Seq, current.Token, current.Seq)}
 }
 
-// Remember returns recent with c appended, keeping at most Window entries;
-// refused is c's refusal, if its effect was one. It does not modify recent.
-func Remember(recent []AppliedCommand, c Command, refused *Refusal) []AppliedCommand {
-	start := 0
-	if len(recent) >= Window {
-		start = len(recent) - Window + 1
-	}
-	out := make([]AppliedCommand, 0, len(recent)-start+1)
-	out = append(out, recent[start:]...)
-	return append(out, Remembered(c, refused))
+// Newest returns the newest Window entries of window: the window a scope
+// keeps after remembering the last of them. Its capacity is its length,
+// so that whoever appends to it next copies it: a batch that remembers
+// several commands appends each to one array with room for all of them,
+// and each admission's view of it (Newest of the array then) keeps what it
+// saw.
+func Newest(window []AppliedCommand) []AppliedCommand {
+	return window[max(0, len(window)-Window):len(window):len(window)]
 }
 
 // Remembered is the entry of the window that remembers c; refused is c's

@@ -84,38 +84,29 @@ func TestDecideEmptyScope(t *testing.T) {
 	}
 }
 
-func TestRememberWindow(t *testing.T) {
-	var recent []AppliedCommand
+func TestNewestWindow(t *testing.T) {
+	window := make([]AppliedCommand, 0, Window+10) // room for all: appended in place
+	var views [][]AppliedCommand
 	for i := range Window + 10 {
-		prev := recent
-		recent = Remember(recent, Command{ID: fmt.Sprint(i), Fence: Fence{uint64(i + 1), 0}}, nil)
-		if len(prev) > 0 && &prev[0] == &recent[0] {
-			t.Fatal("Remember reused its input's array")
+		window = append(window, Remembered(Command{ID: fmt.Sprint(i), Fence: Fence{uint64(i + 1), 0}}, nil))
+		view := Newest(window)
+		if want := min(i+1, Window); len(view) != want || cap(view) != want {
+			t.Fatalf("after %d commands: len %d, cap %d; want both %d", i+1, len(view), cap(view), want)
+		}
+		views = append(views, view)
+	}
+	for i, view := range views {
+		if got, want := view[0].ID, fmt.Sprint(max(0, i+1-Window)); got != want {
+			t.Errorf("after %d commands the oldest kept is %q, want %q", i+1, got, want)
+		}
+		if got, want := view[len(view)-1].ID, fmt.Sprint(i); got != want {
+			t.Errorf("after %d commands the newest is %q, want %q (a later append changed an earlier view?)", i+1, got, want)
 		}
 	}
-	if len(recent) != Window {
-		t.Fatalf("len(recent) = %d, want %d", len(recent), Window)
-	}
-	if got, want := recent[0].ID, fmt.Sprint(10); got != want {
-		t.Errorf("oldest kept = %q, want %q", got, want)
-	}
-	if got, want := recent[Window-1].ID, fmt.Sprint(Window+9); got != want {
-		t.Errorf("newest kept = %q, want %q", got, want)
-	}
-	// The newest Window applied commands are all recognised as duplicates.
-	cur := recent[Window-1].Fence
-	for _, a := range recent {
-		c := Command{ID: a.ID, Fence: a.Fence}
-		if d := Decide(cur, recent, c, Rules{}); d.Outcome != Duplicate {
-			t.Errorf("redelivery of %q = %v, want duplicate", a.ID, d.Outcome)
-		}
-	}
-	// One that fell out of the window is stale, never applied.
-	if d := Decide(cur, recent, Command{ID: "0", Fence: Fence{1, 0}}, Rules{}); d.Outcome != Stale {
-		t.Errorf("redelivery outside the window = %v, want stale", d.Outcome)
+	if v := append(views[len(views)-1], AppliedCommand{ID: "next"}); &v[0] == &window[10] {
+		t.Error("appending to a view wrote into the array it views")
 	}
 }
-
 func TestStateText(t *testing.T) {
 	for _, s := range []State{StateNone, StateOff, StateOn} {
 		b, _ := s.MarshalText()
@@ -229,7 +220,7 @@ func TestInterlockEffect(t *testing.T) {
 // never changed after it was admitted.
 func TestDecidePulse(t *testing.T) {
 	c := Command{ID: "p-1", Actuator: "door", Fence: Fence{Token: 5, Seq: 1}, State: StateOn, Pulse: 500 * time.Millisecond}
-	recent := Remember(nil, c, nil)
+	recent := []AppliedCommand{Remembered(c, nil)}
 	if d := Decide(c.Fence, recent, c, Rules{}); d.Outcome != Duplicate || d.Original.Pulse != c.Pulse {
 		t.Errorf("redelivery: %+v, want a duplicate of the pulse", d)
 	}

@@ -31,7 +31,12 @@ func TestAdmitBatchIsAdmitInSequence(t *testing.T) {
 			}
 			var cmds []fence.Command
 			for i := range 60 {
-				c := cmd(fmt.Sprintf("c%d", i), []string{"open", "close"}[rng.IntN(2)], 40+rng.Uint64N(4), rng.Uint64N(4),
+				token, seq := 40+rng.Uint64N(4), rng.Uint64N(4)
+				if seed%2 == 1 {
+					// Mostly rising pairs: more commands pass than the window keeps.
+					token, seq = 40, uint64(2*i)+rng.Uint64N(3)
+				}
+				c := cmd(fmt.Sprintf("c%d", i), []string{"open", "close"}[rng.IntN(2)], token, seq,
 					[]fence.State{fence.StateOn, fence.StateOff, fence.StateNone}[rng.IntN(3)])
 				if i > 0 && rng.IntN(5) == 0 {
 					c = cmds[rng.IntN(i)] // a redelivery
@@ -78,6 +83,25 @@ func TestAdmitBatchIsAdmitInSequence(t *testing.T) {
 			if w, g := auditView(t, one), auditView(t, batched); !reflect.DeepEqual(w, g) {
 				t.Errorf("audit trails differ:\n in sequence %v\n in batches  %v", w, g)
 			}
+			// The record each keeps: the newest fence.Window commands that passed.
+			passed := 0
+			for _, a := range want {
+				if a.Outcome == fence.Applied || a.Effect.Refusal != nil {
+					passed++
+				}
+			}
+			for name, l := range map[string]*Log{"in sequence": one, "in batches": batched} {
+				sc, err := l.Scope("vent")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := len(sc.rec.Recent); n != min(passed, fence.Window) {
+					t.Errorf("%s: the record keeps %d commands of the %d that passed, want %d", name, n, passed, min(passed, fence.Window))
+				}
+			}
+			if seed%2 == 1 && passed <= fence.Window {
+				t.Errorf("only %d commands passed: the window (%d) never filled", passed, fence.Window)
+			}
 		})
 	}
 }
@@ -85,7 +109,14 @@ func TestAdmitBatchIsAdmitInSequence(t *testing.T) {
 // admissionView is what an admission tells the caller, without the times.
 func admissionView(a Admission) string {
 	o := a.Output
-	return fmt.Sprintf("%v %s %s %+v | %s %s %s fence %s | scope %s %v", a.Outcome, a.Reason, a.Error, a.Original,
+	orig := ""
+	if o := a.Original; o != nil {
+		orig = windowView([]fence.AppliedCommand{*o})
+		if o.Refused != nil {
+			orig += fmt.Sprintf("%+v", *o.Refused)
+		}
+	}
+	return fmt.Sprintf("%v %s %s %s | %s %s %s fence %s | scope %s %v", a.Outcome, a.Reason, a.Error, orig,
 		o.State, o.Holder, o.Actuator, o.Fence, a.Scope.Fence, a.Scope.States()) + fmt.Sprintf(" | effect %v %+v", a.Effect.Sets, a.Effect.Refusal) +
 		" | window " + windowView(a.Scope.rec.Recent)
 }

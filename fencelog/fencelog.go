@@ -713,9 +713,9 @@ func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Adm
 		entries := slices.Clone(pending)
 		wrote := false
 		// window is the scope's window and then every command this run
-		// remembers, in one array: each admission's view of it (rec.Recent,
-		// capped, so that nothing appends into it) keeps what it saw, and
-		// remembering a command does not copy the whole window again.
+		// remembers, in one array (see fence.Newest): each admission's
+		// view of it keeps what it saw, and remembering a command does not
+		// copy the whole window again.
 		var window []fence.AppliedCommand
 		for i := range reqs {
 			c := reqs[i].Command
@@ -737,7 +737,7 @@ func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Adm
 					window = append(make([]fence.AppliedCommand, 0, len(rec.Recent)+len(reqs)-i), rec.Recent...)
 				}
 				window = append(window, fence.Remembered(c, eff.Refusal))
-				rec.Recent = window[max(0, len(window)-fence.Window):len(window):len(window)]
+				rec.Recent = fence.Newest(window)
 				if eff.Reset {
 					rec.Trip = ""
 				}

@@ -20,5 +20,5 @@ func failpoint() func(fence.Command) { return nil }
 // environment says.
 func commitDelay() (time.Duration, error) { return 0, nil }
 
-// cpuProfile profiles nothing outside builds with the failpoints tag.
-func cpuProfile() (stop func(), err error) { return func() {}, nil }
+// startProfiles profiles nothing outside builds with the failpoints tag.
+func startProfiles() (stop func(), err error) { return func() {}, nil }

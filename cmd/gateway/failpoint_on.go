@@ -66,35 +66,43 @@ func commitDelay() (time.Duration, error) {
 	return d, nil
 }
 
-// cpuProfile, in builds with the failpoints tag (benchmarks only), writes a
+// startProfiles, in builds with the failpoints tag (benchmarks only), writes a
 // CPU profile of the whole run to the file FENCEGATE_CPUPROFILE names, and
 // at the end of the run the allocations (heap profile) to the file
 // FENCEGATE_MEMPROFILE names; the returned function ends them.
-func cpuProfile() (stop func(), err error) {
-	stops := []func(){}
-	stop = func() {
-		for _, s := range stops {
-			s()
+func startProfiles() (stop func(), err error) {
+	var cpu, mem *os.File
+	closeAll := func() {
+		for _, f := range []*os.File{cpu, mem} {
+			if f != nil {
+				f.Close()
+			}
 		}
 	}
 	if path := os.Getenv("FENCEGATE_MEMPROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
+		if mem, err = os.Create(path); err != nil {
 			return nil, fmt.Errorf("FENCEGATE_MEMPROFILE: %w", err)
 		}
-		stops = append(stops, func() { pprof.Lookup("allocs").WriteTo(f, 0); f.Close() })
 	}
-	path := os.Getenv("FENCEGATE_CPUPROFILE")
-	if path == "" {
-		return stop, nil
+	if path := os.Getenv("FENCEGATE_CPUPROFILE"); path != "" {
+		if cpu, err = os.Create(path); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("FENCEGATE_CPUPROFILE: %w", err)
+		}
+		if err := pprof.StartCPUProfile(cpu); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("FENCEGATE_CPUPROFILE: %w", err)
+		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("FENCEGATE_CPUPROFILE: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("FENCEGATE_CPUPROFILE: %w", err)
-	}
-	return func() { pprof.StopCPUProfile(); f.Close(); stop() }, nil
+	return func() {
+		if cpu != nil {
+			pprof.StopCPUProfile()
+		}
+		if mem != nil {
+			if err := pprof.Lookup("allocs").WriteTo(mem, 0); err != nil {
+				fmt.Fprintf(os.Stderr, "FENCEGATE_MEMPROFILE: %v\n", err)
+			}
+		}
+		closeAll()
+	}, nil
 }

@@ -52,7 +52,7 @@ fenced commands from the broker until SIGINT or SIGTERM.`)
 	if err != nil {
 		return usageErr("%w", err)
 	}
-	stopProfile, err := cpuProfile()
+	stopProfile, err := startProfiles()
 	if err != nil {
 		return usageErr("%w", err)
 	}

@@ -153,6 +153,14 @@ var mutants = []mutant{
 		pkgs: []string{"./actuator"}, run: "TestInterlockBreakBeforeMake",
 	},
 	{
+		name: "window-never-trimmed",
+		why:  "a scope's record keeps every command ever applied: each commit rewrites a record that grows without bound",
+		file: "fence/fence.go",
+		old:  "\treturn window[max(0, len(window)-Window):len(window):len(window)]",
+		new:  "\treturn window[:len(window):len(window)]",
+		pkgs: []string{"./fencelog"}, run: "TestAdmitBatchIsAdmitInSequence",
+	},
+	{
 		name: "refusal-keeps-old-fence",
 		why:  "a command an interlock refused does not raise the fence, so the displaced holder keeps acting",
 		file: "fencelog/fencelog.go",
