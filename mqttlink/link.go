@@ -733,8 +733,9 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 	// broker that has the acknowledgement must have had the answer before
 	// it.
 	toks := make([]mqtt.Token, len(results))
+	topic := l.t.Result(name)
 	for i, res := range results {
-		toks[i] = c.Publish(l.t.Result(name), 0, false, wire.EncodeResult(res))
+		toks[i] = c.Publish(topic, 0, false, wire.EncodeResult(res))
 	}
 	l.states.poke() // the states the decisions changed, after their answers
 	// One timer for all of them: paho's WaitTimeout makes one each.
