@@ -106,7 +106,21 @@ func TestNewestWindow(t *testing.T) {
 	if v := append(views[len(views)-1], AppliedCommand{ID: "next"}); &v[0] == &window[10] {
 		t.Error("appending to a view wrote into the array it views")
 	}
+	// The newest Window applied commands are all recognised as duplicates.
+	recent := views[len(views)-1]
+	cur := recent[Window-1].Fence
+	for _, a := range recent {
+		c := Command{ID: a.ID, Fence: a.Fence}
+		if d := Decide(cur, recent, c, Rules{}); d.Outcome != Duplicate {
+			t.Errorf("redelivery of %q = %v, want duplicate", a.ID, d.Outcome)
+		}
+	}
+	// One that fell out of the window is stale, never applied.
+	if d := Decide(cur, recent, Command{ID: "0", Fence: Fence{1, 0}}, Rules{}); d.Outcome != Stale {
+		t.Errorf("redelivery outside the window = %v, want stale", d.Outcome)
+	}
 }
+
 func TestStateText(t *testing.T) {
 	for _, s := range []State{StateNone, StateOff, StateOn} {
 		b, _ := s.MarshalText()

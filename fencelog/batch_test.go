@@ -109,12 +109,9 @@ func TestAdmitBatchIsAdmitInSequence(t *testing.T) {
 // admissionView is what an admission tells the caller, without the times.
 func admissionView(a Admission) string {
 	o := a.Output
-	orig := ""
-	if o := a.Original; o != nil {
-		orig = windowView([]fence.AppliedCommand{*o})
-		if o.Refused != nil {
-			orig += fmt.Sprintf("%+v", *o.Refused)
-		}
+	orig := "<nil>"
+	if a.Original != nil {
+		orig = appliedView(*a.Original)
 	}
 	return fmt.Sprintf("%v %s %s %s | %s %s %s fence %s | scope %s %v", a.Outcome, a.Reason, a.Error, orig,
 		o.State, o.Holder, o.Actuator, o.Fence, a.Scope.Fence, a.Scope.States()) + fmt.Sprintf(" | effect %v %+v", a.Effect.Sets, a.Effect.Refusal) +
@@ -125,9 +122,20 @@ func admissionView(a Admission) string {
 func windowView(recent []fence.AppliedCommand) string {
 	var b strings.Builder
 	for _, a := range recent {
-		fmt.Fprintf(&b, "%s/%s/%s/%v ", a.ID, a.Actuator, a.Fence, a.Refused != nil)
+		b.WriteString(appliedView(a) + " ")
 	}
 	return b.String()
+}
+
+// appliedView is every field of a remembered command, its refusal's
+// rather than the pointer to it.
+func appliedView(a fence.AppliedCommand) string {
+	refused := "<nil>"
+	if a.Refused != nil {
+		refused = fmt.Sprintf("%+v", *a.Refused)
+	}
+	a.Refused = nil
+	return fmt.Sprintf("%+v refused %s", a, refused)
 }
 
 func auditView(t *testing.T, l *Log) []string {

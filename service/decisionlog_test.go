@@ -68,7 +68,8 @@ func TestDecisionLogSummarisesFloods(t *testing.T) {
 
 // A decision at a level the log drops costs no allocation: the gateway
 // decides thousands of commands a second, and building the attributes of
-// a line nobody writes was a fifth of its garbage (gateway bench, fleet).
+// a line nobody writes was a twentieth of its garbage (gateway bench,
+// 64 × 64 fleet).
 // The flood counting still runs: a flood is logged at warn.
 func TestDecisionLogBelowLevelIsFree(t *testing.T) {
 	var buf bytes.Buffer
