@@ -15,12 +15,12 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
 
-## torture: the crash torture (internal/torture) with 50 gateway stops (FENCEGATE_TORTURE_CYCLES), checked after each
+## torture: the crash torture (tests/torture) with 50 gateway stops (FENCEGATE_TORTURE_CYCLES), checked after each
 ##          and, at the end, its whole history with porcupine; it prints its seed, FENCEGATE_TORTURE_SEED=N replays it;
 ##          a failed run leaves its logs and the history's visualization in FENCEGATE_TORTURE_OUT (default: the
 ##          temporary directory)
 torture:
-	FENCEGATE_TORTURE_CYCLES=$${FENCEGATE_TORTURE_CYCLES:-50} $(GO) test -count=1 -v -timeout 30m -run '^TestTorture$$' ./internal/torture
+	FENCEGATE_TORTURE_CYCLES=$${FENCEGATE_TORTURE_CYCLES:-50} $(GO) test -count=1 -v -timeout 30m -run '^TestTorture$$' ./tests/torture
 
 ## test-short: the tests without the race detector, faster on a laptop
 test-short:
@@ -75,7 +75,7 @@ scenarios: build
 ##          (each mutant's tests run 3 times, the lock mutants 10, two mutants at a time); prints caught/run per
 ##          mutant and the total time. FENCEGATE_MUTANTS_ONLY=REGEXP picks mutants, FENCEGATE_MUTANT_RUNS=N the runs.
 mutants:
-	FENCEGATE_MUTANTS=1 $(GO) test -count=1 -v -parallel 2 -timeout 60m ./internal/mutants
+	FENCEGATE_MUTANTS=1 $(GO) test -count=1 -v -parallel 2 -timeout 60m ./tests/mutants
 
 ## sim: the simulator with an embedded broker (MQTT on 127.0.0.1:1883, API on 127.0.0.1:8080)
 sim:

@@ -17,7 +17,7 @@ import (
 	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // rig is a bank over a real bbolt store and the real sim board.

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 func TestPercentile(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // series makes n samples of a gateway: goroutines, live heap and RSS from

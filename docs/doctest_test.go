@@ -74,7 +74,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // The environment of a session, set by the test that starts it.

@@ -14,7 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // openLog creates a store in a temporary directory. At cleanup it closes

@@ -13,7 +13,7 @@ import (
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 var examples = filepath.Join("..", "examples")

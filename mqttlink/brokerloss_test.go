@@ -12,7 +12,7 @@ import (
 
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/wire"
 )
 

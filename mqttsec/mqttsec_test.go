@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/mqttsec"
 )
 

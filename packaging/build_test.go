@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // TestMakeBuildStampsVersion: `make build` stamps the commit into the

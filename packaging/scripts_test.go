@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // stubbed are the programs the maintainer scripts call. The tests run the

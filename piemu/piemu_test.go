@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // budget bounds the whole harness: a cold kernel download (~10 s), a cold

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/config"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/service"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // TestAuditCLI: gateway audit prints a known sequence of decisions, one a

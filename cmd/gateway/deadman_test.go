@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // TestDeadmanProcess (issue 13, point 3): a real gateway whose holder

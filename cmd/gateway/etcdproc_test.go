@@ -21,7 +21,7 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // The helpers of the tests that run controllers against etcd: a gateway

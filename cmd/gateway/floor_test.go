@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencegate/fencegate/internal/testctl"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testctl"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/wire"
 )
 

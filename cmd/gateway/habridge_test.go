@@ -13,7 +13,7 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/habridge"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/wire"
 )

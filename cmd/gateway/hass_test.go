@@ -8,8 +8,8 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/fencegate/fencegate/internal/testctl"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testctl"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/wire"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/wire"
 )
 

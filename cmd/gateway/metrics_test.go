@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // TestMetricsEndpoint: a running gateway serves GET /metrics in

@@ -16,7 +16,7 @@ import (
 	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/lease"
 )
 

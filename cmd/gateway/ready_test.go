@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/httpapi"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // TestReadyzFollowsTheBroker: GET /readyz says ready while the gateway

@@ -13,7 +13,7 @@ import (
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/httpapi"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // TestStatusRuntime: GET /api/status counts the gateway process's own

@@ -14,8 +14,8 @@ import (
 
 	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/internal/testctl"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testctl"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/wire"
 )
 

@@ -21,8 +21,8 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/httpapi"
-	"github.com/fencegate/fencegate/internal/testctl"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testctl"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/scenario"
 	"github.com/fencegate/fencegate/sim"
 	"github.com/fencegate/fencegate/wire"

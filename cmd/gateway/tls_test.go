@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/httpapi"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // securedConfig writes dir/gateway.yaml for gateway id on the sim board,

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // GuestEnv is set on the guest kernel's command line (a word without a dot

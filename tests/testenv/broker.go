@@ -18,7 +18,7 @@ import (
 
 // brokerdPkg is the program EmbeddedBroker runs: mqttbroker in a process
 // of its own.
-const brokerdPkg = "github.com/fencegate/fencegate/internal/testenv/brokerd"
+const brokerdPkg = "github.com/fencegate/fencegate/tests/testenv/brokerd"
 
 // BrokerdDir is where EmbeddedBroker builds brokerd: a directory per test
 // process (NAME/), locked (NAME.lock) while that process lives. Builds of

@@ -24,7 +24,7 @@ import (
 
 	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/httpapi"
-	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -166,7 +166,7 @@ func (h *harness) fatalf(format string, a ...any) {
 		msg += "\n" + err.Error()
 	}
 	if keep != "" {
-		msg += fmt.Sprintf("\nthe gateway processes' and the controllers' logs, and what the observer saw, are in %s (%s=%s go test -run TestTortureRecheck ./internal/torture checks them again)",
+		msg += fmt.Sprintf("\nthe gateway processes' and the controllers' logs, and what the observer saw, are in %s (%s=%s go test -run TestTortureRecheck ./tests/torture checks them again)",
 			keep, envRecheck, keep)
 	}
 	h.t.Fatalf("%s\n(seed %d: %s=%d replays this run's choices)", msg, h.seed, envRunSeed, h.seed)

@@ -29,7 +29,7 @@ func TestReliabilityDocNamesEveryMutant(t *testing.T) {
 		}
 		name, _, _ := strings.Cut(strings.TrimPrefix(line, "| `"), "`")
 		if strings.Contains(line, " | ") && isMutantRow(line) && !known[name] {
-			t.Errorf("docs/reliability.md lists mutant %q, which internal/mutants does not have", name)
+			t.Errorf("docs/reliability.md lists mutant %q, which tests/mutants does not have", name)
 		}
 	}
 }

@@ -780,7 +780,7 @@ var mutants = []mutant{
 		file: "client/client.go",
 		old:  "\tif cl.resend < 0 {\n",
 		new:  "\tif true || cl.resend < 0 {\n",
-		pkgs: []string{"./internal/torture"}, run: "^TestTorture$",
+		pkgs: []string{"./tests/torture"}, run: "^TestTorture$",
 	},
 	{
 		name: "client-matches-id-only",
