@@ -78,7 +78,7 @@ var mutants = []mutant{
 	{
 		name: "fence-not-persisted",
 		why:  "the new fence is decided but never written (M2)",
-		file: "fencelog/fencelog.go",
+		file: "fencelog/admit.go",
 		old:  "\t\tif wrote {\n\t\t\tif err := l.writeScope(tx, scope, rec); err != nil {",
 		new:  "\t\tif false && wrote {\n\t\t\tif err := l.writeScope(tx, scope, rec); err != nil {",
 		pkgs: []string{"./fencelog"}, run: "TestPersistsAcrossReopen",
@@ -86,7 +86,7 @@ var mutants = []mutant{
 	{
 		name: "drive-before-record",
 		why:  "the output is driven before the fence is recorded (M3)",
-		file: "actuator/actuator.go",
+		file: "actuator/command.go",
 		old:  "\tadms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)\n",
 		new:  "\tfor _, c := range cmds {\n\t\tif c.State != fence.StateNone {\n\t\t\to.pin.Out(o.level(c.State))\n\t\t}\n\t}\n\tadms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)\n",
 		pkgs: []string{"./actuator"}, run: "TestHandle|TestRecordFailureNeverDrives|TestPausedControllerInterleavings",
@@ -103,19 +103,19 @@ var mutants = []mutant{
 	{
 		name: "lock-released-before-drive",
 		why:  "the scope lock is released between the record and the drive",
-		file: "actuator/actuator.go",
+		file: "actuator/command.go",
 		// handle lets the scope's lock go between the record and the
 		// drive, and takes it back before it returns.
 		old:  "\tadms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)\n",
 		new:  "\tadms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)\n\to.scope.unlock()\n\truntime.Gosched()\n\tdefer o.scope.lock(context.Background())\n",
-		more: []edit{{"actuator/actuator.go", "\t\"sync\"\n", "\t\"runtime\"\n\t\"sync\"\n"}},
+		more: []edit{{"actuator/command.go", "\t\"slices\"\n", "\t\"runtime\"\n\t\"slices\"\n"}},
 		pkgs: []string{"./actuator"}, run: "TestLockHeldFromRecordToDrive",
 		runs: 10,
 	},
 	{
 		name: "interlock-batched",
 		why:  "an interlocked output's queued commands are planned together, each from the pins as they were before the batch, not after the drives of the commands before it",
-		file: "actuator/actuator.go",
+		file: "actuator/command.go",
 		old:  "\tif o.lock == nil {\n\t\tdecided = b.handle(o, pick(cmds, todo))",
 		new:  "\tif true || o.lock == nil {\n\t\tdecided = b.handle(o, pick(cmds, todo))",
 		pkgs: []string{"./actuator"}, run: "TestHandleBatchIsHandleInSequence",
@@ -131,7 +131,7 @@ var mutants = []mutant{
 	{
 		name: "stale-answer-without-fence",
 		why:  "a stale answer does not tell the controller the current fence",
-		file: "actuator/actuator.go",
+		file: "actuator/command.go",
 		old:  "\tcase fence.Stale:\n\t\tres.Error = adm.Error",
 		new:  "\tcase fence.Stale:\n\t\tres.Error = adm.Error\n\t\tres.Fence = fence.Fence{}",
 		pkgs: []string{"./actuator"}, run: "TestHandle",
@@ -139,7 +139,7 @@ var mutants = []mutant{
 	{
 		name: "interlock-ignored",
 		why:  "a command turns an interlocked output on while another member is on",
-		file: "actuator/actuator.go",
+		file: "actuator/plan.go",
 		old:  "\tif o.lock == nil || c.State != fence.StateOn {\n\t\treturn nil\n\t}",
 		new:  "\tif true || o.lock == nil || c.State != fence.StateOn {\n\t\treturn nil\n\t}",
 		pkgs: []string{"./actuator"}, run: "TestInterlock",
@@ -163,7 +163,7 @@ var mutants = []mutant{
 	{
 		name: "refusal-keeps-old-fence",
 		why:  "a command an interlock refused does not raise the fence, so the displaced holder keeps acting",
-		file: "fencelog/fencelog.go",
+		file: "fencelog/admit.go",
 		old:  "\t\t\t\trec.Fence = c.Fence\n\t\t\t\tif window == nil {",
 		new:  "\t\t\t\tif eff.Refusal == nil {\n\t\t\t\t\trec.Fence = c.Fence\n\t\t\t\t}\n\t\t\t\tif window == nil {",
 		pkgs: []string{"./actuator"}, run: "TestInterlockRejects",
@@ -171,7 +171,7 @@ var mutants = []mutant{
 	{
 		name: "no-dead-time",
 		why:  "an interlocked output comes on without waiting out the dead time",
-		file: "actuator/actuator.go",
+		file: "actuator/scope.go",
 		old:  "for wait := time.Until(until); wait > 0; wait = time.Until(until) {",
 		new:  "for wait := time.Duration(0); wait > 0; wait = time.Until(until) {",
 		pkgs: []string{"./actuator"}, run: "TestInterlockBreakBeforeMake|TestInterlockBoot",
@@ -179,7 +179,7 @@ var mutants = []mutant{
 	{
 		name: "boot-levels-before-binding",
 		why:  "the lines are taken over at levels decided before the store bound moved actuators to their scopes",
-		file: "actuator/actuator.go",
+		file: "actuator/boot.go",
 		old:  "\tmoved, err := b.log.Bind(scopes)\n\tif err != nil {\n\t\treturn fmt.Errorf(\"actuator: %w\", err)\n\t}",
 		new:  "\tdefer b.log.Bind(scopes)\n\tvar moved []string",
 		pkgs: []string{"./actuator"}, run: "TestBootLevelsAfterScopeBinding",
@@ -406,16 +406,16 @@ var mutants = []mutant{
 	{
 		name: "pulse-resumed-after-crash",
 		why:  "a pulse found running at start is not ended: the boot rule drives the recorded on again, and the door opens a second time after a crash",
-		file: "actuator/actuator.go",
+		file: "actuator/boot.go",
 		old:  "\t\t\tif p := rec.Output(o.Name).Pulse; p != nil && p.Status == fence.PulseRunning {\n",
 		new:  "\t\t\tif p := rec.Output(o.Name).Pulse; false && p != nil && p.Status == fence.PulseRunning {\n",
-		more: []edit{{"actuator/actuator.go", "\t\t\tcase o.Kind == KindPulse && recorded != fence.StateOff:\n", "\t\t\tcase o.Kind == KindPulse && recorded == fence.StateNone:\n"}},
+		more: []edit{{"actuator/boot.go", "\t\t\tcase o.Kind == KindPulse && recorded != fence.StateOff:\n", "\t\t\tcase o.Kind == KindPulse && recorded == fence.StateNone:\n"}},
 		pkgs: []string{"./actuator", "./cmd/gateway"}, run: "TestPulseInterruptedByRestart|TestPulseKilledMidPulse",
 	},
 	{
 		name: "pulse-while-pulsing",
 		why:  "a pulse that arrives while one runs is carried out (its width restarts the running one), not refused busy",
-		file: "actuator/actuator.go",
+		file: "actuator/plan.go",
 		old:  "return fence.PulseEffect(c, rec.Output(o.Name).State == fence.StateOn)",
 		new:  "return fence.PulseEffect(c, false)",
 		pkgs: []string{"./actuator"}, run: "TestPulseBusy",
@@ -423,7 +423,7 @@ var mutants = []mutant{
 	{
 		name: "pulse-end-not-recorded",
 		why:  "the end of a pulse is driven but not recorded: the record says running for ever, a redelivery is told running, and every later pulse is refused busy",
-		file: "actuator/actuator.go",
+		file: "actuator/pulse.go",
 		old:  "\trec, ok, err := b.log.EndPulse(o.Scope, o.Name, p, status, why)\n",
 		new:  "\trec, ok, err := fencelog.Scope{}, false, error(nil)\n",
 		pkgs: []string{"./actuator"}, run: "^TestPulse$",
@@ -432,7 +432,7 @@ var mutants = []mutant{
 	{
 		name: "stale-keeps-scope-alive",
 		why:  "any decided command counts as a sign of life for the dead-man: a vanished holder's stale commands (or anyone's) keep its scope out of the safe state",
-		file: "actuator/actuator.go",
+		file: "actuator/command.go",
 		old:  "\t\tif adms[i].Outcome == fence.Applied {\n",
 		new:  "\t\tif true {\n",
 		pkgs: []string{"./actuator"}, run: "^TestDeadman$",
@@ -440,7 +440,7 @@ var mutants = []mutant{
 	{
 		name: "max-on-ignored",
 		why:  "an output's max_on is never counted: a heater left on by a vanished controller stays on",
-		file: "actuator/actuator.go",
+		file: "actuator/liveness.go",
 		old:  "\tif o.MaxOn <= 0 {\n\t\treturn // nothing to count (and a pulse's end drives without the lock)\n",
 		new:  "\tif true {\n\t\treturn // nothing to count (and a pulse's end drives without the lock)\n",
 		pkgs: []string{"./actuator"}, run: "^TestMaxOn$",
@@ -466,7 +466,7 @@ var mutants = []mutant{
 	{
 		name: "requires-ignored",
 		why:  "an output that requires an input's level comes on without it: the gate closes on an open door",
-		file: "actuator/actuator.go",
+		file: "actuator/plan.go",
 		old:  "\tif c.State == fence.StateOn && o.Requires != nil {\n",
 		new:  "\tif false && c.State == fence.StateOn && o.Requires != nil {\n",
 		pkgs: []string{"./cmd/gateway"}, run: "TestInputsVetoAndTrip",
@@ -474,7 +474,7 @@ var mutants = []mutant{
 	{
 		name: "trip-not-latched",
 		why:  "a tripped scope takes an on command: the heater that overheated comes back on without a reset",
-		file: "actuator/actuator.go",
+		file: "actuator/plan.go",
 		old:  "\t\t\tcase c.State != fence.StateNone && c.State != o.scope.safeState() && o.Kind != KindPulse, c.Pulse > 0:\n",
 		new:  "\t\t\tcase false:\n",
 		pkgs: []string{"./cmd/gateway"}, run: "TestInputsVetoAndTrip",
@@ -507,7 +507,7 @@ var mutants = []mutant{
 	{
 		name: "batch-reads-committed-record",
 		why:  "a write decides on the scope's record as the last commit left it, not as an earlier write of its own batch did: two commands of one scope in one batch can both be applied, and the fence can go back",
-		file: "fencelog/fencelog.go",
+		file: "fencelog/record.go",
 		old:  "\trec, ok := l.staged[scope]\n",
 		new:  "\trec, ok := l.staged[scope]\n\tok = false\n",
 		pkgs: []string{"./fencelog"}, run: "TestBatchSeesItsOwnWrites",
@@ -524,7 +524,7 @@ var mutants = []mutant{
 	{
 		name: "drive-before-record-outside",
 		why:  "the output is driven before the fence is recorded, seen from outside the process (strace)",
-		file: "actuator/actuator.go",
+		file: "actuator/command.go",
 		old:  "\tadms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)\n",
 		new:  "\tfor _, c := range cmds {\n\t\tif c.State != fence.StateNone {\n\t\t\to.pin.Out(o.level(c.State))\n\t\t}\n\t}\n\tadms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)\n",
 		pkgs: []string{"./cmd/gateway"}, run: "TestFsyncBeforeDrive",
@@ -532,7 +532,7 @@ var mutants = []mutant{
 	{
 		name: "decision-outside-transaction",
 		why:  "Admit applies what the read-only decision found, not what the write transaction sees: a fence raised in between is overwritten",
-		file: "fencelog/fencelog.go",
+		file: "fencelog/admit.go",
 		old:  "\t\t\td := fence.Decide(rec.Fence, rec.Recent, c, rules)\n\t\t\tvar eff fence.Effect",
 		new:  "\t\t\td := first[i]\n\t\t\tvar eff fence.Effect",
 		pkgs: []string{"./fencelog"}, run: "TestDecisionInsideTransaction",
@@ -606,7 +606,7 @@ var mutants = []mutant{
 	{
 		name: "reconcile-skipped-at-start",
 		why:  "Start does not drive the outputs to their recorded (or boot) states",
-		file: "actuator/actuator.go",
+		file: "actuator/boot.go",
 		old:  "\t\t\tif err := o.pin.Out(o.level(pass)); err != nil {\n",
 		new:  "\t\t\tif err := error(nil); err != nil {\n",
 		pkgs: []string{"./actuator"}, run: "TestReconcile",
@@ -614,7 +614,7 @@ var mutants = []mutant{
 	{
 		name: "scope-move-without-fence",
 		why:  "an actuator moved to another scope does not bring its old scope's fence along (fencelog.Bind)",
-		file: "fencelog/fencelog.go",
+		file: "fencelog/bind.go",
 		old:  "\t\t\t\tif to.Fence.Less(from.Fence) {\n\t\t\t\t\tto.Fence = from.Fence\n\t\t\t\t}\n",
 		new:  "",
 		pkgs: []string{"./fencelog"}, run: "TestBindCarriesFences",
@@ -622,7 +622,7 @@ var mutants = []mutant{
 	{
 		name: "drive-failure-answered-applied",
 		why:  "a command whose drive failed is answered applied",
-		file: "actuator/actuator.go",
+		file: "actuator/command.go",
 		old:  "\t\t\t\tres.Outcome = fence.Failed\n\t\t\t\tres.Error = fmt.Sprintf(\"fence %s recorded but",
 		new:  "\t\t\t\tres.Error = fmt.Sprintf(\"fence %s recorded but",
 		pkgs: []string{"./actuator"}, run: "TestDriveFailure",
@@ -654,7 +654,7 @@ var mutants = []mutant{
 	{
 		name: "duplicate-answers-original-state",
 		why:  "a duplicate answer repeats the state its original set, not the output's state now",
-		file: "actuator/actuator.go",
+		file: "actuator/command.go",
 		old:  "\t\torig := adm.Original\n\t\tres.Fence = orig.Fence\n",
 		new:  "\t\torig := adm.Original\n\t\tres.Fence = orig.Fence\n\t\tif orig.State != fence.StateNone {\n\t\t\tres.State = orig.State\n\t\t}\n",
 		pkgs: []string{"./actuator"}, run: "TestDuplicateSaysTheOutputNow|TestHandle",
@@ -662,7 +662,7 @@ var mutants = []mutant{
 	{
 		name: "answer-without-actual",
 		why:  "an answer does not say that the output reads back otherwise than recorded",
-		file: "actuator/actuator.go",
+		file: "actuator/command.go",
 		old:  "\tcase high != o.level(res.State):\n",
 		new:  "\tcase false:\n",
 		pkgs: []string{"./actuator"}, run: "TestDriveFailure",
@@ -678,7 +678,7 @@ var mutants = []mutant{
 	{
 		name: "dead-time-on-wall-clock",
 		why:  "an interlock's dead time is counted on the wall clock, so a clock jump skips it or stretches it to a day",
-		file: "actuator/actuator.go",
+		file: "actuator/scope.go",
 		old:  "\t\to.lock.lastOff = time.Now()\n",
 		new:  "\t\to.lock.lastOff = time.Now().Round(0)\n",
 		pkgs: []string{"./piemu"}, run: "TestPiEmu",

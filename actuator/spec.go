@@ -1,0 +1,248 @@
+package actuator
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// Boot is an actuator's start policy.
+type Boot string
+
+// Boot policies.
+const (
+	BootLast Boot = "last" // drive to the recorded state (off, recorded, if none)
+	BootOff  Boot = "off"  // drive off and record off; the fence is untouched
+	BootOn   Boot = "on"   // drive on and record on; the fence is untouched
+)
+
+// ParseBoot parses a boot policy; the empty string is BootLast.
+func ParseBoot(s string) (Boot, error) {
+	switch b := Boot(s); b {
+	case "":
+		return BootLast, nil
+	case BootLast, BootOff, BootOn:
+		return b, nil
+	}
+	return "", fmt.Errorf("actuator: boot %q: want last, off or on", s)
+}
+
+// MaxDeadTime is the longest dead time an interlock may ask for: the scope
+// waits it out under its lock.
+const MaxDeadTime = 10 * time.Second
+
+// Kind is what an actuator's output does with a command.
+type Kind string
+
+// Kinds.
+const (
+	// KindSwitch outputs stay in the state the last command set.
+	KindSwitch Kind = "switch"
+	// KindPulse outputs rest off and take pulses: on for the pulse's
+	// width, then back to rest (a door strike, a garage door's button).
+	KindPulse Kind = "pulse"
+)
+
+// MaxPulse is the longest max_pulse a pulse output may have.
+const MaxPulse = 10 * time.Minute
+
+// Spec describes one actuator for New.
+type Spec struct {
+	Name      string
+	Scope     string // fence scope; empty means Name
+	PinName   string // the board's name for the pin
+	ActiveLow bool   // on drives the pin low
+	Boot      Boot   // empty means BootLast
+	Kind      Kind   // empty means KindSwitch
+	// Pulse is a pulse output's default width: a command with state on
+	// and no pulse_ms asks for it. Zero: such commands are refused.
+	Pulse time.Duration
+	// MaxPulse is a pulse output's longest pulse (1 ms to MaxPulse).
+	MaxPulse time.Duration
+	// MaxOn, if not zero, switches the output off once it has been on
+	// this long: a liveness rule, recorded and reported, which never
+	// touches the fence.
+	MaxOn time.Duration
+	// Requires, if set, is an input level without which a command that
+	// turns the output on is refused (reason interlock); its pair still
+	// raises the fence.
+	Requires *InputLevel
+}
+
+// InputLevel names an input and a level of it, for the rules that read
+// inputs: an output that requires it to come on (Spec.Requires), a scope
+// that it trips to its safe state (Options.Trips).
+type InputLevel struct {
+	Input string
+	High  bool
+}
+
+func (l InputLevel) String() string {
+	if l.High {
+		return l.Input + " is high"
+	}
+	return l.Input + " is low"
+}
+
+// Safe is a scope's dead-man: if no command raises the scope's fence for
+// After (a heartbeat, a fence-only command, will do), every output of the
+// scope goes to State, recorded and published with the reason; the fence
+// does not move, so the next holder's command works at once and a stale
+// holder stays stale. With OnDisconnect, a lost broker connection does
+// the same at once.
+type Safe struct {
+	After        time.Duration
+	State        fence.State // StateOff or StateOn
+	OnDisconnect bool
+}
+
+// CheckKind checks a spec's kind, pulse widths and boot policy against
+// each other, as New does: for configuration checks.
+func CheckKind(s Spec) error { return s.checkKind() }
+
+// checkKind checks s's kind and its pulse widths.
+func (s *Spec) checkKind() error {
+	switch s.Kind {
+	case "", KindSwitch:
+		s.Kind = KindSwitch
+		if s.Pulse != 0 || s.MaxPulse != 0 {
+			return fmt.Errorf("actuator: %s: pulse and max_pulse are for kind: pulse", s.Name)
+		}
+		if s.Boot == BootOn && s.Requires != nil {
+			return fmt.Errorf("actuator: %s: boot: on would switch it on at start without checking that %s, which it requires: use boot: last or off", s.Name, s.Requires)
+		}
+		if s.MaxOn < 0 {
+			return fmt.Errorf("actuator: %s: max_on %v is negative", s.Name, s.MaxOn)
+		}
+		return nil
+	case KindPulse:
+	default:
+		return fmt.Errorf("actuator: %s: kind %q: want switch or pulse", s.Name, s.Kind)
+	}
+	switch {
+	case s.MaxPulse < time.Millisecond || s.MaxPulse > MaxPulse || s.MaxPulse%time.Millisecond != 0:
+		return fmt.Errorf("actuator: %s: max_pulse %v: a pulse output needs one, whole milliseconds from 1ms to %v", s.Name, s.MaxPulse, MaxPulse)
+	case s.Pulse < 0 || s.Pulse > s.MaxPulse || s.Pulse%time.Millisecond != 0:
+		return fmt.Errorf("actuator: %s: pulse %v: the default width is whole milliseconds, at most max_pulse (%v)", s.Name, s.Pulse, s.MaxPulse)
+	case s.Boot == BootOn:
+		return fmt.Errorf("actuator: %s: boot: on: a pulse output rests off; it is never switched on at start", s.Name)
+	case s.MaxOn != 0:
+		return fmt.Errorf("actuator: %s: max_on: a pulse output is on only for its pulse (max_pulse)", s.Name)
+	}
+	return nil
+}
+
+// checkSafe checks a scope's dead-man against its members; a scope with
+// a trip may have a safe state alone, for its trip.
+func checkSafe(scope string, safe Safe, members []*output, trip bool) error {
+	if safe.After < 0 || (safe.After == 0 && !safe.OnDisconnect && !trip) {
+		return fmt.Errorf("actuator: scope %s: safe: give after (e.g. 30s), on_disconnect: true, or both (or a trip: that sends the scope to this state)", scope)
+	}
+	if safe.State != fence.StateOff && safe.State != fence.StateOn {
+		return fmt.Errorf("actuator: scope %s: safe: state is on or off", scope)
+	}
+	if safe.State == fence.StateOn {
+		for _, o := range members {
+			if o.Requires != nil {
+				return fmt.Errorf("actuator: scope %s: safe state on, but %s requires %s to come on, which a safe state would not check: make the scope safe off", scope, o.Name, o.Requires)
+			}
+			if o.lock != nil {
+				return fmt.Errorf("actuator: scope %s: safe state on, but %s is in interlock %s, of which at most one may be on: a scope with an interlock is safe off", scope, o.Name, o.lock.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckSafe checks a scope's dead-man against the specs and interlocks,
+// as New does, trip saying whether the scope has one: for configuration
+// checks.
+func CheckSafe(scope string, safe Safe, specs []Spec, interlocks []fence.Interlock, trip bool) error {
+	b := specBank(specs)
+	if err := b.addInterlocks(interlocks); err != nil {
+		return err
+	}
+	var members []*output
+	for _, name := range b.order {
+		if o := b.outs[name]; o.Scope == scope {
+			members = append(members, o)
+		}
+	}
+	if len(members) == 0 {
+		return fmt.Errorf("actuator: safe for scope %q, which no actuator is in", scope)
+	}
+	return checkSafe(scope, safe, members, trip)
+}
+
+// CheckInterlocks checks interlocks against specs as New does, without a
+// store: for configuration checks.
+func CheckInterlocks(specs []Spec, interlocks []fence.Interlock) error {
+	return specBank(specs).addInterlocks(interlocks)
+}
+
+// specBank is a bank of specs without a store, for the configuration
+// checks.
+func specBank(specs []Spec) *Bank {
+	b := &Bank{outs: map[string]*output{}}
+	for _, s := range specs {
+		if s.Scope == "" {
+			s.Scope = s.Name
+		}
+		b.outs[s.Name] = &output{Spec: s}
+		b.order = append(b.order, s.Name)
+	}
+	return b
+}
+
+func (b *Bank) addInterlocks(list []fence.Interlock) error {
+	names := map[string]bool{}
+	for _, g := range list {
+		if g.Name == "" {
+			return errors.New("actuator: an interlock needs a name")
+		}
+		if names[g.Name] {
+			return fmt.Errorf("actuator: interlock %q is declared twice", g.Name)
+		}
+		names[g.Name] = true
+		if len(g.Members) < 2 {
+			return fmt.Errorf("actuator: interlock %s: name at least two actuators", g.Name)
+		}
+		if g.DeadTime < 0 || g.DeadTime > MaxDeadTime {
+			return fmt.Errorf("actuator: interlock %s: dead_time %v: want 0 to %v", g.Name, g.DeadTime, MaxDeadTime)
+		}
+		il := &interlock{Interlock: g}
+		il.Members = slices.Clone(g.Members)
+		var scopeName string
+		var ons []string
+		for _, m := range g.Members {
+			o := b.outs[m]
+			switch {
+			case o == nil:
+				return fmt.Errorf("actuator: interlock %s: no actuator %q", g.Name, m)
+			case o.lock == il:
+				return fmt.Errorf("actuator: interlock %s names %s twice", g.Name, m)
+			case o.lock != nil:
+				return fmt.Errorf("actuator: interlock %s: %s is already in interlock %s; put all mutually exclusive actuators in one interlock",
+					g.Name, m, o.lock.Name)
+			case o.Kind == KindPulse:
+				return fmt.Errorf("actuator: interlock %s: %s is a pulse output; an interlock's members are switches", g.Name, m)
+			case scopeName != "" && o.Scope != scopeName:
+				return fmt.Errorf("actuator: interlock %s: %s is in scope %q, %s in scope %q; the members of an interlock must share one scope (one lease, one fence), so that one holder decides them all",
+					g.Name, g.Members[0], scopeName, m, o.Scope)
+			}
+			scopeName = o.Scope
+			o.lock = il
+			if o.Boot == BootOn {
+				ons = append(ons, m)
+			}
+		}
+		if len(ons) > 1 {
+			return fmt.Errorf("actuator: interlock %s: %s all have boot: on, but at most one may be on", g.Name, strings.Join(ons, " and "))
+		}
+	}
+	return nil
+}
