@@ -349,3 +349,174 @@ func split(commands, n, i int) int {
 	}
 	return max(c, 1)
 }
+
+// begin starts the gateway of res (name, res.Actuators, commits slowed by
+// delay) and connects its controllers; it sets res's start time and idle
+// memory. The caller closes the controllers and kills the gateway.
+func (o *Options) begin(ctx context.Context, res *Result, name string, delay time.Duration) (*gateway, group, error) {
+	o.prog.next(name+": gateway start", limit{})
+	gw, err := startGateway(ctx, o, name, res.Actuators, delay)
+	if err != nil {
+		return nil, nil, err
+	}
+	res.OnlineMs = ms(gw.up)
+	g, err := dial(ctx, o.Broker, gw.id, gw.topics, res.Controllers, res.Window)
+	if err != nil {
+		gw.kill()
+		return nil, nil, err
+	}
+	if u, err := gw.usage(); err == nil && u.RSS > 0 {
+		res.IdleRSSMB = ptr(mb(u.RSS))
+		if u.RSSAnon > 0 {
+			res.IdleAnonMB = ptr(mb(u.RSSAnon))
+		}
+	}
+	return gw, g, nil
+}
+
+// load runs one fleet-like profile (single, fleet, sdcard): a gateway with
+// its actuators, its controllers' warm-up, and one measured phase.
+func (o *Options) load(ctx context.Context, r *Report, profile, name string, size int, delay time.Duration) (Result, error) {
+	n, m, w := o.shape(profile, size)
+	res := Result{Name: name, Profile: profile, Actuators: n, Controllers: m, Window: w, CommitDelayMs: ms(delay)}
+	e, err := o.echo(ctx, m, w)
+	if err != nil {
+		return res, err
+	}
+	res.EchoPerS = &e.perS
+	gw, g, err := o.begin(ctx, &res, name, delay)
+	if err != nil {
+		return res, err
+	}
+	defer gw.kill()
+	defer g.close()
+	answered := o.prog.count()
+	if err := o.warmup(ctx, g, w, name); err != nil {
+		return res, fmt.Errorf("bench: %s: %w\n%s", name, err, gw.stderr)
+	}
+	before, err := gw.measure(ctx)
+	if err != nil {
+		return res, err
+	}
+	o.prog.next(name, o.phaseLimit())
+	t, err := g.run(ctx, w, nil, o.limit(m), o.prog.answer)
+	if err != nil {
+		return res, fmt.Errorf("bench: %s: %w\n%s", name, err, gw.stderr)
+	}
+	after, err := gw.measure(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.phase(t, before, after)
+	res.Latency = latencyOf(t.latency[fresh])
+	ps, err := gw.stop()
+	if err != nil {
+		return res, err
+	}
+	res.usage(before, after, ps, o.prog.count()-answered)
+	res.ratios(r, ms(delay))
+	return res, nil
+}
+
+// storm runs the storm profile on one gateway: a calm phase (the calm
+// controllers alone), the storm (with the flapping controllers), and the
+// stale commands alone, to count their syncs.
+func (o *Options) storm(ctx context.Context, r *Report) (Result, error) {
+	n, m, w := o.shape(Storm, 0)
+	flappers := max(1, m/4)
+	res := Result{Name: Storm, Profile: Storm, Actuators: n, Controllers: m, Window: w}
+	st := &StormResult{Flapping: flappers, Calm: m - flappers}
+	res.Storm = st
+	gw, all, err := o.begin(ctx, &res, Storm, 0)
+	if err != nil {
+		return res, err
+	}
+	defer gw.kill()
+	defer all.close()
+	answered := o.prog.count()
+	flap, calm := all[:flappers], all[flappers:]
+	if err := o.warmup(ctx, all, w, Storm); err != nil {
+		return res, fmt.Errorf("bench: storm: %w\n%s", err, gw.stderr)
+	}
+	fail := func(err error) (Result, error) { return res, fmt.Errorf("bench: storm: %w\n%s", err, gw.stderr) }
+
+	// Calm: the calm controllers alone.
+	o.prog.next("storm: without the storm", o.phaseLimit())
+	tc, err := calm.run(ctx, w, nil, o.limit(len(calm)), o.prog.answer)
+	if err != nil {
+		return fail(err)
+	}
+	calmLat := latencyOf(tc.latency[fresh])
+	st.CalmP99Ms = calmLat.P99
+
+	// The storm: the same calm load, and the flapping controllers.
+	before, err := gw.measure(ctx)
+	if err != nil {
+		return res, err
+	}
+	o.prog.next("storm: the storm", o.phaseLimit())
+	lim := o.limit(m)
+	var tf *tally
+	var ferr error
+	flapDone := make(chan struct{})
+	go func() {
+		defer close(flapDone)
+		mixes := make([]mix, len(flap))
+		for i := range mixes {
+			mixes[i] = flapping
+		}
+		tf, ferr = flap.run(ctx, w, mixes, lim, o.prog.answer)
+	}()
+	ts, err := calm.run(ctx, w, nil, func(i int) limit { return lim(i + flappers) }, o.prog.answer)
+	<-flapDone
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return fail(err)
+	}
+	after, err := gw.measure(ctx)
+	if err != nil {
+		return res, err
+	}
+	stormLat := latencyOf(ts.latency[fresh])
+	st.StormP99Ms = stormLat.P99
+	st.StaleSent = tf.answered(stale)
+	st.StaleAnswered = tf.outcomes[stale][fence.Stale]
+	both := newTally()
+	both.merge(ts)
+	both.merge(tf)
+	res.phase(both, before, after)
+	res.Latency = stormLat
+
+	// The stale commands alone: what they cost the store.
+	o.prog.next("storm: stale commands alone", o.phaseLimit())
+	b2, err := gw.measure(ctx)
+	if err != nil {
+		return res, err
+	}
+	stales := make([]mix, len(flap))
+	for i := range stales {
+		stales[i] = allStale
+	}
+	tst, err := flap.run(ctx, w, stales, o.limit(len(flap)), o.prog.answer)
+	if err != nil {
+		return fail(err)
+	}
+	a2, err := gw.measure(ctx)
+	if err != nil {
+		return res, err
+	}
+	st.StaleOnly = tst.answered(stale)
+	st.StaleOnlyStale = tst.outcomes[stale][fence.Stale]
+	st.StaleOnlySyncs = 2 * (a2.commits - b2.commits)
+	st.StaleOnlySeconds = tst.last.Sub(tst.first).Seconds()
+
+	ps, err := gw.stop()
+	if err != nil {
+		return res, err
+	}
+	res.usage(before, after, ps, o.prog.count()-answered)
+	res.ratios(r, 0)
+	return res, nil
+}
