@@ -111,7 +111,9 @@ type Options struct {
 	// command again, unchanged (the same id, token, seq and signature). It
 	// goes on resending, the wait doubling up to MaxResend, until an answer
 	// comes or its context ends, and resends at once when the gateway comes
-	// online and when this client has reconnected to the broker. A command
+	// online (goes from offline to online while this client listens; the
+	// retained status a subscription delivers is no change) and when this
+	// client has reconnected to the broker. A command
 	// published while the gateway is stopped, one the broker dropped (its
 	// queue for the gateway full, or its session lost) and an answer lost
 	// with a connection are so recovered; a copy of a command that was
@@ -239,8 +241,18 @@ func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if topic == cl.topics.Status() {
+		if testHookStatus != nil {
+			testHookStatus(m.Retained())
+		}
 		s := string(m.Payload())
-		if s == wire.StatusOnline && cl.status != s {
+		if s == wire.StatusOnline && cl.status != s && !m.Retained() {
+			// The gateway came online just now: commands published while
+			// it was away may have been dropped. A retained status, which
+			// every subscription delivers, tells how the gateway is, not
+			// that it changed; resending on it would publish every
+			// command twice (the copy answered duplicate). A status
+			// missed while this client was away is its reconnect's to
+			// resend for (see Dial).
 			cl.retryLocked()
 		}
 		cl.status = s
@@ -279,6 +291,10 @@ func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
 		}
 	}
 }
+
+// testHookStatus, if set (by tests), is called before a status message is
+// taken, with whether it is a retained one.
+var testHookStatus func(retained bool)
 
 func (cl *Client) notify() {
 	close(cl.changed)
