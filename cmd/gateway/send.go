@@ -129,13 +129,13 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("etcd: %w", err)
 		}
 		defer etcd.Close()
-		lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		l, err := lease.Acquire(lctx, etcd, lease.Options{Gateway: *gw, Scope: scope, TTL: *ttl})
-		cancel()
+		// The session lives on the command's context: its keep-alive
+		// holds the lock until the answer came, and Release revokes it.
+		l, err := lease.Acquire(ctx, etcd, lease.Options{Gateway: *gw, Scope: scope, TTL: *ttl, Wait: 60 * time.Second})
 		if err != nil {
 			return err
 		}
-		defer l.Release(context.Background())
+		defer l.Release(context.WithoutCancel(ctx))
 		held = l
 		*token = l.Token()
 		fmt.Fprintf(stderr, "granted token %d (lock %s, scope %s)\n", *token, l.Key(), scope)

@@ -24,6 +24,13 @@ import (
 // apiAddr(latch).
 func gatewayProc(t *testing.T, broker string) string {
 	t.Helper()
+	_, latch := gatewayProcess(t, broker)
+	return latch
+}
+
+// gatewayProcess is gatewayProc that also returns the process.
+func gatewayProcess(t *testing.T, broker string) (*proc, string) {
+	t.Helper()
 	dir := t.TempDir()
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.Port(t))
 	os.WriteFile(filepath.Join(dir, "api"), []byte(httpAddr), 0o644)
@@ -32,7 +39,7 @@ func gatewayProc(t *testing.T, broker string) string {
 	p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
 	ctl.WaitStatus(t, "online")
 	waitAPI(t, httpAddr, p)
-	return filepath.Join(dir, "fence.db.pins")
+	return p, filepath.Join(dir, "fence.db.pins")
 }
 
 // apiAddr returns the API address of the gateway started by gatewayProc.
