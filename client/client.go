@@ -10,7 +10,9 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -554,6 +556,26 @@ func waitFor[T any](ctx context.Context, cl *Client, m map[string]T, key string,
 	}
 }
 
+// Actuators returns the names of the gateway's actuators whose retained
+// state this client has seen, sorted. A gateway that has been online
+// retains the state of each of its actuators, and Dial's subscription
+// receives them at once.
+func (cl *Client) Actuators() []string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return slices.Sorted(maps.Keys(cl.states))
+}
+
+// Unknown says, for an error message, that the gateway has no actuator of
+// that name, and which it has (see Actuators).
+func (cl *Client) Unknown(actuator string) string {
+	names := cl.Actuators()
+	if len(names) == 0 {
+		return fmt.Sprintf("no actuator %q on gateway %q, which has published the state of none (has it been online?)", actuator, cl.topics.GatewayID)
+	}
+	return fmt.Sprintf("no actuator %q on gateway %q; its actuators are %s", actuator, cl.topics.GatewayID, strings.Join(names, ", "))
+}
+
 // Scope returns the fence scope of actuator, as the gateway publishes it in
 // the actuator's retained state: the name to lock in the lease service
 // before commanding the actuator. Actuators that share a scope share one
@@ -565,6 +587,9 @@ func waitFor[T any](ctx context.Context, cl *Client, m map[string]T, key string,
 func (cl *Client) Scope(ctx context.Context, actuator string) (string, error) {
 	o, err := cl.WaitState(ctx, actuator, nil)
 	if err != nil {
+		if len(cl.Actuators()) > 0 {
+			return "", fmt.Errorf("client: %s: %w", cl.Unknown(actuator), err)
+		}
 		return "", fmt.Errorf("client: no state for actuator %q from gateway %q (is the name right, and has the gateway been online?): %w",
 			actuator, cl.topics.GatewayID, err)
 	}

@@ -43,6 +43,7 @@ asked for (changed since, or a failed drive), 64 bad usage, 1 other errors
 
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [--key PATH.key --signer NAME] [flags] on|off|fence|pulse|reset", sendAbout)
+	fs.hintOnError = true
 	conn := addBrokerFlags(fs)
 	gw := fs.String("gateway", "", "gateway id (required)")
 	act := fs.String("actuator", "", "actuator name (required)")
@@ -178,6 +179,8 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		}
 		return &exitError{exitStale, se}
+	case errors.As(err, &re) && re.Result.Reason == fence.ReasonUnknownActuator:
+		return &exitError{exitRejected, errors.New(ctl.Unknown(*act))}
 	case errors.As(err, &re):
 		return &exitError{exitRejected, re}
 	case errors.As(err, &fe):
