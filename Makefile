@@ -66,9 +66,11 @@ soak: build
 screenshot:
 	FENCEGATE_SCREENSHOT=$(CURDIR)/docs/dashboard.png $(GO) test ./cmd/gateway -run TestDashboardInBrowser -count=1
 
-## scenarios: play every simulator scenario on its own simulator
+## scenarios: play every simulator scenario (the binary lists them) on its own simulator
 scenarios: build
-	for s in paused-controller duplicate-delivery crash-and-reconcile unfenced; do \
+	@names=$$($(BIN) sim scenario --list) || exit 1; \
+	for s in $$names; do \
+	  echo "$(BIN) sim scenario $$s --sim http://127.0.0.1:1 --delay 0"; \
 	  $(BIN) sim scenario $$s --sim http://127.0.0.1:1 --delay 0 || exit 1; done
 
 ## mutants: deliberately broken variants of the safety core; the tests must catch each one on every run
@@ -77,9 +79,11 @@ scenarios: build
 mutants:
 	FENCEGATE_MUTANTS=1 $(GO) test -count=1 -v -parallel 2 -timeout 60m ./tests/mutants
 
-## sim: the simulator with an embedded broker (MQTT on 127.0.0.1:1883, API on 127.0.0.1:8080)
-sim:
-	$(GO) run ./cmd/gateway sim
+## sim: the simulator with an embedded broker (MQTT on 127.0.0.1:1883, API on 127.0.0.1:8080), from bin/gateway, which
+##      it builds first (not go run: go run exits 1 when interrupted, whatever the program's status); SIM_FLAGS adds flags
+SIM_FLAGS ?=
+sim: build
+	$(BIN) sim $(SIM_FLAGS)
 
 clean:
 	rm -rf bin

@@ -10,7 +10,9 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,7 +113,9 @@ type Options struct {
 	// command again, unchanged (the same id, token, seq and signature). It
 	// goes on resending, the wait doubling up to MaxResend, until an answer
 	// comes or its context ends, and resends at once when the gateway comes
-	// online and when this client has reconnected to the broker. A command
+	// online (goes from offline to online while this client listens; the
+	// retained status a subscription delivers is no change) and when this
+	// client has reconnected to the broker. A command
 	// published while the gateway is stopped, one the broker dropped (its
 	// queue for the gateway full, or its session lost) and an answer lost
 	// with a connection are so recovered; a copy of a command that was
@@ -239,8 +243,18 @@ func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if topic == cl.topics.Status() {
+		if testHookStatus != nil {
+			testHookStatus(m.Retained())
+		}
 		s := string(m.Payload())
-		if s == wire.StatusOnline && cl.status != s {
+		if s == wire.StatusOnline && cl.status != s && !m.Retained() {
+			// The gateway came online just now: commands published while
+			// it was away may have been dropped. A retained status, which
+			// every subscription delivers, tells how the gateway is, not
+			// that it changed; resending on it would publish every
+			// command twice (the copy answered duplicate). A status
+			// missed while this client was away is its reconnect's to
+			// resend for (see Dial).
 			cl.retryLocked()
 		}
 		cl.status = s
@@ -279,6 +293,10 @@ func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
 		}
 	}
 }
+
+// testHookStatus, if set (by tests), is called before a status message is
+// taken, with whether it is a retained one.
+var testHookStatus func(retained bool)
 
 func (cl *Client) notify() {
 	close(cl.changed)
@@ -538,6 +556,26 @@ func waitFor[T any](ctx context.Context, cl *Client, m map[string]T, key string,
 	}
 }
 
+// Actuators returns the names of the gateway's actuators whose retained
+// state this client has seen, sorted. A gateway that has been online
+// retains the state of each of its actuators, and Dial's subscription
+// receives them at once.
+func (cl *Client) Actuators() []string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return slices.Sorted(maps.Keys(cl.states))
+}
+
+// Unknown says, for an error message, that the gateway has no actuator of
+// that name, and which it has (see Actuators).
+func (cl *Client) Unknown(actuator string) string {
+	names := cl.Actuators()
+	if len(names) == 0 {
+		return fmt.Sprintf("no actuator %q on gateway %q, which has published the state of none (has it been online?)", actuator, cl.topics.GatewayID)
+	}
+	return fmt.Sprintf("no actuator %q on gateway %q; its actuators are %s", actuator, cl.topics.GatewayID, strings.Join(names, ", "))
+}
+
 // Scope returns the fence scope of actuator, as the gateway publishes it in
 // the actuator's retained state: the name to lock in the lease service
 // before commanding the actuator. Actuators that share a scope share one
@@ -549,6 +587,9 @@ func waitFor[T any](ctx context.Context, cl *Client, m map[string]T, key string,
 func (cl *Client) Scope(ctx context.Context, actuator string) (string, error) {
 	o, err := cl.WaitState(ctx, actuator, nil)
 	if err != nil {
+		if len(cl.Actuators()) > 0 {
+			return "", fmt.Errorf("client: %s: %w", cl.Unknown(actuator), err)
+		}
 		return "", fmt.Errorf("client: no state for actuator %q from gateway %q (is the name right, and has the gateway been online?): %w",
 			actuator, cl.topics.GatewayID, err)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/service"
 	"github.com/fencegate/fencegate/tests/testctl"
 	"github.com/fencegate/fencegate/tests/testenv"
-	"github.com/fencegate/fencegate/service"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -212,5 +212,62 @@ func TestSendWithoutResend(t *testing.T) {
 	}
 	if n := watch.wait(cmd.ID, 2, 500*time.Millisecond); n != 1 {
 		t.Errorf("%d copies published with Resend -1, want 1", n)
+	}
+}
+
+// TestSendPublishesOnce: the gateway's retained "online", which a new
+// client receives when it subscribes, tells the gateway's status, not that
+// it came back: a command published to a gateway that stayed online is
+// published once, however late that retained status is taken. The hook
+// holds it back until the command was published, as a fresh gateway send
+// often sees it.
+func TestSendPublishesOnce(t *testing.T) {
+	for name, startBroker := range testenv.Brokers() {
+		t.Run(name, func(t *testing.T) {
+			broker := startBroker(t)
+			id := testenv.ID(t, "gw")
+			cfg, err := config.Parse(fmt.Appendf(nil, "id: %s\nmqtt: {broker: %s}\nstore: %s\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\n",
+				id, broker, filepath.Join(t.TempDir(), "fence.db")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			topics := wire.Topics{Prefix: wire.DefaultPrefix, GatewayID: id}
+			watch := watchCommands(t, broker, topics)
+			start(t, cfg)
+			cmd := fence.Command{ID: testenv.ID(t, "once"), Actuator: "pump", Fence: fence.Fence{Token: 5}, State: fence.StateOn, Holder: "ctl"}
+			var held sync.Once
+			client.SetStatusHook(func(retained bool) {
+				held.Do(func() {
+					if !retained {
+						t.Errorf("the first status message this client took was not the retained one")
+					}
+					watch.wait(cmd.ID, 1, 10*time.Second)
+				})
+			})
+			t.Cleanup(func() { client.SetStatusHook(nil) })
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			c, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if res, err := c.Send(ctx, cmd); err != nil || res.Outcome != fence.Applied {
+				t.Fatalf("Send = %+v, %v; want applied", res, err)
+			}
+			// A later command on the same topic comes after every copy of
+			// the first one.
+			next := cmd
+			next.ID, next.Fence.Seq = testenv.ID(t, "next"), 1
+			if _, err := c.Send(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+			if watch.wait(next.ID, 1, 10*time.Second) < 1 {
+				t.Fatalf("%s was not seen on the command topic", next.ID)
+			}
+			if n := watch.wait(cmd.ID, 0, 0); n != 1 {
+				t.Errorf("%s was published %d times to a gateway that stayed online, want once", cmd.ID, n)
+			}
+		})
 	}
 }

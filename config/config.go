@@ -629,6 +629,16 @@ func topicPrefix(p string) bool {
 }
 
 func checkBroker(s string) error {
+	if !strings.Contains(s, "://") {
+		// url.Parse would take host:port for a scheme and an opaque part,
+		// or fail on the colon: name the likely fix instead.
+		if host, port, err := net.SplitHostPort(s); err == nil && host != "" && !strings.Contains(s, "@") {
+			if _, err := strconv.ParseUint(port, 10, 16); err == nil {
+				return fmt.Errorf("no scheme: want tcp://%s (or ssl://%s for TLS)", s, s)
+			}
+		}
+		return errors.New("no scheme: want e.g. tcp://127.0.0.1:1883 (or ssl://host:port for TLS)")
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		var ue *url.Error
@@ -777,7 +787,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // redacted is the broker URL s with any password in it replaced.
 func redacted(s string) string {
-	if u, err := url.Parse(s); err == nil {
+	if u, err := url.Parse(s); err == nil && strings.Contains(s, "://") {
 		return u.Redacted()
 	}
 	if i := strings.LastIndex(s, "@"); i >= 0 {

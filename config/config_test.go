@@ -403,9 +403,11 @@ func TestParseErrors(t *testing.T) {
 		{"bad broker scheme", strings.Replace(base, "tcp://", "http://", 1) + act,
 			[]string{"mqtt.broker", `scheme "http"`}},
 		{"broker without scheme", strings.Replace(base, "tcp://127.0.0.1:1883", "127.0.0.1:1883", 1) + act,
-			[]string{"mqtt.broker", "127.0.0.1:1883"}},
+			[]string{"mqtt.broker", "no scheme", "tcp://127.0.0.1:1883"}},
 		{"broker host:port only", strings.Replace(base, "tcp://127.0.0.1:1883", "localhost:1883", 1) + act,
-			[]string{"mqtt.broker", "scheme"}},
+			[]string{"mqtt.broker", "no scheme", "tcp://localhost:1883"}},
+		{"broker user@host:port", strings.Replace(base, "tcp://127.0.0.1:1883", "gw:secret@localhost:1883", 1) + act,
+			[]string{"mqtt.broker", "no scheme", "want e.g. tcp://127.0.0.1:1883"}},
 		{"broker without host", strings.Replace(base, "tcp://127.0.0.1:1883", "tcp://", 1) + act,
 			[]string{"mqtt.broker", "no host"}},
 		{"broker without port", strings.Replace(base, "tcp://127.0.0.1:1883", "tcp://127.0.0.1", 1) + act,
@@ -500,6 +502,15 @@ func TestParseErrors(t *testing.T) {
 
 // TestParseErrorsAreNotYAMLInternals checks that the decoder's own wording
 // (Go type names) does not leak into messages for unknown and duplicate keys.
+// TestBrokerWithoutSchemeHidesPassword: a broker URL written without its
+// scheme is not parsed as one, so its user information is cut off by hand.
+func TestBrokerWithoutSchemeHidesPassword(t *testing.T) {
+	_, err := Parse([]byte("id: gw\nmqtt:\n  broker: gw:secret@localhost:1883\nstore: fence.db\nboard: sim\nactuators:\n  - {name: pump, pin: GPIO17}\n"))
+	if err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "no scheme") {
+		t.Errorf("Parse error = %v; want it to say there is no scheme, without the password", err)
+	}
+}
+
 func TestParseErrorsAreNotYAMLInternals(t *testing.T) {
 	for _, in := range []string{
 		base + "colour: red\nactuators: [{name: pump, pin: GPIO17}]\n",

@@ -49,6 +49,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -150,7 +151,7 @@ func Acquire(ctx context.Context, cli *clientv3.Client, o Options) (*Lease, erro
 		if err == nil {
 			break
 		}
-		s.Close()
+		abandon(ctx, s)
 		if waited {
 			return nil, fmt.Errorf("lease: lock %s: held by another for %v: %w", Key(o.Gateway, o.Scope), o.Wait, context.DeadlineExceeded)
 		}
@@ -174,22 +175,22 @@ func Acquire(ctx context.Context, cli *clientv3.Client, o Options) (*Lease, erro
 	resp, err := cli.Get(ctx, m.Key())
 	if err != nil {
 		m.Unlock(context.Background())
-		s.Close()
+		abandon(ctx, s)
 		return nil, fmt.Errorf("lease: read lock key: %w", err)
 	}
 	select {
 	case <-s.Done():
-		s.Close()
+		abandon(ctx, s)
 		return nil, ErrLost
 	default:
 	}
 	if len(resp.Kvs) == 0 || clientv3.LeaseID(resp.Kvs[0].Lease) != s.Lease() {
-		s.Close()
+		abandon(ctx, s)
 		return nil, ErrLost
 	}
 	rev := resp.Kvs[0].CreateRevision
 	if rev <= 0 {
-		s.Close()
+		abandon(ctx, s)
 		return nil, fmt.Errorf("lease: lock key has revision %d", rev)
 	}
 	return &Lease{session: s, mutex: m, token: uint64(rev), key: m.Key()}, nil
@@ -215,18 +216,43 @@ func (l *Lease) Held(ctx context.Context) (bool, error) {
 	return resp.Succeeded, nil
 }
 
-// Release unlocks and revokes the lease.
+// Release unlocks and revokes the lease, within ctx (and at most five
+// seconds), however Acquire's context ended: a holder that stops because
+// its context was cancelled still lets go at once.
 func (l *Lease) Release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err := l.mutex.Unlock(ctx)
-	if cerr := l.session.Close(); err == nil && cerr != nil && !errors.Is(cerr, context.Canceled) {
-		err = cerr
+	if rerr := revoke(ctx, l.session); err == nil {
+		err = rerr
 	}
 	if err != nil {
 		return fmt.Errorf("lease: release: %w", err)
 	}
 	return nil
+}
+
+// revoke ends session s: it stops the keep-alive and revokes the lease
+// under ctx. concurrency.Session.Close would revoke under the session's
+// own context, the one given to Acquire, which has often ended by then:
+// the revoke then fails ("context canceled", which the etcd client logs
+// as a warning) and the lease lingers until its TTL runs out. A lease
+// that is already gone (expired) is no error.
+func revoke(ctx context.Context, s *concurrency.Session) error {
+	s.Orphan()
+	_, err := s.Client().Revoke(ctx, s.Lease())
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil
+	}
+	return err
+}
+
+// abandon ends session s after a failed Acquire, whose context may have
+// ended: see revoke.
+func abandon(ctx context.Context, s *concurrency.Session) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	revoke(ctx, s)
 }
 
 // AheadError is CheckFence's error: the gateway's fence was not raised by

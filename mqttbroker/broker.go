@@ -72,6 +72,7 @@ func Start(addr string, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = slog.New(connLog{log.Handler()})
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumPacketSize = MaxPacket
 	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: log, Capabilities: caps})

@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"net/url"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
-	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/fencegate/fencegate/internal/pahosec"
 	"github.com/fencegate/fencegate/mqttsec"
@@ -90,7 +85,7 @@ func (s *connState) status() Status {
 // failed records a failed connection attempt.
 func (s *connState) failed(err error) {
 	why := explain(err, s.set)
-	if isEOF(err) && !strings.Contains(why, "TLS") {
+	if pahosec.IsEOF(err) && !strings.Contains(why, "TLS") {
 		why += " before it answered (if that port is the broker's TLS listener, use ssl:// in " + s.set.Names.Broker + ")"
 	}
 	s.mu.Lock()
@@ -147,7 +142,7 @@ func (s *connState) lost(err error) bool {
 	if s.refetch > 0 {
 		why = fmt.Sprintf("reconnecting: the link closed its connection to receive again the %d commands dropped while its backlog was full", s.refetch)
 		s.refetch = 0
-	} else if s.quickLoss >= 2 && isEOF(err) {
+	} else if s.quickLoss >= 2 && pahosec.IsEOF(err) {
 		why = fmt.Sprintf("the broker closed the connection %s after accepting it, %d times in a row: another client with client id %q "+
 			"took over the session; is another gateway running with id %q (or mqtt.client_id)? Give each gateway its own id",
 			now.Sub(s.upAt).Round(time.Millisecond), s.quickLoss, s.st.ClientID, s.gateway)
@@ -161,7 +156,7 @@ func (s *connState) lost(err error) bool {
 	}
 	// One quick loss may be a broker restarting; two in a row are another
 	// client taking the session back and forth.
-	return quick && isEOF(err) && s.quickLoss >= 2
+	return quick && pahosec.IsEOF(err) && s.quickLoss >= 2
 }
 
 // dropped notes a command dropped because the backlog was full.
@@ -232,42 +227,13 @@ func settings(o Options) mqttsec.Settings {
 
 // explain turns a connection error into a reason a person can act on.
 func explain(err error, s mqttsec.Settings) string {
-	var op *net.OpError
-	var dns *net.DNSError
 	if why := pahosec.Explain(err, s); why != "" {
 		return why
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		return "unknown"
-	case errors.Is(err, packets.ErrorRefusedIDRejected):
-		return "identifier rejected: the broker does not accept the client id (set mqtt.client_id)"
-	case errors.Is(err, packets.ErrorRefusedServerUnavailable):
-		return "the broker says it is unavailable"
-	case errors.Is(err, packets.ErrorRefusedBadProtocolVersion):
-		return "the broker does not speak MQTT 3.1.1"
-	case errors.As(err, &dns):
-		return fmt.Sprintf("host %q not found (check %s)", dns.Name, s.Names.Broker)
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Sprintf("connection refused: nothing listens at %s (is the broker running? is the port right?)", hostPort(s.Broker))
-	case errors.As(err, &op) && op.Timeout():
-		return "timed out: the broker did not answer (network down, firewall, or wrong address)"
-	case isEOF(err):
-		return "the broker closed the connection"
 	}
 	return err.Error()
-}
-
-// hostPort is the host:port of a broker URL.
-func hostPort(broker string) string {
-	if u, err := url.Parse(broker); err == nil && u.Host != "" {
-		return u.Host
-	}
-	return broker
-}
-
-func isEOF(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // Probe connects to the broker once, as o describes (Broker, Username,

@@ -59,6 +59,7 @@ func decodeCommandRef(actuator string, payload []byte) (fence.Command, error) {
 		if err := dec.Decode(&raw); err != nil {
 			return c, fmt.Errorf("payload is not JSON: %v", err)
 		}
+		raw = asSent(payload, dec.InputOffset(), raw)
 		switch key {
 		case "id":
 			c.ID, err = text(key, raw)

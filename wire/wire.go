@@ -227,6 +227,7 @@ func decodeCommand(actuator string, payload []byte) (c fence.Command, idRead boo
 		if err := dec.Decode(&raw); err != nil {
 			return c, idRead, fmt.Errorf("payload is not JSON: %v", err)
 		}
+		raw = asSent(payload, dec.InputOffset(), raw)
 		switch key {
 		case "id":
 			c.ID, err = text(key, raw)
@@ -403,6 +404,9 @@ func integer(key string, raw json.RawMessage, lo, hi uint64) (uint64, error) {
 	if s[0] == '-' {
 		return 0, fmt.Errorf("%s, got negative %s", want, s)
 	}
+	if len(s) > 1 && s[0] == '0' {
+		return 0, fmt.Errorf("%s, got %s (a JSON number has no leading zero)", want, abbrev(raw))
+	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || v > hi {
 		return 0, fmt.Errorf("%s, got %s (too large)", want, abbrev(raw))
@@ -411,6 +415,22 @@ func integer(key string, raw json.RawMessage, lo, hi uint64) (uint64, error) {
 		return 0, fmt.Errorf("%s, got %s", want, s)
 	}
 	return v, nil
+}
+
+// asSent returns the value that payload holds up to end, as it was sent:
+// raw (its value, as encoding/json read it), unless raw is a 0 that digits
+// follow ("0102"). JSON allows no leading zero, and encoding/json reads
+// such a number as 0 followed by a stray character, so an error about
+// the value would quote 0, not what was sent.
+func asSent(payload []byte, end int64, raw json.RawMessage) json.RawMessage {
+	if (string(raw) != "0" && string(raw) != "-0") || end >= int64(len(payload)) || payload[end] < '0' || payload[end] > '9' {
+		return raw
+	}
+	i := end
+	for i < int64(len(payload)) && strings.IndexByte("0123456789.eE+-", payload[i]) >= 0 {
+		i++
+	}
+	return payload[end-int64(len(raw)) : i]
 }
 
 func abbrev(raw json.RawMessage) string {

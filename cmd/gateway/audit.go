@@ -50,7 +50,9 @@ duration back from now (30m, 2h). --json prints one JSON object a line.`)
 		return err
 	}
 	switch {
-	case (*store == "") == (*api == ""):
+	case *store == "" && *api == "":
+		return usageErr("which gateway? give --store FILE (a stopped gateway's) or --api URL (a running one's, e.g. http://127.0.0.1:8080)")
+	case *store != "" && *api != "":
 		return usageErr("give --store FILE (a stopped gateway) or --api URL (a running one), not both")
 	case *follow && *api == "":
 		return usageErr("--follow needs a running gateway: give --api URL (its store is locked while it runs)")

@@ -102,7 +102,7 @@ func TestAuditCLI(t *testing.T) {
 		want string
 	}{
 		{[]string{"--store", store, "--api", api}, "not both"},
-		{[]string{}, "give --store FILE"},
+		{[]string{}, "which gateway? give --store FILE (a stopped gateway's) or --api URL"},
 		{[]string{"--store", store, "--follow"}, "--follow needs a running gateway"},
 		{[]string{"--store", store, "--outcome", "nope"}, `--outcome "nope": want one of applied, duplicate, stale`},
 		{[]string{"--store", store, "--since", "yesterday"}, `--since "yesterday": want an RFC 3339 time`},
@@ -125,5 +125,14 @@ func waitOutput(t *testing.T, p *proc, text string) {
 			t.Fatalf("no %q within 20 s:\n%s", text, p.output())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAuditWithoutSource: audit with neither --store nor --api says that
+// one of them is needed, not that both were given.
+func TestAuditWithoutSource(t *testing.T) {
+	out, code := runCLI(t, "audit")
+	if code != exitUsage || !strings.Contains(out, "which gateway? give --store FILE") || strings.Contains(out, "not both") {
+		t.Errorf("gateway audit: exit %d, %q; want exit %d asking for --store or --api", code, out, exitUsage)
 	}
 }

@@ -16,6 +16,9 @@ type flagSet struct {
 	*flag.FlagSet
 	name, synopsis, about string
 	hidden                map[string]bool
+	// hintOnError: a bad flag prints what is wrong and a one-line hint
+	// to -h, not the whole usage, which would bury the error.
+	hintOnError bool
 }
 
 // newFlags returns the flags of "gateway NAME SYNOPSIS"; about describes
@@ -64,7 +67,11 @@ func (fs *flagSet) parse(args []string, stdout, stderr io.Writer) error {
 			fs.usage(stdout)
 			return errHelp
 		}
-		fs.usage(stderr)
+		if fs.hintOnError {
+			fmt.Fprintf(stderr, "Run gateway %s -h for the usage.\n", fs.name)
+		} else {
+			fs.usage(stderr)
+		}
 		return &exitError{exitUsage, nil} // the flag package printed what was wrong
 	}
 	return nil

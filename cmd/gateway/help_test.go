@@ -75,3 +75,16 @@ func TestHelpNeverActs(t *testing.T) {
 		t.Errorf("gateway help run: exit %d\n%s", code, out)
 	}
 }
+
+// TestTopLevelUsageListsSendStates: the top-level usage names every state
+// gateway send takes, as its own usage does.
+func TestTopLevelUsageListsSendStates(t *testing.T) {
+	out, code := runCLI(t, "help")
+	if code != 0 || !strings.Contains(out, "gateway send [flags] on|off|fence|pulse|reset") {
+		t.Errorf("gateway help: exit %d, want the send line with on|off|fence|pulse|reset:\n%s", code, out)
+	}
+	send, _ := runCLI(t, "send", "-h")
+	if !strings.Contains(send, "on|off|fence|pulse|reset") {
+		t.Errorf("gateway send -h lacks on|off|fence|pulse|reset:\n%s", send)
+	}
+}

@@ -7,13 +7,14 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // TestSendLocksTheScope (issue 8, point 5): gateway send --etcd locks the
@@ -32,11 +33,7 @@ func TestSendLocksTheScope(t *testing.T) {
 	}
 
 	// Hold the climate lease; a send to the fan must wait for it.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := etcdClient(t, etcd)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	held, err := lease.Acquire(ctx, cli, lease.Options{Gateway: gatewayID(t), Scope: "climate", TTL: 5})
@@ -107,4 +104,111 @@ func TestFenceAheadOfEtcd(t *testing.T) {
 		ctl.Process.Kill()
 		t.Fatalf("the example controller still runs after 30s: it spins\n%s", ctlOut.String())
 	}
+}
+
+// TestSendRevokesItsLease: gateway send --etcd keeps its lease alive as
+// long as it runs, past its TTL while it waits for an answer, and revokes
+// it when done: no lease of it is left in etcd, and the etcd client has
+// nothing to warn about (a revoke under a context that had already ended
+// left the lease to expire, with a "LeaseRevoke … context canceled"
+// warning on every call).
+func TestSendRevokesItsLease(t *testing.T) {
+	etcd := testenv.Etcd(t)
+	broker := testenv.EmbeddedBroker(t)
+	gw, _ := gatewayProcess(t, broker)
+	cli := etcdClient(t, etcd)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	noLeaseLeft := func(out string) { t.Helper(); leaseRevoked(t, cli, "gateway send", out) }
+	base := []string{"send", "--broker", broker, "--gateway", gatewayID(t), "--actuator", "pump", "--etcd", etcd}
+	out, code := runCLI(t, append(base, "--ttl", "30", "on")...)
+	if code != 0 || !strings.Contains(out, `"outcome":"applied"`) {
+		t.Fatalf("send --etcd: exit %d\n%s", code, out)
+	}
+	noLeaseLeft(out)
+
+	// While the gateway does not answer, the lock stays held past the TTL.
+	if err := testenv.Pause(gw.cmd.Process); err != nil {
+		t.Skip(err)
+	}
+	defer testenv.Resume(gw.cmd.Process)
+	s := &stoppedSend{out: newOutBuffer(), done: make(chan struct{})} // never stopped: no --stop-after-grant
+	s.cmd = exec.Command(binary, append(base, "--ttl", "2", "--timeout", "30s", "off")...)
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.err = s.cmd.Wait(); close(s.done) }()
+	defer func() { s.cmd.Process.Kill(); <-s.done }()
+	key := s.out.wait(t, regexp.MustCompile(`granted token \d+ \(lock (\S+),`), s.done, 60*time.Second)
+	if key == nil {
+		t.Fatalf("gateway send ended (%v) before a grant:\n%s", s.err, s.out)
+	}
+	time.Sleep(5 * time.Second) // more than twice the TTL
+	if resp, err := cli.Get(ctx, key[1]); err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("lock %s after 5 s with a 2 s TTL: %v, %v; want it held while gateway send waits for its answer", key[1], resp, err)
+	}
+	testenv.Resume(gw.cmd.Process)
+	select {
+	case <-s.done:
+	case <-time.After(40 * time.Second):
+		t.Fatalf("gateway send did not end after the gateway was continued:\n%s", s.out)
+	}
+	if s.err != nil || !strings.Contains(s.out.String(), `"outcome":"applied"`) {
+		t.Errorf("gateway send: %v\n%s", s.err, s.out)
+	}
+	noLeaseLeft(s.out.String())
+}
+
+// leaseRevoked checks that the program that printed out, which has ended,
+// left no lease in etcd and printed no etcd-client warning about one.
+func leaseRevoked(t *testing.T, cli *clientv3.Client, program, out string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leases, err := cli.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases.Leases) != 0 {
+		t.Errorf("%d leases left in etcd after %s ended, want none:\n%s", len(leases.Leases), program, out)
+	}
+	if strings.Contains(out, "LeaseRevoke") || strings.Contains(out, "context canceled") {
+		t.Errorf("%s warned about its lease:\n%s", program, out)
+	}
+}
+
+// TestExampleControllerRevokesOnSIGTERM: the example controller, stopped
+// with SIGTERM while it holds its lease, revokes it on its way out, with
+// nothing to warn about.
+func TestExampleControllerRevokesOnSIGTERM(t *testing.T) {
+	etcd := testenv.Etcd(t)
+	broker := testenv.EmbeddedBroker(t)
+	gatewayProc(t, broker)
+	cli := etcdClient(t, etcd)
+	c := startExampleCtlOut(t, etcd, broker, "pump", "ctl")
+	c.out.wait(t, ctlApplied, nil, 60*time.Second)
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the example controller ended with %v after SIGTERM:\n%s", err, c.out)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the example controller did not end within 20 s of SIGTERM:\n%s", c.out)
+	}
+	leaseRevoked(t, cli, "the example controller", c.out.String())
+}
+
+// etcdClient connects to the etcd at url until t ends.
+func etcdClient(t *testing.T, url string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
 }

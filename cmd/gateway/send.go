@@ -43,6 +43,7 @@ asked for (changed since, or a failed drive), 64 bad usage, 1 other errors
 
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [--key PATH.key --signer NAME] [flags] on|off|fence|pulse|reset", sendAbout)
+	fs.hintOnError = true
 	conn := addBrokerFlags(fs)
 	gw := fs.String("gateway", "", "gateway id (required)")
 	act := fs.String("actuator", "", "actuator name (required)")
@@ -129,13 +130,13 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("etcd: %w", err)
 		}
 		defer etcd.Close()
-		lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		l, err := lease.Acquire(lctx, etcd, lease.Options{Gateway: *gw, Scope: scope, TTL: *ttl})
-		cancel()
+		// The session lives on the command's context: its keep-alive
+		// holds the lock until the answer came, and Release revokes it.
+		l, err := lease.Acquire(ctx, etcd, lease.Options{Gateway: *gw, Scope: scope, TTL: *ttl, Wait: 60 * time.Second})
 		if err != nil {
 			return err
 		}
-		defer l.Release(context.Background())
+		defer l.Release(context.WithoutCancel(ctx))
 		held = l
 		*token = l.Token()
 		fmt.Fprintf(stderr, "granted token %d (lock %s, scope %s)\n", *token, l.Key(), scope)
@@ -178,6 +179,8 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		}
 		return &exitError{exitStale, se}
+	case errors.As(err, &re) && re.Result.Reason == fence.ReasonUnknownActuator:
+		return &exitError{exitRejected, errors.New(ctl.Unknown(*act))}
 	case errors.As(err, &re):
 		return &exitError{exitRejected, re}
 	case errors.As(err, &fe):

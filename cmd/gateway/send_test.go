@@ -24,6 +24,13 @@ import (
 // apiAddr(latch).
 func gatewayProc(t *testing.T, broker string) string {
 	t.Helper()
+	_, latch := gatewayProcess(t, broker)
+	return latch
+}
+
+// gatewayProcess is gatewayProc that also returns the process.
+func gatewayProcess(t *testing.T, broker string) (*proc, string) {
+	t.Helper()
 	dir := t.TempDir()
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.Port(t))
 	os.WriteFile(filepath.Join(dir, "api"), []byte(httpAddr), 0o644)
@@ -32,7 +39,7 @@ func gatewayProc(t *testing.T, broker string) string {
 	p := startProc(t, nil, "run", "--config", cfg, "--init", "--log-level", "warn")
 	ctl.WaitStatus(t, "online")
 	waitAPI(t, httpAddr, p)
-	return filepath.Join(dir, "fence.db.pins")
+	return p, filepath.Join(dir, "fence.db.pins")
 }
 
 // apiAddr returns the API address of the gateway started by gatewayProc.
@@ -72,6 +79,60 @@ func TestSendExitCodes(t *testing.T) {
 	}
 	if m, _ := boards.ReadLatch(latch); !m["GPIO17"] {
 		t.Error("pump latch low: the applied command did not drive it, or a later one did")
+	}
+}
+
+// TestSendErrorTexts: what gateway send says when it cannot do what it
+// was asked, as a new user meets it: the reason a broker refused, as
+// gateway run logs it; a bad flag value and a hint, not the whole usage;
+// an actuator the gateway does not have, and the names of those it has.
+func TestSendErrorTexts(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	gatewayProc(t, broker)
+	gw := gatewayID(t)
+	unknown := fmt.Sprintf(`no actuator "pmup" on gateway %q; its actuators are fan, heater, pump`, gw)
+	for _, tt := range []struct {
+		args  []string
+		code  int
+		want  string
+		lines int // of output at most; 0: any
+	}{
+		{[]string{"--broker", "tcp://127.0.0.1:1", "--actuator", "pump", "--token", "20", "on"}, exitFailure,
+			"connection refused: nothing listens at 127.0.0.1:1 (is the broker running? is the port right?)", 1},
+		{[]string{"--actuator", "pump", "--token", "abc", "on"}, exitUsage, `invalid value "abc" for flag -token` + ": parse error\nRun gateway send -h for the usage.\n", 2},
+		{[]string{"--actuator", "pmup", "--token", "20", "on"}, exitRejected, "gateway: " + unknown + "\n", 2},
+		{[]string{"--actuator", "pmup", "--etcd", "http://127.0.0.1:1", "--timeout", "1s", "on"}, exitFailure, unknown, 1},
+	} {
+		out, code := runCLI(t, append([]string{"send", "--broker", broker, "--gateway", gw}, tt.args...)...)
+		if code != tt.code || !strings.Contains(out, tt.want) || (tt.lines > 0 && strings.Count(out, "\n") > tt.lines) {
+			t.Errorf("gateway send %v: exit %d, want %d, and at most %d lines with %q:\n%s", tt.args, code, tt.code, tt.lines, tt.want, out)
+		}
+	}
+}
+
+// TestSendPublishesOnce: gateway send publishes its command once to a
+// gateway that stays online (the retained online status it receives when
+// it subscribes is no reason to resend): the audit trail has no copy
+// answered duplicate.
+func TestSendPublishesOnce(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	latch := gatewayProc(t, broker)
+	for i := range 5 {
+		out, code := runCLI(t, "send", "--broker", broker, "--gateway", gatewayID(t), "--actuator", "pump", "--token", fmt.Sprint(10+i), "on")
+		if code != 0 || !strings.Contains(out, `"outcome":"applied"`) {
+			t.Fatalf("gateway send: exit %d\n%s", code, out)
+		}
+	}
+	// The gateway decides a scope's commands in the order they came: a
+	// later command's answer comes after every copy of the earlier ones.
+	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: gatewayID(t)})
+	if res := ctl.Send(t, fence.Command{ID: testenv.ID(t, "last"), Actuator: "pump", Fence: fence.Fence{Token: 20}}); res.Outcome != fence.Applied {
+		t.Fatalf("the last command: %s %s", res.Outcome, res.Error)
+	}
+	for _, e := range auditOf(t, apiAddr(latch)) {
+		if e.Outcome == fence.Duplicate {
+			t.Errorf("audit trail: %s %s under %s: gateway send published a command more than once", e.Outcome, e.ID, e.Command)
+		}
 	}
 }
 

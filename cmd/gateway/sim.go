@@ -41,6 +41,10 @@ func defaultSimDir() string {
 	return filepath.Join(dir, "fencegate", "sim")
 }
 
+// defaultSimHTTP is the dashboard's address unless --http says otherwise,
+// and the simulator that gateway sim scenario looks for unless --sim does.
+const defaultSimHTTP = "127.0.0.1:8080"
+
 type simFlags struct {
 	listen, external, httpAddr, dir, id, level *string
 	stepDelay                                  *time.Duration
@@ -50,7 +54,7 @@ func addSimFlags(fs *flag.FlagSet, dir string) simFlags {
 	return simFlags{
 		listen:    fs.String("mqtt", "127.0.0.1:1883", "address of the embedded MQTT broker"),
 		external:  fs.String("broker", "", "use this broker (e.g. tcp://127.0.0.1:1883) instead of the embedded one"),
-		httpAddr:  fs.String("http", "127.0.0.1:8080", "address of the dashboard"),
+		httpAddr:  fs.String("http", defaultSimHTTP, "address of the dashboard"),
 		dir:       fs.String("dir", dir, "the simulator's directory: fence store, latch, generated configuration; one simulator per directory"),
 		id:        fs.String("id", "sim", "gateway id, used in topics"),
 		level:     fs.String("log-level", "warn", "log level: debug, info, warn, error"),
@@ -79,9 +83,9 @@ func startSim(ctx context.Context, f simFlags, stderr io.Writer) (*sim.Sim, erro
 	case errors.Is(err, sim.ErrGatewayStopped):
 		return nil, configErr(err)
 	case errors.Is(err, mqttbroker.ErrAddrInUse):
-		return nil, fmt.Errorf("%s is already in use (is a Mosquitto running?): start with --mqtt 127.0.0.1:1884 for another port, or --broker tcp://%s to use that broker", *f.listen, *f.listen)
+		return nil, fmt.Errorf("%s is already in use (is a Mosquitto running?): %s for another port, or --broker tcp://%s to use that broker", *f.listen, startWith("--mqtt", *f.listen), *f.listen)
 	case errors.Is(err, sim.ErrHTTPInUse):
-		return nil, fmt.Errorf("%s is already in use (is another simulator running? see http://%s): start with --http 127.0.0.1:8081", *f.httpAddr, *f.httpAddr)
+		return nil, fmt.Errorf("%s is already in use (is another simulator running? see http://%s): %s", *f.httpAddr, *f.httpAddr, startWith("--http", *f.httpAddr))
 	}
 	return s, err
 }
@@ -118,23 +122,31 @@ on the sim board as a supervised child process, and the dashboard.
   inputs:    window-closed (the heater requires it high), overheat (trips climate off)
 try:
   mosquitto_pub -h %s -p %s -q 1 -t %s/%s/pump/set -m '{"id":"try-1","token":42,"state":"on","holder":"me"}'
-  gateway sim scenario paused-controller     (or press a scenario button on the dashboard)
+  %s sim scenario paused-controller%s     (or press a scenario button on the dashboard)
 stop with Ctrl-C
-`, s.HTTPAddr, s.BrokerURL, kind, s.Store, s.Latch, host, port, wire.DefaultPrefix, *f.id)
+`, s.HTTPAddr, s.BrokerURL, kind, s.Store, s.Latch, host, port, wire.DefaultPrefix, *f.id, invokedAs(), simFlag(s.HTTPAddr))
 	<-ctx.Done()
 	return nil
 }
 
 func cmdScenario(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("sim scenario", "NAME [--sim URL] [--delay D]", fmt.Sprintf(`
+	fs := newFlags("sim scenario", "NAME [--sim URL] [--delay D] | --list", fmt.Sprintf(`
 Plays a scenario (%s) against the simulator at --sim, or, if none answers
 there, on a simulator of its own on free ports; prints the steps and a last
 line PASS or FAIL, and exits 0 on PASS, 1 on FAIL.`, strings.Join(scenario.Names(), ", ")))
-	simURL := fs.String("sim", "http://127.0.0.1:8080", "the running simulator to play against; if none answers there, one is started on free ports")
+	simURL := fs.String("sim", "http://"+defaultSimHTTP, "the running simulator to play against; if none answers there, one is started on free ports")
 	delay := fs.Duration("delay", 800*time.Millisecond, "pause between steps")
+	list := fs.Bool("list", false, "print the scenarios' names, one a line, and play none (make scenarios plays each)")
 	pos, err := fs.parseInterspersed(args, stdout, stderr)
 	if err != nil {
 		return err
+	}
+	if *list {
+		if len(pos) > 0 {
+			return usageErr("--list plays no scenario: drop %q", pos)
+		}
+		fmt.Fprintln(stdout, strings.Join(scenario.Names(), "\n"))
+		return nil
 	}
 	if len(pos) > 1 {
 		return usageErr("one scenario at a time (got %q)", pos)
@@ -183,6 +195,15 @@ line PASS or FAIL, and exits 0 on PASS, 1 on FAIL.`, strings.Join(scenario.Names
 		return &exitError{exitFailure, nil} // the FAIL line says why
 	}
 	return nil
+}
+
+// simFlag is the --sim flag a scenario needs to find the simulator whose
+// dashboard is at addr: none for the default address.
+func simFlag(addr string) string {
+	if addr == defaultSimHTTP {
+		return ""
+	}
+	return " --sim http://" + addr
 }
 
 func ptr[T any](v T) *T { return &v }

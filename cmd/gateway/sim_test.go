@@ -42,15 +42,7 @@ func runningSimIn(t *testing.T, dir string, extra ...string) (dashboard, broker 
 	t.Helper()
 	args := append([]string{"sim", "--mqtt", "127.0.0.1:0", "--http", "127.0.0.1:0", "--dir", dir}, extra...)
 	cmd := exec.Command(binary, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	lines, stderr := startLines(t, cmd)
 	t.Cleanup(func() {
 		cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
@@ -62,14 +54,6 @@ func runningSimIn(t *testing.T, dir string, extra ...string) (dashboard, broker 
 			t.Errorf("gateway sim did not stop on SIGINT within 10s")
 		}
 	})
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
 	dashRE := regexp.MustCompile(`dashboard: (http://\S+)`)
 	brokerRE := regexp.MustCompile(`broker: +(tcp://\S+)`)
 	deadline := time.After(40 * time.Second)
@@ -94,6 +78,30 @@ func runningSimIn(t *testing.T, dir string, extra ...string) (dashboard, broker 
 		}
 	}()
 	return dashboard, broker, cmd.Process.Pid
+}
+
+// startLines starts cmd and returns its stdout's lines, as they come, and
+// its stderr, which fills until it ends.
+func startLines(t *testing.T, cmd *exec.Cmd) (<-chan string, *strings.Builder) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := new(strings.Builder)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return lines, stderr
 }
 
 // Every scenario passes on its own: with no simulator reachable, the
