@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +95,179 @@ interlocks:
 	}
 	if why, err := chromedp.Run(ctx, chromedp.Text(sel+` .why`)); err != nil || !strings.Contains(why, "vent-open is on") {
 		t.Errorf("interlock rejection's error in the feed = %q, %v; want the gateway's error naming vent-open", why, err)
+	}
+}
+
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return testenv.Program(t, "chromium")
+}
+
+// TestDashboardInBrowser opens the dashboard in a real headless Chromium:
+// it names the gateway and says it takes commands; a command published
+// over MQTT lights the lamp; a malformed one is labelled rejected, not
+// fence only; the paused-controller scenario started from its button shows
+// the stale rejection in the feed; and once the gateway process has
+// stopped, the page says so in its warning style.
+// FENCEGATE_SCREENSHOT=path saves a screenshot there (make screenshot).
+func TestDashboardInBrowser(t *testing.T) {
+	exe := chromium(t)
+	// The gateway id stays "sim": the simulator's broker is its own, on the
+	// port it chose and reported, so no other suite's gateway can answer.
+	dir := t.TempDir()
+	dash, broker, _ := runningSimIn(t, dir, "--step-delay", "150ms")
+	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: "sim"})
+	ctx := openBrowser(t, exe, dash)
+
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(`#lamp-pump[data-on="false"]`),
+		chromedp.WaitVisible(`#live.live`),
+		chromedp.WaitVisible(`button[data-scenario="paused-controller"]`),
+	); err != nil {
+		t.Fatalf("dashboard did not load: %v", err)
+	}
+	// The gateway's id and its broker state, from GET /api/status.
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(`#broker-state.ok[data-taking="true"]`),
+		chromedp.WaitVisible(`#sim-gateway.ok[data-status="online"]`),
+	); err != nil {
+		t.Fatalf("the dashboard does not say the gateway takes commands: %v", err)
+	}
+	if id, err := chromedp.Run(ctx, chromedp.Text(`#gateway-id`)); err != nil || id != "sim" {
+		t.Errorf("gateway id on the dashboard = %q, %v; want sim", id, err)
+	}
+	if state, err := chromedp.Run(ctx, chromedp.Text(`#broker-state`)); err != nil ||
+		!strings.HasPrefix(state, "connected to "+broker+" since ") || !strings.HasSuffix(state, ", taking commands") {
+		t.Errorf("broker state on the dashboard = %q, %v; want connected to %s since …, taking commands", state, err, broker)
+	}
+	if res := ctl.Send(t, fence.Command{ID: testenv.ID(t, "ui-1"), Actuator: "pump", Holder: "browser-test", Fence: fence.Fence{Token: 42}, State: fence.StateOn}); res.Outcome != fence.Applied {
+		t.Fatalf("command = %v", res.Outcome)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(`#lamp-pump[data-on="true"]`),
+		chromedp.WaitVisible(`#feed li[data-outcome="applied"][data-actuator="pump"]`),
+	); err != nil {
+		t.Fatalf("the lamp did not light after an applied command: %v", err)
+	}
+	if fenceText, err := chromedp.Run(ctx, chromedp.Text(`#fence-pump`)); err != nil || fenceText != "42/0" {
+		t.Errorf("pump fence on the dashboard = %q, %v; want 42/0", fenceText, err)
+	}
+	// A malformed command has no state, and it is not a fence-only command.
+	ctl.Publish(t, "pump", []byte(`{"token":4.2}`), false)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#feed li[data-outcome="rejected"][data-actuator="pump"]`)); err != nil {
+		t.Fatalf("no rejected decision in the feed after a malformed command: %v", err)
+	}
+	if what, err := chromedp.Run(ctx, chromedp.Text(`#feed li[data-outcome="rejected"] .what`)); err != nil ||
+		!strings.Contains(what, "rejected: invalid command") || strings.Contains(what, "fence only") {
+		t.Errorf("rejected feed entry = %q, %v; want \"rejected: invalid command\" and not \"fence only\"", what, err)
+	}
+	if why, err := chromedp.Run(ctx, chromedp.Text(`#feed li[data-outcome="rejected"] .why`)); err != nil || why == "" {
+		t.Errorf("rejected feed entry's error = %q, %v; want the gateway's error text", why, err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`button[data-scenario="paused-controller"]`),
+		chromedp.WaitVisible(`#verdict.pass[data-scenario="paused-controller"]`),
+		chromedp.WaitVisible(`#feed li[data-outcome="stale"][data-actuator="pump"]`),
+		chromedp.WaitVisible(`#lamp-pump[data-on="false"]`),
+	); err != nil {
+		t.Fatalf("paused-controller from the dashboard: %v", err)
+	}
+	if verdict, err := chromedp.Run(ctx, chromedp.Text(`#verdict`)); err != nil || !strings.HasPrefix(verdict, "PASS") {
+		t.Errorf("verdict = %q, %v", verdict, err)
+	}
+	if why, err := chromedp.Run(ctx, chromedp.Text(`#feed li[data-outcome="stale"] .why`)); err != nil || !strings.Contains(why, "below the fence") {
+		t.Errorf("stale feed entry reason = %q, %v", why, err)
+	}
+	// The unfenced twin, rendered side by side.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`button[data-scenario="unfenced"]`),
+		chromedp.WaitVisible(`#verdict.pass[data-scenario="unfenced"]`),
+		chromedp.WaitVisible(`#twin-lamp-pump[data-on="true"]`),
+		chromedp.WaitVisible(`#lamp-pump[data-on="false"]`),
+	); err != nil {
+		t.Fatalf("unfenced from the dashboard: %v", err)
+	}
+	// An input's switch: the line flips, and the page shows its level.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`#flip-window-closed`),
+		chromedp.WaitVisible(`#input-lamp-window-closed[data-level="low"]`),
+		chromedp.Click(`#flip-window-closed`),
+		chromedp.WaitVisible(`#input-lamp-window-closed[data-level="high"]`),
+	); err != nil {
+		t.Fatalf("the window-closed switch on the dashboard: %v", err)
+	}
+	// A dead-man's countdown runs down on the page; a pulse killed by a
+	// crash shows as interrupted.
+	// (One evaluation: the cards are drawn again every refresh, and a node
+	// found by one call may be gone by the next.) A heartbeat first: the
+	// dead-man has counted since the simulator started, and may have fired.
+	if res := ctl.Send(t, fence.Command{ID: testenv.ID(t, "hb"), Actuator: "sprinkler", Holder: "browser-test", Fence: fence.Fence{Token: 1}}); res.Outcome != fence.Applied {
+		t.Fatalf("a heartbeat to the sprinkler = %+v", res)
+	}
+	var dm string
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(dm, " s left of 5 s") && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		dm, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector("#deadman-sprinkler") || {}).textContent || ""`))
+	}
+	if !strings.Contains(dm, " s left of 5 s") {
+		t.Errorf("sprinkler's dead-man on the dashboard = %q; want a countdown of 5 s", dm)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`button[data-scenario="pulse-crash"]`),
+		chromedp.WaitVisible(`#verdict.pass[data-scenario="pulse-crash"]`),
+		chromedp.WaitVisible(`#pulse-door.pulse-interrupted`),
+		chromedp.WaitVisible(`#lamp-door[data-on="false"]`),
+	); err != nil {
+		t.Fatalf("pulse-crash from the dashboard: %v", err)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(t.TempDir(), "dashboard.png")
+	if p := os.Getenv("FENCEGATE_SCREENSHOT"); p != "" {
+		shot = p
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+
+	// A phone-sized view must not scroll sideways.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844)); err != nil {
+		t.Fatal(err)
+	}
+	over, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth + 1`))
+	if err != nil || over {
+		t.Errorf("on a 390 px wide screen the page scrolls sideways (%v)", err)
+	}
+	if p := os.Getenv("FENCEGATE_SCREENSHOT_PHONE"); p != "" {
+		if phone, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			os.WriteFile(p, phone, 0o644)
+		}
+	}
+
+	// The gateway process stops for good: the open page says so, in its
+	// warning style, and no longer that it takes commands.
+	stopSimGateway(t, dir, dash, ctl)
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(`#sim-gateway.bad`),
+		chromedp.WaitVisible(`#broker-state.bad[data-taking="false"]`),
+	); err != nil {
+		t.Fatalf("the dashboard does not show the stopped gateway process: %v", err)
+	}
+	if st, err := chromedp.Run(ctx, chromedp.Text(`#sim-gateway`)); err != nil || !strings.Contains(st, "stopped: exit status 78") {
+		t.Errorf("simulator's gateway process on the dashboard = %q, %v; want stopped: exit status 78 …", st, err)
+	}
+	if state, err := chromedp.Run(ctx, chromedp.Text(`#broker-state`)); err != nil || !strings.HasPrefix(state, "not taking commands: the gateway does not answer") {
+		t.Errorf("broker state on the dashboard once stopped = %q, %v; want that the gateway does not answer", state, err)
+	}
+	if p := os.Getenv("FENCEGATE_SCREENSHOT_STOPPED"); p != "" {
+		if stopped, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			os.WriteFile(p, stopped, 0o644)
+		}
 	}
 }
