@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -428,5 +429,31 @@ func checkPlayed(ctx context.Context, t *testing.T, name string) {
 	mine := looks(ctx, t, fmt.Sprintf(`button[data-scenario=%q]`, name))[0]
 	if slices.Contains(looks(ctx, t, `#scenario-buttons button:not([data-state])`), mine) {
 		t.Errorf("the button of %s, played last, looks like the others: %s", name, mine)
+	}
+}
+
+// TestDashboardSnapshot takes the picture docs/simulator.md shows how to
+// take without a script: headless Chromium with --virtual-time-budget on
+// the page's ?snapshot address must end, with the simulator's data drawn.
+// (Its clock runs only while no request is pending, so that an open event
+// stream would keep it from ever ending.)
+func TestDashboardSnapshot(t *testing.T) {
+	exe := chromium(t)
+	dash, _ := runningSim(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stderr strings.Builder
+	cmd := exec.CommandContext(ctx, exe, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir="+t.TempDir(),
+		"--virtual-time-budget=5000", "--dump-dom", dash+"/?snapshot")
+	cmd.Stderr = &stderr
+	page, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium --virtual-time-budget --dump-dom %s/?snapshot: %v\n%s", dash, err, stderr.String())
+	}
+	for _, want := range []string{`id="lamp-pump"`, `<p id="broker-state"[^>]* data-taking="true"`,
+		`feed: off \(snapshot\)`, `data-scenario="unfenced"`, `id="input-lamp-window-closed"`} {
+		if !regexp.MustCompile(want).Match(page) {
+			t.Errorf("the snapshot has no %s:\n%s", want, page)
+		}
 	}
 }

@@ -16,6 +16,11 @@ const el = (tag, attrs = {}, ...kids) => {
 };
 
 const FEED_MAX = 200;
+// ?snapshot draws the page from reads of the API alone, with no event
+// stream: a stream never ends, and a headless Chromium's
+// --virtual-time-budget lets its clock run only while no request is
+// pending, so that with a stream open it would never take its screenshot.
+const snapshot = new URLSearchParams(location.search).has("snapshot");
 let refreshTimer = null;
 let lastFences = {};
 
@@ -213,8 +218,12 @@ async function loadHistory() {
 }
 
 function connect() {
-  const es = new EventSource("/api/events");
   const live = $("#live");
+  if (snapshot) {
+    live.textContent = "feed: off (snapshot)";
+    return;
+  }
+  const es = new EventSource("/api/events");
   // The badge describes the event stream only; #broker-state says whether
   // the gateway takes commands.
   es.onopen = () => { live.textContent = "feed: live"; live.className = "badge live"; loadHistory(); refresh(); pollStatus(); };
@@ -373,6 +382,7 @@ async function initSim() {
     markScenario(info.running, "playing");
     buttons().forEach((b) => (b.disabled = true));
   }
+  if (snapshot) return;
   const es = new EventSource("/api/sim/events");
   es.addEventListener("start", (ev) => {
     const d = JSON.parse(ev.data);
