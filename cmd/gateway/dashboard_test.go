@@ -281,6 +281,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("pulse-crash from the dashboard: %v", err)
 	}
+	// The picture (make screenshot) once the feed is back after the crash,
+	// with the interrupted pulse: an outcome of the gateway's own, whose
+	// pill must be as legible as a command's.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#live.live`), chromedp.WaitVisible(`#feed li[data-outcome="pulse"]`)); err != nil {
+		t.Fatalf("the feed did not come back after pulse-crash with the interrupted pulse: %v", err)
+	}
+	if bare, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...new Set([...document.querySelectorAll("#feed .pill")]
+		.filter((p) => { const s = getComputedStyle(p); return s.backgroundColor === "rgba(0, 0, 0, 0)" || s.backgroundColor === s.color; })
+		.map((p) => p.textContent))]`)); err != nil || len(bare) > 0 {
+		t.Errorf("feed pills with no background of their own, unreadable: %q, %v", bare, err)
+	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
