@@ -55,7 +55,7 @@
 // HOME is empty, /tmp is private, the repository is the working directory
 // and writes to it (bin/, dist/) go to a throw-away overlay. A freshly built
 // gateway is first on PATH. Files run in parallel. Without namespaces (or
-// without mosquitto, curl, etcd, etcdctl, openssl where a file uses them) the test
+// without mosquitto, curl, etcd, etcdctl, openssl, chromium where a file uses them) the test
 // skips, and fails under CI=true. etcdutl, which Debian 12 lacks, is built
 // from tools/etcdutl when it is not installed.
 package docs_test
@@ -159,7 +159,7 @@ func docFiles(t *testing.T, repo string) []string {
 
 // programs are the external programs the docs use, which a laptop may lack.
 // etcdutl is built from tools/etcdutl if it is not installed (testenv.Etcdutl).
-var programs = []string{"mosquitto_pub", "mosquitto_sub", "mosquitto", "mosquitto_passwd", "curl", "etcd", "etcdctl", "etcdutl", "make", "openssl"}
+var programs = []string{"mosquitto_pub", "mosquitto_sub", "mosquitto", "mosquitto_passwd", "curl", "etcd", "etcdctl", "etcdutl", "make", "openssl", "chromium"}
 
 // needs returns the programs of the list that a doc's runnable commands name.
 func needs(d *doc) []string {

@@ -16,6 +16,11 @@ const el = (tag, attrs = {}, ...kids) => {
 };
 
 const FEED_MAX = 200;
+// ?snapshot draws the page from reads of the API alone, with no event
+// stream: a stream never ends, and a headless Chromium's
+// --virtual-time-budget lets its clock run only while no request is
+// pending, so that with a stream open it would never take its screenshot.
+const snapshot = new URLSearchParams(location.search).has("snapshot");
 let refreshTimer = null;
 let lastFences = {};
 
@@ -76,10 +81,14 @@ function renderActuators(list) {
         text: `${a.pulse.width_ms} ms, ${a.pulse.status} (${pair(a.pulse.fence)})` }));
     }
     if (a.deadman) {
+      // Once it has fired, a dead-man is idle until a command arms it
+      // again: it fires at boot too, when no holder has commanded yet. What
+      // it switched, if anything, the "why" row says.
       const d = a.deadman;
-      dl.append(el("dt", { text: "dead-man" }), el("dd", { id: "deadman-" + a.name, class: d.tripped ? "deadman-tripped" : "deadman",
-        "data-left": String(d.left_ms), "data-at": String(Date.now()),
-        text: d.tripped ? `fired: ${d.state}` : `${(d.left_ms / 1000).toFixed(1)} s left of ${d.after_ms / 1000} s` }));
+      dl.append(el("dt", { text: "dead-man" }), el("dd", { id: "deadman-" + a.name, class: d.tripped ? "deadman-idle" : "deadman",
+        "data-state": d.tripped ? "idle" : "armed", "data-left": String(d.left_ms), "data-at": String(Date.now()),
+        title: `${d.after_ms / 1000} s without a command that raises the fence sets the safe state, ${d.state}`,
+        text: d.tripped ? `idle until a command (safe: ${d.state})` : `${(d.left_ms / 1000).toFixed(1)} s left of ${d.after_ms / 1000} s` }));
     }
     if (a.why) dl.append(el("dt", { text: "why" }), el("dd", { id: "why-" + a.name, class: "why", text: a.why }));
     const card = el("article", { class: "card", id: "card-" + a.name },
@@ -209,8 +218,12 @@ async function loadHistory() {
 }
 
 function connect() {
-  const es = new EventSource("/api/events");
   const live = $("#live");
+  if (snapshot) {
+    live.textContent = "feed: off (snapshot)";
+    return;
+  }
+  const es = new EventSource("/api/events");
   // The badge describes the event stream only; #broker-state says whether
   // the gateway takes commands.
   es.onopen = () => { live.textContent = "feed: live"; live.className = "badge live"; loadHistory(); refresh(); pollStatus(); };
@@ -290,6 +303,23 @@ function step(s) {
   $("#steps").append(li);
 }
 
+// markScenario shows on its button the scenario that plays, or that played
+// last and how it ended; the other buttons show nothing of the kind.
+const PLAYED = { playing: "playing…", pass: "last played: PASS", fail: "last played: FAIL" };
+function markScenario(name, state) {
+  for (const b of $("#scenario-buttons").querySelectorAll("button[data-scenario]")) {
+    const mine = b.dataset.scenario === name;
+    if (mine) {
+      b.dataset.state = state;
+      b.setAttribute("aria-current", "true");
+    } else {
+      delete b.dataset.state;
+      b.removeAttribute("aria-current");
+    }
+    b.querySelector(".result").textContent = mine ? PLAYED[state] : "";
+  }
+}
+
 async function startScenario(name) {
   const r = await fetch("/api/sim/scenarios/" + encodeURIComponent(name), { method: "POST" });
   if (!r.ok) alert(await r.text());
@@ -335,20 +365,28 @@ async function initSim() {
   showSimGateway(info);
   $("#sim-badge").hidden = false;
   $("#scenarios").hidden = false;
+  $("#page-acts").textContent = "In the simulator this page acts: a scenario button plays its scenario, whose controllers " +
+    "send commands over MQTT, and an input's switch sets that input's line. An output has no switch here: send it a command.";
   const box = $("#scenario-buttons");
   for (const s of info.scenarios) {
-    box.append(el("button", { "data-scenario": s.name, class: s.name === "unfenced" ? "unfenced" : "", type: "button" },
-      s.title, el("small", { text: s.description })));
+    box.append(el("button", { "data-scenario": s.name, type: "button" },
+      s.title, el("span", { class: "result" }), el("small", { text: s.description })));
   }
   box.addEventListener("click", (ev) => {
     const b = ev.target.closest("button[data-scenario]");
     if (b) startScenario(b.dataset.scenario);
   });
   renderTwins(info.twins);
-  const es = new EventSource("/api/sim/events");
   const buttons = () => box.querySelectorAll("button");
+  if (info.running) {
+    markScenario(info.running, "playing");
+    buttons().forEach((b) => (b.disabled = true));
+  }
+  if (snapshot) return;
+  const es = new EventSource("/api/sim/events");
   es.addEventListener("start", (ev) => {
     const d = JSON.parse(ev.data);
+    markScenario(d.scenario, "playing");
     $("#steps").replaceChildren();
     $("#verdict").hidden = true;
     $("#verdict").className = "verdict";
@@ -364,6 +402,7 @@ async function initSim() {
     v.className = "verdict " + (d.pass ? "pass" : "fail");
     v.dataset.scenario = d.scenario;
     v.textContent = (d.pass ? "PASS " : "FAIL ") + d.text;
+    markScenario(d.scenario, d.pass ? "pass" : "fail");
     buttons().forEach((b) => (b.disabled = false));
     scheduleRefresh();
   });
