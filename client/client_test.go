@@ -11,8 +11,8 @@ import (
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/service"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 func gateway(t *testing.T, broker string) {

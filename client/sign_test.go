@@ -12,8 +12,8 @@ import (
 
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/sign"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // TestSigningClient: a client with Options.Signer and Key signs every

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/client"
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/mqttsec"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // TestDialTLS: Dial connects over TLS with a CA file, a client certificate

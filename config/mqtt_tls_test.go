@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/mqttsec"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // mqttBlock returns a configuration whose mqtt mapping is the given lines

@@ -9,8 +9,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 func dial(t *testing.T, url string) *clientv3.Client {

@@ -7,8 +7,8 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/mqttbroker"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // TestMaxPacket (issue 10): the embedded broker read and forwarded a

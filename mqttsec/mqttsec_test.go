@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/mqttsec"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 var names = mqttsec.GatewayNames()

@@ -13,8 +13,8 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/habridge"
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/wire"
 )
 

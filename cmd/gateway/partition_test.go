@@ -16,8 +16,8 @@ import (
 	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // envPartitioned makes the test binary the partitioned controller (see

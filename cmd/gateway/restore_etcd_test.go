@@ -13,8 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencegate/fencegate/boards"
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // TestEtcdRestoredFromSnapshot (issue 10): etcd is restored from a backup

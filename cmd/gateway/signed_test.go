@@ -11,9 +11,9 @@ import (
 
 	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/sign"
 	"github.com/fencegate/fencegate/tests/testctl"
 	"github.com/fencegate/fencegate/tests/testenv"
-	"github.com/fencegate/fencegate/sign"
 	"github.com/fencegate/fencegate/wire"
 )
 

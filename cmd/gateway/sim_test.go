@@ -19,9 +19,9 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/httpapi"
-	"github.com/fencegate/fencegate/tests/testctl"
 	"github.com/fencegate/fencegate/scenario"
 	"github.com/fencegate/fencegate/sim"
+	"github.com/fencegate/fencegate/tests/testctl"
 	"github.com/fencegate/fencegate/wire"
 )
 
