@@ -99,7 +99,7 @@ func (b *Bank) boot() error {
 			}
 		}
 	}
-	if _, err := b.log.Write(fencelog.Write{States: changes}); err != nil {
+	if _, err := b.log.Write(fencelog.Changes{States: changes}); err != nil {
 		return fmt.Errorf("actuator: %w", err)
 	}
 	for _, o := range b.outs {

@@ -85,8 +85,8 @@ func (b *Bank) recordPulseEnd(o *output, p fence.Pulse, status, why string) (fen
 // endOf is the record of the end of o's pulse p, started by holder's
 // command, status saying how: the output at rest (off), and an audit
 // entry with why; it is written only if p still runs.
-func endOf(o *output, p fence.Pulse, holder, status, why string) fencelog.Write {
-	return fencelog.Write{
+func endOf(o *output, p fence.Pulse, holder, status, why string) fencelog.Changes {
+	return fencelog.Changes{
 		States: []fencelog.StateChange{{Scope: o.Scope, Actuator: o.Name, State: fence.StateOff, Holder: holder,
 			Outcome: fence.OutcomePulse, Why: why, ID: p.ID, Command: p.Fence}},
 		Pulse: &fencelog.PulseEnd{Scope: o.Scope, Actuator: o.Name, Pulse: p, Status: status},

@@ -148,11 +148,11 @@ func (sc *scope) toSafe(rec fencelog.Scope) []fence.Set {
 	return sets
 }
 
-// changesOf is the store's write of sets, set by the gateway's rule
+// changesOf are sets as the store records them, set by the gateway's rule
 // outcome for why, the outcome as their holder; with trip, sc is recorded
 // tripped too, why.
-func changesOf(sc *scope, sets []fence.Set, outcome fence.Outcome, why string, trip bool) fencelog.Write {
-	var w fencelog.Write
+func changesOf(sc *scope, sets []fence.Set, outcome fence.Outcome, why string, trip bool) fencelog.Changes {
+	var w fencelog.Changes
 	for _, set := range sets {
 		w.States = append(w.States, fencelog.StateChange{Scope: sc.name, Actuator: set.Actuator, State: set.State,
 			Holder: string(outcome), Outcome: outcome, Why: why})

@@ -49,8 +49,8 @@ type PulseEnd struct {
 	Status string
 }
 
-// Write is one write of states the gateway sets itself.
-type Write struct {
+// Changes are states the gateway sets itself, written at once.
+type Changes struct {
 	// States are recorded in their order, each with its audit entry.
 	States []StateChange
 	// Trip, if not nil, sets or releases a scope's trip.
@@ -64,7 +64,7 @@ type Write struct {
 }
 
 // check says what is wrong with w, before anything is written.
-func (w Write) check() error {
+func (w Changes) check() error {
 	for _, ch := range w.States {
 		if ch.Outcome == "" {
 			return fmt.Errorf("fencelog: write: the state change of %s in scope %s has no outcome: say which rule set it", ch.Actuator, ch.Scope)
@@ -79,7 +79,7 @@ func (w Write) check() error {
 // Write records w in one fsynced transaction before it returns, without
 // touching any fence. ok is false if w.Pulse was not running: then
 // nothing of w is written. An error means nothing of w was recorded.
-func (l *Log) Write(w Write) (ok bool, err error) {
+func (l *Log) Write(w Changes) (ok bool, err error) {
 	if err := l.writable(); err != nil {
 		return false, err
 	}

@@ -24,7 +24,7 @@ func boot(scope, actuator string, s fence.State, why string) StateChange {
 func TestWriteKeepsFence(t *testing.T) {
 	l, _ := openLog(t, nil)
 	admit(t, l, "s", cmd("b", "pump", 42, 3, fence.StateOn), fence.Applied)
-	ok, err := l.Write(Write{States: []StateChange{boot("s", "pump", fence.StateOff, "boot: off"),
+	ok, err := l.Write(Changes{States: []StateChange{boot("s", "pump", fence.StateOff, "boot: off"),
 		{Scope: "t", Actuator: "fan", State: fence.StateOn, Holder: "safe", Outcome: fence.OutcomeSafe, Why: "dead-man"}}})
 	if err != nil || !ok {
 		t.Fatalf("Write = %v, %v", ok, err)
@@ -51,7 +51,7 @@ func TestWriteKeepsFence(t *testing.T) {
 // entry of a boot change says why, and has no error, as written to disk.
 func TestWriteAuditsWhyNotError(t *testing.T) {
 	l, path := openLog(t, nil)
-	if _, err := l.Write(Write{States: []StateChange{boot("s", "pump", fence.StateOn, "boot: on")}}); err != nil {
+	if _, err := l.Write(Changes{States: []StateChange{boot("s", "pump", fence.StateOn, "boot: on")}}); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
@@ -77,14 +77,14 @@ func TestWriteTrip(t *testing.T) {
 	l, _ := openLog(t, nil)
 	admit(t, l, "s", cmd("b", "heater", 7, 0, fence.StateOn), fence.Applied)
 	trip := StateChange{Scope: "s", Actuator: "heater", State: fence.StateOff, Holder: "trip", Outcome: fence.OutcomeTrip, Why: "trip: overheat is high"}
-	if _, err := l.Write(Write{States: []StateChange{trip}, Trip: &Trip{Scope: "s", Why: trip.Why}}); err != nil {
+	if _, err := l.Write(Changes{States: []StateChange{trip}, Trip: &Trip{Scope: "s", Why: trip.Why}}); err != nil {
 		t.Fatal(err)
 	}
 	sc, _ := l.Scope("s")
 	if sc.Trip() != trip.Why || sc.Output("heater").State != fence.StateOff || sc.Fence != (fence.Fence{Token: 7}) {
 		t.Errorf("after the trip: trip %q, heater %s, fence %s; want tripped, off, 7/0", sc.Trip(), sc.Output("heater").State, sc.Fence)
 	}
-	if _, err := l.Write(Write{Trip: &Trip{Scope: "s"}}); err != nil {
+	if _, err := l.Write(Changes{Trip: &Trip{Scope: "s"}}); err != nil {
 		t.Fatal(err)
 	}
 	if sc, _ := l.Scope("s"); sc.Trip() != "" || sc.Output("heater").State != fence.StateOff {
@@ -106,8 +106,8 @@ func pulse(t *testing.T, l *Log, id string, token uint64) (fence.Command, fence.
 }
 
 // pulseEnd is the end of pulse p of door, as the pulse rule records it.
-func pulseEnd(p fence.Pulse, holder, status, why string) Write {
-	return Write{
+func pulseEnd(p fence.Pulse, holder, status, why string) Changes {
+	return Changes{
 		States: []StateChange{{Scope: "s", Actuator: "door", State: fence.StateOff, Holder: holder, Outcome: fence.OutcomePulse, Why: why, ID: p.ID, Command: p.Fence}},
 		Pulse:  &PulseEnd{Scope: "s", Actuator: "door", Pulse: p, Status: status},
 	}
@@ -155,12 +155,12 @@ func TestWriteRefusesWhatItCannotRecord(t *testing.T) {
 	l, _ := openLog(t, nil)
 	_, p := pulse(t, l, "p-1", 5)
 	for _, tt := range []struct {
-		w    Write
+		w    Changes
 		want string
 	}{
-		{Write{States: []StateChange{{Scope: "s", Actuator: "pump", State: fence.StateOn, Holder: "boot", Why: "boot: on"}}}, "state change of pump in scope s has no outcome"},
-		{Write{Pulse: &PulseEnd{Scope: "s", Actuator: "door", Pulse: p}}, `pulse 5/0 has status ""`},
-		{Write{Pulse: &PulseEnd{Scope: "s", Actuator: "door", Pulse: p, Status: fence.PulseRunning}}, `has status "running"`},
+		{Changes{States: []StateChange{{Scope: "s", Actuator: "pump", State: fence.StateOn, Holder: "boot", Why: "boot: on"}}}, "state change of pump in scope s has no outcome"},
+		{Changes{Pulse: &PulseEnd{Scope: "s", Actuator: "door", Pulse: p}}, `pulse 5/0 has status ""`},
+		{Changes{Pulse: &PulseEnd{Scope: "s", Actuator: "door", Pulse: p, Status: fence.PulseRunning}}, `has status "running"`},
 	} {
 		if ok, err := l.Write(tt.w); ok || err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Write(%+v) = %v, %v; want an error saying %q", tt.w, ok, err, tt.want)
@@ -213,13 +213,13 @@ var storeWrites = []struct {
 }{
 	{"states",
 		func(l *Log, _ fence.Pulse) error {
-			_, err := l.Write(Write{States: []StateChange{boot("s", "pump", fence.StateOn, "boot: on")}})
+			_, err := l.Write(Changes{States: []StateChange{boot("s", "pump", fence.StateOn, "boot: on")}})
 			return err
 		},
 		func(l *Log) bool { out, _ := l.Output("s", "pump"); return out.State == fence.StateOn }},
 	{"trip",
 		func(l *Log, _ fence.Pulse) error {
-			_, err := l.Write(Write{Trip: &Trip{Scope: "s", Why: "trip"}})
+			_, err := l.Write(Changes{Trip: &Trip{Scope: "s", Why: "trip"}})
 			return err
 		},
 		func(l *Log) bool { sc, _ := l.Scope("s"); return sc.Trip() == "trip" }},
