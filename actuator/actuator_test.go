@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -400,6 +401,17 @@ func TestReconcile(t *testing.T) {
 	}
 	// Old commands are still stale after the restart.
 	r.send(t, command("4", "heater", 7, 0, fence.StateOff), fence.Stale)
+	// The boot rule's audit entries say why it set each state; none is an
+	// error.
+	es, _ := r.log.FindAudit(fencelog.AuditQuery{Outcome: fence.OutcomeBoot, Limit: 10})
+	var boots []string
+	for _, e := range es {
+		boots = append(boots, fmt.Sprintf("%s %s why=%q error=%q", e.Actuator, e.State, e.Why, e.Error))
+	}
+	slices.Sort(boots)
+	if want := `fan off why="boot: off" error=""|valve off why="never commanded: off" error=""`; strings.Join(boots, "|") != want {
+		t.Errorf("boot entries = %q, want %q", strings.Join(boots, "|"), want)
+	}
 }
 
 func TestDriveFailure(t *testing.T) {

@@ -43,7 +43,7 @@ func (b *Bank) boot() error {
 	var changes []fencelog.StateChange
 	set := func(o *output, s fence.State, why string) {
 		o.start.state = s
-		changes = append(changes, fencelog.StateChange{Scope: o.Scope, Actuator: o.Name, State: s, Holder: "boot", Why: why})
+		changes = append(changes, fencelog.StateChange{Scope: o.Scope, Actuator: o.Name, State: s, Holder: "boot", Outcome: fence.OutcomeBoot, Why: why})
 	}
 	for _, sc := range b.scopes {
 		rec, err := b.log.Scope(sc.name)
@@ -54,7 +54,10 @@ func (b *Bank) boot() error {
 			if p := rec.Output(o.Name).Pulse; p != nil && p.Status == fence.PulseRunning {
 				// A crash (or a stop) while it ran: a pulse is never resumed.
 				why := fmt.Sprintf("interrupted: the gateway stopped while this pulse of %v ran; it is not resumed", p.Width)
-				if rec, _, err = b.log.EndPulse(sc.name, o.Name, *p, fence.PulseInterrupted, why); err != nil {
+				if _, err := b.log.Write(endOf(o, *p, rec.Output(o.Name).Holder, fence.PulseInterrupted, why)); err != nil {
+					return fmt.Errorf("actuator: %w", err)
+				}
+				if rec, err = b.log.Scope(sc.name); err != nil {
 					return fmt.Errorf("actuator: %w", err)
 				}
 				b.opts.Logger.Warn("pulse interrupted by a stop of the gateway; the output rests off", "actuator", o.Name, "fence", p.Fence.String(), "width", p.Width.String())
@@ -96,7 +99,7 @@ func (b *Bank) boot() error {
 			}
 		}
 	}
-	if err := b.log.SetStates(changes); err != nil {
+	if _, err := b.log.Write(fencelog.Changes{States: changes}); err != nil {
 		return fmt.Errorf("actuator: %w", err)
 	}
 	for _, o := range b.outs {

@@ -42,7 +42,7 @@ func (b *Bank) TripAtStart(level func(input string) (bool, error)) error {
 			}
 		}
 		b.opts.Logger.Warn("scope tripped at start: its outputs are taken over at the safe state; a reset command releases it once the input is cleared", "scope", sc.name, "why", why)
-		if err := b.log.SetTrip(sc.name, why, changesOf(sc, sc.toSafe(rec), fencelog.OutcomeTrip, why)); err != nil {
+		if _, err := b.log.Write(changesOf(sc, sc.toSafe(rec), fence.OutcomeTrip, why, true)); err != nil {
 			return fmt.Errorf("actuator: %w", err)
 		}
 	}
@@ -125,24 +125,26 @@ func (b *Bank) tripping(sc *scope) string {
 }
 
 // InputChanged tells the bank that input name is now at level high: a
-// scope it trips goes to its safe state and is held there. The board
-// calls it (through the service) for every change.
+// scope it trips goes to its safe state and is held there; then the
+// level is recorded (its change count one higher if it changed), and its
+// record returned. The board calls it (through the service) for every
+// change, and for every input's level at start.
 //
 // The trip is the event's: a contact that is back by the time the scope's
 // lock is free (a command held it through a dead time) still trips it.
 // Events before Start attached the pins are left to Start, which reads
-// the trip inputs itself.
-func (b *Bank) InputChanged(name string, high bool) {
-	if !b.attached.Load() {
-		return
-	}
-	for _, sc := range b.scopes {
-		if sc.trip != nil && sc.trip.Input == name && sc.trip.High == high {
-			sc.lock(context.Background())
-			b.tripScope(sc, "trip: "+sc.trip.String())
-			sc.unlock()
+// the trip inputs itself; their levels are recorded all the same.
+func (b *Bank) InputChanged(name string, high bool) (fencelog.InputRecord, error) {
+	if b.attached.Load() {
+		for _, sc := range b.scopes {
+			if sc.trip != nil && sc.trip.Input == name && sc.trip.High == high {
+				sc.lock(context.Background())
+				b.tripScope(sc, "trip: "+sc.trip.String())
+				sc.unlock()
+			}
 		}
 	}
+	return b.log.RecordInput(name, high)
 }
 
 // tripScope records sc tripped (why; "" reads the trip input now and
@@ -165,5 +167,5 @@ func (b *Bank) tripScope(sc *scope, why string) {
 		return
 	}
 	b.opts.Logger.Warn("scope tripped to its safe state; a reset command releases it once the input is cleared", "scope", sc.name, "why", why)
-	b.setStates(sc, sc.toSafe(rec), fencelog.OutcomeTrip, why, true)
+	b.setStates(sc, sc.toSafe(rec), fence.OutcomeTrip, why, true)
 }

@@ -154,7 +154,7 @@ func TestInterlockBreakBeforeMake(t *testing.T) {
 		t.Error("want vent-open high, vent-close low")
 	}
 	es, _ := r.log.Audit(5)
-	if last := es[len(es)-1]; last.Outcome != fencelog.OutcomeInterlock || last.Actuator != "vent-close" {
+	if last := es[len(es)-1]; last.Outcome != fence.OutcomeInterlock || last.Actuator != "vent-close" {
 		t.Errorf("last audit entry = %+v, want vent-close switched off by the interlock", last)
 	}
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/fencelog"
 )
 
 // safeState is the state sc's dead-man and trip send it to: off unless
@@ -68,7 +67,7 @@ func (b *Bank) maxOnFired(o *output) {
 	}
 	why := fmt.Sprintf("max_on: on for %v, the longest it may be", o.MaxOn)
 	b.opts.Logger.Warn("output switched off: on for its max_on", "actuator", o.Name, "max_on", o.MaxOn.String())
-	b.setStates(sc, []fence.Set{{Actuator: o.Name, State: fence.StateOff}}, fencelog.OutcomeMaxOn, why, false)
+	b.setStates(sc, []fence.Set{{Actuator: o.Name, State: fence.StateOff}}, fence.OutcomeMaxOn, why, false)
 }
 
 // alive notes a sign of life from sc's holder and arms its dead-man. The
@@ -125,6 +124,6 @@ func (b *Bank) goSafe(sc *scope, why string) {
 	sets := sc.toSafe(rec)
 	b.opts.Logger.Warn("scope goes to its safe state", "scope", sc.name, "state", sc.safeState().String(), "changed", len(sets), "why", why)
 	if len(sets) > 0 {
-		b.setStates(sc, sets, fencelog.OutcomeSafe, why, false)
+		b.setStates(sc, sets, fence.OutcomeSafe, why, false)
 	}
 }

@@ -89,7 +89,7 @@ func TestDeadman(t *testing.T) {
 		lastBeat = time.Now()
 		time.Sleep(50 * time.Millisecond)
 	}
-	if es := r.audit(t, fencelog.OutcomeSafe); len(es) != 0 {
+	if es := r.audit(t, fence.OutcomeSafe); len(es) != 0 {
 		t.Fatalf("the dead-man fired while heartbeats came: %+v", es)
 	}
 	// Only stale commands from now on, until the scope goes safe: they
@@ -111,7 +111,7 @@ func TestDeadman(t *testing.T) {
 			t.Errorf("%s after the dead-man: %+v, want off at the fence %v, why dead-man", name, out, lastFence)
 		}
 	}
-	if es := r.audit(t, fencelog.OutcomeSafe); len(es) > 0 {
+	if es := r.audit(t, fence.OutcomeSafe); len(es) > 0 {
 		if took := es[0].At.Sub(lastBeat); took < after {
 			t.Errorf("the dead-man fired %v after the last heartbeat, before its %v", took, after)
 		}
@@ -119,7 +119,7 @@ func TestDeadman(t *testing.T) {
 	if m := r.waitLow(t, "GPIO22", "GPIO23"); m["GPIO22"] || m["GPIO23"] || !m["GPIO17"] {
 		t.Errorf("latch after the dead-man: %v; want fan and heater low, pump (another scope) still high", m)
 	}
-	if es := r.audit(t, fencelog.OutcomeSafe); len(es) != 2 {
+	if es := r.audit(t, fence.OutcomeSafe); len(es) != 2 {
 		t.Errorf("audit: %d safe entries, want 2 (fan, heater): %+v", len(es), es)
 	}
 	deadman := func(name string) *actuator.DeadmanStatus {
@@ -189,14 +189,14 @@ func TestMaxOn(t *testing.T) {
 	if m := r.waitLow(t, "GPIO23"); m["GPIO23"] || !m["GPIO17"] {
 		t.Errorf("latch after max_on: %v, want the heater low and the pump (no max_on) high", m)
 	}
-	if es := r.audit(t, fencelog.OutcomeMaxOn); len(es) != 1 || es[0].Actuator != "heater" {
+	if es := r.audit(t, fence.OutcomeMaxOn); len(es) != 1 || es[0].Actuator != "heater" {
 		t.Errorf("audit: %+v, want one max-on entry for the heater", es)
 	}
 	// Off in time: nothing more happens.
 	r.send(t, command("h-2", "heater", 5, 1, fence.StateOn), fence.Applied)
 	r.send(t, command("h-3", "heater", 5, 2, fence.StateOff), fence.Applied)
 	time.Sleep(2 * maxOn)
-	if es := r.audit(t, fencelog.OutcomeMaxOn); len(es) != 1 {
+	if es := r.audit(t, fence.OutcomeMaxOn); len(es) != 1 {
 		t.Errorf("max_on fired for an output switched off in time: %+v", es)
 	}
 	if out, _ := r.bank.Output("heater"); out.Holder != "ctl-h-3" {

@@ -64,12 +64,31 @@ func (b *Bank) toRest(o *output) string {
 }
 
 // recordPulseEnd records how the pulse p of o ended; ok is false if the
-// record was not p running. The scope's lock must be held.
+// record was not p running. The scope's lock must be held: it keeps the
+// record's holder, read first, the running pulse's.
 func (b *Bank) recordPulseEnd(o *output, p fence.Pulse, status, why string) (fencelog.Scope, bool) {
-	rec, ok, err := b.log.EndPulse(o.Scope, o.Name, p, status, why)
+	rec, err := b.log.Scope(o.Scope)
+	ok := false
+	if err == nil {
+		ok, err = b.log.Write(endOf(o, p, rec.Output(o.Name).Holder, status, why))
+	}
+	if err == nil && ok {
+		rec, err = b.log.Scope(o.Scope)
+	}
 	if err != nil {
 		b.opts.Logger.Error("record the end of a pulse", "actuator", o.Name, "err", err)
 		return rec, false
 	}
 	return rec, ok
+}
+
+// endOf is the record of the end of o's pulse p, started by holder's
+// command, status saying how: the output at rest (off), and an audit
+// entry with why; it is written only if p still runs.
+func endOf(o *output, p fence.Pulse, holder, status, why string) fencelog.Changes {
+	return fencelog.Changes{
+		States: []fencelog.StateChange{{Scope: o.Scope, Actuator: o.Name, State: fence.StateOff, Holder: holder,
+			Outcome: fence.OutcomePulse, Why: why, ID: p.ID, Command: p.Fence}},
+		Pulse: &fencelog.PulseEnd{Scope: o.Scope, Actuator: o.Name, Pulse: p, Status: status},
+	}
 }

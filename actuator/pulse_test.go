@@ -182,8 +182,8 @@ func TestPulse(t *testing.T) {
 	}
 	// The same pair with another width is another command: stale.
 	r.send(t, pulse("p-1", 7, 1, 200*time.Millisecond), fence.Stale)
-	es, err := r.log.FindAudit(fencelog.AuditQuery{Actuator: "door", Outcome: fencelog.OutcomePulse, Limit: 10})
-	if err != nil || len(es) != 1 || !strings.HasPrefix(es[0].Error, "done") {
+	es, err := r.log.FindAudit(fencelog.AuditQuery{Actuator: "door", Outcome: fence.OutcomePulse, Limit: 10})
+	if err != nil || len(es) != 1 || !strings.HasPrefix(es[0].Why, "done") || es[0].Error != "" {
 		t.Errorf("audit of the pulse's end = %+v, %v; want one entry, done", es, err)
 	}
 	t.Logf("pulse of 120ms took %v from the command", ds[2].at.Sub(start))
@@ -286,8 +286,8 @@ func TestPulseInterruptedByRestart(t *testing.T) {
 	if ds := r2.drivesOf("GPIO5"); len(ds) != 1 {
 		t.Errorf("the redelivery drove the door: %+v", ds)
 	}
-	es, _ := r2.log.FindAudit(fencelog.AuditQuery{Actuator: "door", Outcome: fencelog.OutcomePulse, Limit: 10})
-	if len(es) != 1 || !strings.HasPrefix(es[0].Error, "interrupted") || es[0].Holder != "ctl-p-1" {
+	es, _ := r2.log.FindAudit(fencelog.AuditQuery{Actuator: "door", Outcome: fence.OutcomePulse, Limit: 10})
+	if len(es) != 1 || !strings.HasPrefix(es[0].Why, "interrupted") || es[0].Error != "" || es[0].Holder != "ctl-p-1" {
 		t.Errorf("audit of the pulse's end = %+v, want one entry, interrupted, by the pulse's holder", es)
 	}
 }

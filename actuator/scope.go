@@ -148,27 +148,26 @@ func (sc *scope) toSafe(rec fencelog.Scope) []fence.Set {
 	return sets
 }
 
-// changesOf are sets as the store records them: set by the gateway for
-// why, the outcome as their holder.
-func changesOf(sc *scope, sets []fence.Set, outcome fence.Outcome, why string) []fencelog.StateChange {
-	changes := make([]fencelog.StateChange, 0, len(sets))
+// changesOf are sets as the store records them, set by the gateway's rule
+// outcome for why, the outcome as their holder; with trip, sc is recorded
+// tripped too, why.
+func changesOf(sc *scope, sets []fence.Set, outcome fence.Outcome, why string, trip bool) fencelog.Changes {
+	var w fencelog.Changes
 	for _, set := range sets {
-		changes = append(changes, fencelog.StateChange{Scope: sc.name, Actuator: set.Actuator, State: set.State,
-			Holder: string(outcome), Why: why, Outcome: outcome})
+		w.States = append(w.States, fencelog.StateChange{Scope: sc.name, Actuator: set.Actuator, State: set.State,
+			Holder: string(outcome), Outcome: outcome, Why: why})
 	}
-	return changes
+	if trip {
+		w.Trip = &fencelog.Trip{Scope: sc.name, Why: why}
+	}
+	return w
 }
 
 // setStates records sets (without touching the fence; with trip, the
 // scope tripped too, why), then drives them, and publishes the scope's
 // states. The scope's lock must be held.
 func (b *Bank) setStates(sc *scope, sets []fence.Set, outcome fence.Outcome, why string, trip bool) {
-	changes := changesOf(sc, sets, outcome, why)
-	record := b.log.SetStates
-	if trip {
-		record = func(ch []fencelog.StateChange) error { return b.log.SetTrip(sc.name, why, ch) }
-	}
-	if err := record(changes); err != nil {
+	if _, err := b.log.Write(changesOf(sc, sets, outcome, why, trip)); err != nil {
 		b.opts.Logger.Error("record states", "scope", sc.name, "why", why, "err", err)
 		return
 	}

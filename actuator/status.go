@@ -86,9 +86,6 @@ func (b *Bank) Republish() {
 	}
 }
 
-// FindAudit returns the newest audit entries that q selects, oldest first.
-func (b *Bank) FindAudit(q fencelog.AuditQuery) ([]fencelog.Entry, error) { return b.log.FindAudit(q) }
-
 // Statuses returns every actuator's recorded state and read-back level, in
 // configuration order. Each scope is read under its lock, so it never shows
 // a command between its record and its drive.

@@ -214,3 +214,37 @@ func TestPulseEndsWhileTheScopeIsBusy(t *testing.T) {
 		t.Errorf("a pulse of 50ms (max_pulse 100ms) held the door on for %v", w)
 	}
 }
+
+// The bank records every input's level it is told of, before Start too
+// and for inputs its rules do not read, counting changes only; a level
+// that trips a scope is recorded after the trip.
+func TestInputChangedRecordsLevels(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "fence.db")
+	l, err := fencelog.Open(store, &fencelog.Options{Create: fencelog.Fresh(), AuditFlush: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b, err := actuator.New(l, heaterSpecs(""), &actuator.Options{Trips: overheat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tt := range []struct {
+		input string
+		high  bool
+		seq   uint64
+	}{
+		{"overheat", true, 1}, // before Start: recorded, tripping nothing
+		{"overheat", true, 1},
+		{"overheat", false, 2},
+		{"door", true, 1},
+	} {
+		rec, err := b.InputChanged(tt.input, tt.high)
+		if err != nil || rec.High != tt.high || rec.Seq != tt.seq {
+			t.Errorf("%d: InputChanged(%s, %v) = %+v, %v; want seq %d", i, tt.input, tt.high, rec, err, tt.seq)
+		}
+	}
+	if sc, _ := l.Scope("climate"); sc.Trip() != "" {
+		t.Errorf("a trip level before Start tripped the scope: %q", sc.Trip())
+	}
+}

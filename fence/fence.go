@@ -414,6 +414,10 @@ type Effect struct {
 	Pulse time.Duration
 	// Reset releases the scope from its trip.
 	Reset bool
+	// Others is, for the Sets of actuators other than the command's own
+	// (the members an interlock's break-before-make switches off), their
+	// audit entries' outcome and why.
+	Others Note
 }
 
 // Plain is the effect of a command outside any interlock: it sets its own
@@ -469,5 +473,6 @@ func (g *Interlock) Effect(c Command, on func(actuator string) bool) Effect {
 	for _, m := range others {
 		sets = append(sets, Set{m, StateOff})
 	}
-	return Effect{Sets: append(sets, Set{c.Actuator, StateOn})}
+	return Effect{Sets: append(sets, Set{c.Actuator, StateOn}),
+		Others: Note{OutcomeInterlock, fmt.Sprintf("switched off by %s's command (break-before-make)", c.Actuator)}}
 }

@@ -226,6 +226,14 @@ func TestInterlockEffect(t *testing.T) {
 				t.Errorf("%s: Refusal = %+v, want %+v naming vent-close", tt.name, r, tt.want.Refusal)
 			}
 		}
+		// The members switched off are audited as the interlock's, in its words.
+		want := Note{}
+		if len(got.Sets) > 1 {
+			want = Note{OutcomeInterlock, "switched off by " + tt.c.Actuator + "'s command (break-before-make)"}
+		}
+		if got.Others != want {
+			t.Errorf("%s: Others = %+v, want %+v", tt.name, got.Others, want)
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package fencelog
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 
@@ -166,8 +165,7 @@ func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Adm
 			for _, set := range eff.Sets {
 				if set.Actuator != c.Actuator {
 					entries = append(entries, Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: set.Actuator, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
-						Command: c.Fence, State: set.State, Outcome: OutcomeInterlock, Fence: rec.Fence,
-						Error: fmt.Sprintf("switched %s by %s's command (break-before-make)", set.State, c.Actuator)})
+						Command: c.Fence, State: set.State, Outcome: eff.Others.Outcome, Fence: rec.Fence, Why: eff.Others.Why})
 				}
 			}
 		}

@@ -34,7 +34,12 @@ type Entry struct {
 	Reason string `json:"reason,omitempty"`
 	// Fence is the scope's fence after the decision.
 	Fence fence.Fence `json:"fence"`
-	Error string      `json:"error,omitempty"`
+	// Error says why a command was stale, rejected or failed.
+	Error string `json:"error,omitempty"`
+	// Why says why the gateway itself changed something (the outcomes of
+	// its own actions: fence.OutcomeBoot, ...), for people. It is not an
+	// error.
+	Why string `json:"why,omitempty"`
 
 	// Signer is the controller that signed the command, if it was signed
 	// (for a rejected command: the one it claimed).
@@ -75,14 +80,9 @@ func (l *Log) Record(e Entry) error {
 // including buffered ones not yet written.
 func (l *Log) Audit(n int) ([]Entry, error) { return l.FindAudit(AuditQuery{Limit: n}) }
 
-// AuditOutcomes are the outcomes an audit entry may have: the answers'
-// and the gateway's own actions (boot, moved, interlock).
-var AuditOutcomes = []fence.Outcome{fence.Applied, fence.Duplicate, fence.Stale, fence.Rejected, fence.Failed,
-	OutcomeBoot, OutcomeMoved, OutcomeInterlock, OutcomePulse, OutcomeSafe, OutcomeMaxOn, OutcomeTrip}
-
 // AuditQuery selects audit entries. Empty fields select everything.
 type AuditQuery struct {
-	// Actuator, Outcome (one of AuditOutcomes) and Holder must equal the
+	// Actuator, Outcome (one of fence.Outcomes) and Holder must equal the
 	// entry's.
 	Actuator string
 	Outcome  fence.Outcome

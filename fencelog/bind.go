@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate/fence"
 )
 
 // Bind records the scope of each actuator (actuator name → scope). An
@@ -63,8 +65,8 @@ func (l *Log) Bind(scopes map[string]string) ([]string, error) {
 					return err
 				}
 				moved = append(moved, act)
-				audit = append(audit, Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: act, Outcome: OutcomeMoved,
-					Fence: to.Fence, Error: fmt.Sprintf("moved from scope %q (fence %s)", prev, from.Fence)})
+				audit = append(audit, Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: act, Outcome: fence.OutcomeMoved,
+					Fence: to.Fence, Why: fmt.Sprintf("moved from scope %q (fence %s)", prev, from.Fence)})
 			}
 			if err := b.Put([]byte(act), []byte(scope)); err != nil {
 				return err

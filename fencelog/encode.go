@@ -122,7 +122,7 @@ func appendTime(b []byte, t time.Time) ([]byte, error) {
 // encodeEntry returns e as encoding/json would, byte for byte (a test holds
 // it to that), without its reflection: every applied command writes one.
 func encodeEntry(e Entry) ([]byte, error) {
-	b := make([]byte, 0, 192+len(e.Error))
+	b := make([]byte, 0, 192+len(e.Error)+len(e.Why))
 	if e.Seq != 0 {
 		b = append(b, `{"seq":`...)
 		b = strconv.AppendUint(b, e.Seq, 10)
@@ -159,6 +159,7 @@ func encodeEntry(e Entry) ([]byte, error) {
 	b = append(b, `,"fence":`...)
 	b = appendFence(b, e.Fence)
 	field("error", e.Error)
+	field("why", e.Why)
 	field("signer", e.Signer)
 	return append(b, '}'), nil
 }

@@ -86,11 +86,11 @@ func BenchmarkEncodeScope(b *testing.B) {
 func TestEncodeEntryIsJSONMarshal(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	str, u64, at := randomValues(rng)
-	outcomes := []fence.Outcome{"", fence.Applied, fence.Stale, OutcomeInterlock, "a\"b"}
+	outcomes := []fence.Outcome{"", fence.Applied, fence.Stale, fence.OutcomeInterlock, "a\"b"}
 	for i := range 3000 {
 		e := Entry{Seq: u64(), At: at(), Scope: str(), Actuator: str(), ID: str(), Holder: str(),
 			Command: fence.Fence{Token: u64(), Seq: u64()}, State: fence.State(rng.IntN(4)), Outcome: outcomes[rng.IntN(len(outcomes))],
-			Reason: str(), Fence: fence.Fence{Token: u64(), Seq: u64()}, Error: str(), Signer: str()}
+			Reason: str(), Fence: fence.Fence{Token: u64(), Seq: u64()}, Error: str(), Why: str(), Signer: str()}
 		want, werr := json.Marshal(e)
 		got, gerr := encodeEntry(e)
 		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) && werr == nil {

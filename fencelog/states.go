@@ -3,7 +3,6 @@ package fencelog
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -12,130 +11,171 @@ import (
 	"github.com/fencegate/fencegate/fence"
 )
 
-// StateChange is one state that SetStates records.
+// StateChange is one state that the gateway sets by a rule of its own,
+// not as an admitted command's effect. Which rule, and why, are the
+// caller's: the store records them as they are.
 type StateChange struct {
 	Scope, Actuator string
 	State           fence.State
-	// Holder is recorded as the state's holder ("boot" for a boot policy).
+	// Holder is recorded as the state's holder.
 	Holder string
-	// Why goes into the audit entry's error field, and into the output's
-	// record (fence.Output.Why), for people.
-	Why string
-	// Outcome is the audit entry's outcome: OutcomeBoot if empty.
+	// Outcome (required) and Why are the change's audit entry's: which
+	// rule set the state, and why, for people.
 	Outcome fence.Outcome
+	Why     string
+	// ID and Command name the command whose action the change completes
+	// (a pulse's end), if any, for the audit entry. A change without a
+	// Command also records Why on the output (fence.Output.Why: why the
+	// gateway set a state that no command asked for).
+	ID      string
+	Command fence.Fence
 }
 
-// SetStates records states without touching any fence, in one fsynced
-// transaction; it is how the boot rule records what it decided.
-func (l *Log) SetStates(changes []StateChange) error { return l.setStates(changes, "", "") }
-
-// SetTrip records that scope is held at its safe state by a trip, why,
-// together with the states the trip sets, in one fsynced transaction; the
-// fence is not touched. A command with fence.Effect.Reset releases it.
-func (l *Log) SetTrip(scope, why string, changes []StateChange) error {
-	return l.setStates(changes, scope, why)
+// Trip sets or releases a scope's trip: the scope held at its safe state
+// until a command with fence.Effect.Reset releases it.
+type Trip struct {
+	Scope string
+	// Why says why the scope is held; "" releases it.
+	Why string
 }
 
-func (l *Log) setStates(changes []StateChange, tripScope, trip string) error {
-	if err := l.writable(); err != nil {
-		return err
+// PulseEnd is the end of a pulse that an admitted command started.
+type PulseEnd struct {
+	Scope, Actuator string
+	// Pulse is the pulse as it was recorded running: its ID and Fence name
+	// it.
+	Pulse fence.Pulse
+	// Status is how it ended (fence.PulseDone, fence.PulseInterrupted).
+	Status string
+}
+
+// Changes are states the gateway sets itself, written at once.
+type Changes struct {
+	// States are recorded in their order, each with its audit entry.
+	States []StateChange
+	// Trip, if not nil, sets or releases a scope's trip.
+	Trip *Trip
+	// Pulse, if not nil, makes the write conditional: it is made only if
+	// the output's record is that pulse, running (its end was not recorded
+	// already). The pulse is then recorded with its Status, on the output
+	// and in the window entry of the command that asked for it, so that a
+	// redelivery is answered with it.
+	Pulse *PulseEnd
+}
+
+// check says what is wrong with w, before anything is written.
+func (w Changes) check() error {
+	for _, ch := range w.States {
+		if ch.Outcome == "" {
+			return fmt.Errorf("fencelog: write: the state change of %s in scope %s has no outcome: say which rule set it", ch.Actuator, ch.Scope)
+		}
 	}
-	if len(changes) == 0 && trip == "" {
-		return nil
-	}
-	pending := l.takePending()
-	err := l.update(func(tx *bolt.Tx) error {
-		now := l.opts.Now().UTC()
-		recs := map[string]scopeRecord{}
-		var audit []Entry
-		if trip != "" {
-			rec, err := l.txScope(tx, tripScope)
-			if err != nil {
-				return err
-			}
-			rec.Trip = trip
-			recs[tripScope] = rec
-		}
-		for _, ch := range changes {
-			rec, ok := recs[ch.Scope]
-			if !ok {
-				var err error
-				if rec, err = l.txScope(tx, ch.Scope); err != nil {
-					return err
-				}
-			}
-			if rec.Outputs == nil {
-				rec.Outputs = make(map[string]outputRecord)
-			}
-			rec.Outputs[ch.Actuator] = outputRecord{State: ch.State, Holder: ch.Holder, ChangedAt: now, Why: ch.Why, Pulse: rec.Outputs[ch.Actuator].Pulse}
-			recs[ch.Scope] = rec
-			outcome := ch.Outcome
-			if outcome == "" {
-				outcome = OutcomeBoot
-			}
-			audit = append(audit, Entry{At: now, Scope: ch.Scope, Actuator: ch.Actuator, Holder: ch.Holder,
-				State: ch.State, Outcome: outcome, Fence: rec.Fence, Error: ch.Why})
-		}
-		for scope, rec := range recs {
-			if err := l.writeScope(tx, scope, rec); err != nil {
-				return err
-			}
-		}
-		return l.appendAudit(tx, append(pending, audit...))
-	})
-	if err != nil {
-		return l.fail("set states", err)
+	if p := w.Pulse; p != nil && (p.Status == "" || p.Status == fence.PulseRunning) {
+		return fmt.Errorf("fencelog: write: the end of %s's pulse %s has status %q: say how it ended", p.Actuator, p.Pulse.Fence, p.Status)
 	}
 	return nil
 }
 
-// EndPulse records, in one fsynced transaction, that the pulse p of
-// actuator in scope ended, status saying how (fence.PulseDone, or
-// fence.PulseInterrupted): the output at rest (off), the pulse's status
-// in the output's record and in the scope's window of recent commands (a
-// redelivery is answered with it), and an audit entry with why. The fence
-// is not touched. If the output's record is not p running (it ended
-// already), nothing is written and ok is false.
-func (l *Log) EndPulse(scope, actuator string, p fence.Pulse, status, why string) (_ Scope, ok bool, _ error) {
+// Write records w in one fsynced transaction before it returns, without
+// touching any fence. ok is false if w.Pulse was not running: then
+// nothing of w is written. An error means nothing of w was recorded.
+func (l *Log) Write(w Changes) (ok bool, err error) {
 	if err := l.writable(); err != nil {
-		return Scope{}, false, err
+		return false, err
 	}
-	var out Scope
+	if err := w.check(); err != nil {
+		return false, err
+	}
+	if len(w.States) == 0 && w.Trip == nil && w.Pulse == nil {
+		return true, nil
+	}
 	pending := l.takePending()
-	err := l.update(func(tx *bolt.Tx) error {
-		ok = false
-		rec, err := l.txScope(tx, scope)
-		if err != nil {
-			return err
-		}
-		o, has := rec.Outputs[actuator]
-		if !has || o.Pulse == nil || o.Pulse.Status != fence.PulseRunning || o.Pulse.Fence != p.Fence || o.Pulse.ID != p.ID {
-			out = Scope{scope, rec.Fence, rec}
-			return l.appendAudit(tx, pending)
-		}
+	err = l.update(func(tx *bolt.Tx) error {
+		ok = false // fn may run twice: set, never accumulate
 		now := l.opts.Now().UTC()
-		rec.Outputs = maps.Clone(rec.Outputs)
-		ended := *o.Pulse
-		ended.Status = status
-		rec.Outputs[actuator] = outputRecord{State: fence.StateOff, Holder: o.Holder, ChangedAt: now, Pulse: &ended}
-		rec.Recent = slices.Clone(rec.Recent)
-		for i, a := range rec.Recent {
-			if a.Actuator == actuator && a.Fence == p.Fence && a.ID == p.ID && a.Pulse > 0 {
-				rec.Recent[i].PulseStatus = status
+		recs := map[string]scopeRecord{}
+		scope := func(name string) (scopeRecord, error) {
+			if rec, ok := recs[name]; ok {
+				return rec, nil
+			}
+			return l.txScope(tx, name)
+		}
+		if p := w.Pulse; p != nil {
+			rec, err := scope(p.Scope)
+			if err != nil {
+				return err
+			}
+			if o := rec.Outputs[p.Actuator]; !runs(o.Pulse, p.Pulse) {
+				return l.appendAudit(tx, pending)
 			}
 		}
-		if err := l.writeScope(tx, scope, rec); err != nil {
-			return err
+		audit := slices.Clone(pending)
+		for _, ch := range w.States {
+			rec, err := scope(ch.Scope)
+			if err != nil {
+				return err
+			}
+			if rec.Outputs == nil {
+				rec.Outputs = make(map[string]outputRecord)
+			}
+			o := outputRecord{State: ch.State, Holder: ch.Holder, ChangedAt: now, Pulse: rec.Outputs[ch.Actuator].Pulse}
+			if ch.Command == (fence.Fence{}) {
+				o.Why = ch.Why
+			}
+			rec.Outputs[ch.Actuator] = o
+			recs[ch.Scope] = rec
+			audit = append(audit, Entry{At: now, Scope: ch.Scope, Actuator: ch.Actuator, ID: ch.ID, Holder: ch.Holder,
+				Command: ch.Command, State: ch.State, Outcome: ch.Outcome, Fence: rec.Fence, Why: ch.Why})
+		}
+		if t := w.Trip; t != nil {
+			rec, err := scope(t.Scope)
+			if err != nil {
+				return err
+			}
+			rec.Trip = t.Why
+			recs[t.Scope] = rec
+		}
+		if p := w.Pulse; p != nil {
+			rec, err := scope(p.Scope)
+			if err != nil {
+				return err
+			}
+			endPulse(&rec, p)
+			recs[p.Scope] = rec
+		}
+		for name, rec := range recs {
+			if err := l.writeScope(tx, name, rec); err != nil {
+				return err
+			}
 		}
 		ok = true
-		out = Scope{scope, rec.Fence, rec}
-		return l.appendAudit(tx, append(pending, Entry{At: now, Scope: scope, Actuator: actuator, ID: p.ID, Holder: o.Holder,
-			Command: p.Fence, State: fence.StateOff, Outcome: OutcomePulse, Fence: rec.Fence, Error: why}))
+		return l.appendAudit(tx, audit)
 	})
 	if err != nil {
-		return Scope{}, false, l.fail("end pulse", err)
+		return false, l.fail("write", err)
 	}
-	return out, ok, nil
+	return ok, nil
+}
+
+// runs reports whether rec is the pulse p, running.
+func runs(rec *fence.Pulse, p fence.Pulse) bool {
+	return rec != nil && rec.Status == fence.PulseRunning && rec.Fence == p.Fence && rec.ID == p.ID
+}
+
+// endPulse records in rec, whose Outputs the caller may change, the end
+// of a pulse: on its output and in the window entry of its command.
+func endPulse(rec *scopeRecord, p *PulseEnd) {
+	o := rec.Outputs[p.Actuator]
+	ended := *o.Pulse
+	ended.Status = p.Status
+	o.Pulse = &ended
+	rec.Outputs[p.Actuator] = o
+	rec.Recent = slices.Clone(rec.Recent) // shared with the cache
+	for i, a := range rec.Recent {
+		if a.Actuator == p.Actuator && a.Fence == p.Pulse.Fence && a.ID == p.Pulse.ID && a.Pulse > 0 {
+			rec.Recent[i].PulseStatus = p.Status
+		}
+	}
 }
 
 // InputRecord is a digital input's last recorded level and how many
@@ -148,45 +188,76 @@ type InputRecord struct {
 
 // RecordInput records that input name is at level high: if that is not
 // its recorded level (or it has none), with its change count one higher,
-// in one fsynced write; else it changes nothing. It returns the record.
+// in one fsynced transaction, which decides it; else it changes nothing.
+// It returns the record.
 func (l *Log) RecordInput(name string, high bool) (InputRecord, error) {
 	if err := l.writable(); err != nil {
 		return InputRecord{}, err
 	}
+	// Fast path: a level that is recorded already needs no write.
 	var cur InputRecord
 	found := false
 	if err := l.db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bucketInputs); b != nil {
-			if v := b.Get([]byte(name)); v != nil {
-				found = true
-				return json.Unmarshal(v, &cur)
-			}
-		}
-		return nil
+		var err error
+		cur, found, err = readInput(tx.Bucket(bucketInputs), name)
+		return err
 	}); err != nil {
 		return InputRecord{}, fmt.Errorf("fencelog: read input %s: %w", name, err)
 	}
 	if found && cur.High == high {
 		return cur, nil
 	}
-	next := InputRecord{High: high, Seq: cur.Seq + 1, ChangedAt: l.opts.Now().UTC()}
-	v, err := json.Marshal(next)
-	if err != nil {
-		return InputRecord{}, err
+	if testHookInputBetween != nil {
+		testHookInputBetween()
 	}
 	pending := l.takePending()
-	err = l.update(func(tx *bolt.Tx) error {
+	var out InputRecord
+	err := l.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketInputs)
 		if err != nil {
 			return err
 		}
-		if err := b.Put([]byte(name), v); err != nil {
+		// Decide again: another write may have recorded a level since.
+		cur, found, err := readInput(b, name)
+		if err != nil {
 			return err
+		}
+		out = cur
+		if !found || cur.High != high {
+			out = InputRecord{High: high, Seq: cur.Seq + 1, ChangedAt: l.opts.Now().UTC()}
+			v, err := json.Marshal(out)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(name), v); err != nil {
+				return err
+			}
 		}
 		return l.appendAudit(tx, pending)
 	})
 	if err != nil {
 		return InputRecord{}, l.fail("record input", err)
 	}
-	return next, nil
+	return out, nil
+}
+
+// testHookInputBetween, if set (by tests), runs in RecordInput between
+// the read-only look and the write transaction, where another write may
+// record the input.
+var testHookInputBetween func()
+
+// readInput reads input name's record from b (nil: no input recorded
+// yet).
+func readInput(b *bolt.Bucket, name string) (rec InputRecord, found bool, err error) {
+	if b == nil {
+		return rec, false, nil
+	}
+	v := b.Get([]byte(name))
+	if v == nil {
+		return rec, false, nil
+	}
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return rec, true, fmt.Errorf("corrupt record for input %q: %w", name, err)
+	}
+	return rec, true, nil
 }

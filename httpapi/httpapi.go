@@ -42,9 +42,14 @@ import (
 // Source is what the API reads: an *actuator.Bank and the gateway's status.
 type Source interface {
 	Statuses() ([]actuator.Status, error)
-	FindAudit(q fencelog.AuditQuery) ([]fencelog.Entry, error)
 	Subscribe(buf int) (<-chan actuator.Event, func())
 	Status() Status
+}
+
+// AuditSource is where the API reads the audit trail: the gateway's
+// *fencelog.Log.
+type AuditSource interface {
+	FindAudit(q fencelog.AuditQuery) ([]fencelog.Entry, error)
 }
 
 // InputSource is what a Source that has digital inputs also offers: GET
@@ -197,7 +202,7 @@ type Decision struct {
 }
 
 // New returns the handler for the dashboard and the API.
-func New(src Source, log *slog.Logger) http.Handler {
+func New(src Source, audit AuditSource, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -242,7 +247,7 @@ func New(src Source, log *slog.Logger) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		es, err := src.FindAudit(q)
+		es, err := audit.FindAudit(q)
 		if err != nil {
 			http.Error(w, "cannot read the audit trail: "+err.Error(), http.StatusInternalServerError)
 			return
@@ -419,8 +424,8 @@ func (r Readiness) String() string {
 // since and until as RFC 3339 times.
 func ParseAuditQuery(v url.Values) (fencelog.AuditQuery, error) {
 	q := fencelog.AuditQuery{Limit: 50, Actuator: v.Get("actuator"), Outcome: fence.Outcome(v.Get("outcome")), Holder: v.Get("holder")}
-	if q.Outcome != "" && !slices.Contains(fencelog.AuditOutcomes, q.Outcome) {
-		return q, fmt.Errorf("outcome=%q: want one of %v", q.Outcome, fencelog.AuditOutcomes)
+	if q.Outcome != "" && !slices.Contains(fence.Outcomes, q.Outcome) {
+		return q, fmt.Errorf("outcome=%q: want one of %v", q.Outcome, fence.Outcomes)
 	}
 	if s := v.Get("n"); s != "" {
 		n, err := strconv.Atoi(s)

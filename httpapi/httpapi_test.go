@@ -39,7 +39,7 @@ func newServer(t *testing.T) (*httptest.Server, *actuator.Bank) {
 	if err := bank.Start(sim.Pin); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(source{bank}, nil))
+	srv := httptest.NewServer(httpapi.New(source{bank}, l, nil))
 	t.Cleanup(srv.Close)
 	return srv, bank
 }
@@ -154,7 +154,7 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Fatal("a commit into a deleted store succeeded")
 	}
 	st := httpapi.Status{Store: path, StoreError: l.Err().Error(), Reconciled: true, Broker: httpapi.Broker{Connected: true, Subscribed: true}}
-	broken := httptest.NewServer(httpapi.New(fixed{source{}, st}, nil))
+	broken := httptest.NewServer(httpapi.New(fixed{source{}, st}, l, nil))
 	defer broken.Close()
 	resp, err := http.Get(broken.URL + "/readyz")
 	if err != nil {

@@ -194,7 +194,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err := tripAtStart(cfg, bank); err != nil {
 		return err
 	}
-	ins := &inputs{cfg: cfg, log: log.With("component", "inputs"), bank: bank, flog: flog, link: link}
+	ins := &inputs{cfg: cfg, log: log.With("component", "inputs"), bank: bank, link: link}
 	var started atomic.Bool
 	board, err := openBoard(cfg, bank, func(e boards.InputEvent) {
 		if started.Load() {
@@ -233,7 +233,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		info.HTTP = ln.Addr().String()
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", mets.Handler())
-		mux.Handle("/", httpapi.New(source{bank, st, ins}, log.With("component", "http")))
+		mux.Handle("/", httpapi.New(source{bank, st, ins}, flog, log.With("component", "http")))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer func() {
@@ -346,13 +346,12 @@ func inputLines(cfg *config.Config) []boards.InputLine {
 	return out
 }
 
-// inputs carries the board's inputs to the bank (trips), the store (each
-// input's change count) and the link (its retained level).
+// inputs carries the board's inputs to the bank (trips, and each
+// input's recorded change count) and the link (its retained level).
 type inputs struct {
 	cfg  *config.Config
 	log  *slog.Logger
 	bank *actuator.Bank
-	flog *fencelog.Log
 	link *mqttlink.Link
 
 	mu     sync.Mutex
@@ -379,13 +378,13 @@ func (ins *inputs) Inputs() []httpapi.Input {
 func (ins *inputs) changed(e boards.InputEvent) {
 	name := ins.cfg.Inputs[e.Input].Name
 	ins.log.Info("input changed", "input", name, "level", levelWord(e.High))
-	ins.bank.InputChanged(name, e.High)
 	ins.publish(name, e.High)
 }
 
-// publish records the input's level and publishes it.
+// publish tells the bank the input's level, which records it, and
+// publishes it.
 func (ins *inputs) publish(name string, high bool) {
-	rec, err := ins.flog.RecordInput(name, high)
+	rec, err := ins.bank.InputChanged(name, high)
 	if err != nil {
 		ins.log.Error("record input", "input", name, "err", err)
 		return

@@ -26,7 +26,8 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("audit", "(--store FILE | --api URL) [--actuator A] [--outcome O] [--holder H] [--since T] [--until T] [-n N] [--json] [--follow]", `
 Prints the gateway's recent decisions, oldest first, one a line: time,
 actuator, outcome, the command's token and seq, the state it asked for,
-holder, id, scope, the fence after it, and a rejection's reason or error.
+holder, id, scope, the fence after it, a rejection's reason or error, and
+why the gateway itself set a state (boot, safe, trip, max-on, pulse end).
 
 Read a stopped gateway's store with --store (opened read-only: a running
 gateway locks it), or a running gateway's with --api (its HTTP API, e.g.
@@ -62,7 +63,7 @@ duration back from now (30m, 2h). --json prints one JSON object a line.`)
 		return usageErr("-n %d: want a number from 1 to 10000", q.Limit)
 	}
 	q.Outcome = fence.Outcome(*outcome)
-	if q.Outcome != "" && !slices.Contains(fencelog.AuditOutcomes, q.Outcome) {
+	if q.Outcome != "" && !slices.Contains(fence.Outcomes, q.Outcome) {
 		return usageErr("--outcome %q: want one of %s", *outcome, outcomeList())
 	}
 	now := time.Now()
@@ -144,7 +145,7 @@ duration back from now (30m, 2h). --json prints one JSON object a line.`)
 
 func outcomeList() string {
 	var s []string
-	for _, o := range fencelog.AuditOutcomes {
+	for _, o := range fence.Outcomes {
 		s = append(s, string(o))
 	}
 	return strings.Join(s, ", ")
@@ -187,6 +188,7 @@ func auditLine(e fencelog.Entry) string {
 	kv("reason", e.Reason)
 	kv("signer", e.Signer)
 	kv("error", e.Error)
+	kv("why", e.Why)
 	return b.String()
 }
 

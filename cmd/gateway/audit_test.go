@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -95,6 +96,35 @@ func TestAuditCLI(t *testing.T) {
 	store := filepath.Join(dir, "fence.db")
 	if got := ids(lines("--store", store, "--outcome", "applied")); got != "a-1 b-1 b-2 b-3 b-4" {
 		t.Errorf("gateway audit --store --outcome applied: %q, want a-1 b-1 b-2 b-3 b-4", got)
+	}
+	// The boot rule's reasons are not errors: each says why, and no entry
+	// of the boot rule has an error, for people, as JSON and in inspect.
+	boots := lines("--store", store, "--outcome", "boot")
+	for _, l := range boots {
+		if !strings.Contains(l, ` why="never commanded: off"`) || strings.Contains(l, "error=") {
+			t.Errorf("boot line %q: want why=\"never commanded: off\" and no error", l)
+		}
+	}
+	boots = append(boots, lines("--store", store, "--outcome", "boot", "--json")...)
+	out, code := runCLI(t, "inspect", "--store", store, "--audit", "100")
+	var inspected struct{ Audit []json.RawMessage }
+	if err := json.Unmarshal([]byte(out), &inspected); code != 0 || err != nil {
+		t.Fatalf("gateway inspect: exit %d, %v\n%s", code, err, out)
+	}
+	for _, e := range inspected.Audit {
+		var b bytes.Buffer
+		json.Compact(&b, e)
+		if strings.Contains(b.String(), `"outcome":"boot"`) {
+			boots = append(boots, b.String())
+		}
+	}
+	if len(boots) != 6 {
+		t.Errorf("%d boot entries in audit, audit --json and inspect, want 2 each (pump and fan):\n%s", len(boots), strings.Join(boots, "\n"))
+	}
+	for _, l := range boots[2:] {
+		if !strings.Contains(l, `"why":"never commanded: off"`) || strings.Contains(l, `"error"`) {
+			t.Errorf("boot entry %s: want \"why\":\"never commanded: off\" and no \"error\"", l)
+		}
 	}
 
 	for _, tt := range []struct {

@@ -75,6 +75,14 @@ interlocks:
 			t.Errorf("%s = %q, %v; want %q", sel, got, err, want)
 		}
 	}
+	// The history shows why the boot rule set each state.
+	boot := `#feed li[data-outcome="boot"][data-actuator="vent-open"] .why`
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(boot)); err != nil {
+		t.Fatalf("no boot entry saying why in the feed: %v", err)
+	}
+	if why, err := chromedp.Run(ctx, chromedp.Text(boot)); err != nil || why != "never commanded: off" {
+		t.Errorf("the boot entry's why in the feed = %q, %v; want the boot rule's", why, err)
+	}
 	if v, err := chromedp.Run(ctx, chromedp.Text(`#version`)); err != nil || v == "" {
 		t.Errorf("version on the dashboard = %q, %v; want the gateway's", v, err)
 	}

@@ -188,7 +188,7 @@ function label(d) {
 }
 
 function feedItem(d, fresh) {
-  const why = d.error || (d.outcome === "applied" ? `fence now ${pair(d.fence)}` :
+  const why = d.error || d.why || (d.outcome === "applied" ? `fence now ${pair(d.fence)}` :
     d.outcome === "duplicate" ? `redelivery of ${d.id || "a command"}: answered again, not driven` : "");
   const li = el("li", { class: fresh ? "new" : "", "data-outcome": d.outcome, "data-actuator": d.actuator, "data-reason": d.reason || "" },
     el("span", { class: "pill " + d.outcome, text: d.outcome }),
@@ -212,7 +212,7 @@ async function loadHistory() {
     $("#feed").replaceChildren();
     for (const e of entries) {
       addFeed({ at: e.at, actuator: e.actuator, id: e.id, holder: e.holder, outcome: e.outcome,
-        command: e.command, want: e.outcome === "boot" || e.outcome === "moved" ? "" : e.state, state: e.state, fence: e.fence, reason: e.reason, error: e.error }, false);
+        command: e.command, want: e.outcome === "boot" || e.outcome === "moved" ? "" : e.state, state: e.state, fence: e.fence, reason: e.reason, error: e.error, why: e.why }, false);
     }
   } catch (_) {}
 }
