@@ -216,11 +216,12 @@ func (l *Lease) Held(ctx context.Context) (bool, error) {
 	return resp.Succeeded, nil
 }
 
-// Release unlocks and revokes the lease, within ctx (and at most five
-// seconds), however Acquire's context ended: a holder that stops because
-// its context was cancelled still lets go at once.
+// Release unlocks and revokes the lease, within five seconds, even when
+// ctx (or Acquire's context) has ended: a holder that stops because its
+// context was cancelled (defer l.Release(ctx)) still lets go at once,
+// rather than leave its lock and lease to expire.
 func (l *Lease) Release(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err := l.mutex.Unlock(ctx)
 	if rerr := revoke(ctx, l.session); err == nil {

@@ -165,3 +165,33 @@ func TestWaitBoundsAnUnreachableEtcd(t *testing.T) {
 		t.Errorf("gave up after %v, want about 1s", d)
 	}
 }
+
+// A holder that stops because its context ended, and releases under that
+// context (defer l.Release(ctx)), still unlocks and revokes its lease: no
+// lease is left in etcd.
+func TestReleaseAfterContextEnded(t *testing.T) {
+	url := testenv.Etcd(t)
+	cli := dial(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	l, err := lease.Acquire(ctx, cli, lease.Options{Gateway: testenv.ID(t, "gw"), Scope: "pump", TTL: 30})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	cancel()
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release after the context ended: %v", err)
+	}
+	check, done := context.WithTimeout(context.Background(), 10*time.Second)
+	defer done()
+	leases, err := cli.Leases(check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases.Leases) != 0 {
+		t.Errorf("%d leases left after Release, want none", len(leases.Leases))
+	}
+	if resp, err := cli.Get(check, l.Key()); err != nil || len(resp.Kvs) != 0 {
+		t.Errorf("lock key %s after Release: %v, %v; want it gone", l.Key(), resp, err)
+	}
+}

@@ -2,7 +2,9 @@ package mqttlink
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +33,7 @@ type instanceGuard struct {
 	echoed    bool
 	previous  []wire.Claim    // other processes' claims delivered before the echo
 	suspect   []wire.Claim    // before the first claim succeeded, claims of other processes that may still be live
+	living    []wire.Claim    // before the first claim succeeded, claims of processes of this host that run, as far as /proc tells
 	retained  chan wire.Claim // while confirming: the retained claim
 	foreign   chan wire.Claim
 	conflict  bool // another process serves the id: the door is closed
@@ -87,11 +90,17 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 			} else {
 				g.l.log.Info("taking over from the previous process, which has ended", "previous", p.String())
 			}
+		case alive:
+			g.l.log.Warn("the process that served this gateway id last still runs on this host; waiting for it to end, or to answer",
+				"previous", p.String(), "this", g.l.claim.String())
 		case unknown:
 			// received made it a suspect: it may still run.
 			g.l.log.Warn("the process that served this gateway id last ran on another host; making sure it is gone (was the gateway moved?)",
 				"previous", p.String(), "this", g.l.claim.String(), "wait", settleTime.String())
 		}
+	}
+	if err := g.awaitLiving(ctx, c, foreign); err != nil {
+		return err
 	}
 	g.mu.Lock()
 	settle := len(g.suspect) > 0
@@ -118,8 +127,53 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 	if g.conflict {
 		return ErrConflict
 	}
-	g.claimed, g.suspect = true, nil
+	g.claimed, g.suspect, g.living = true, nil, nil
 	return nil
+}
+
+// errUnsure is claim's error while a process of this host that served the
+// gateway id still runs, as far as /proc tells, but has not answered this
+// process's claim: see awaitLiving.
+var errUnsure = errors.New("a process on this host that served this gateway id still runs but does not answer")
+
+// awaitLiving waits, a settle time at most, until every process of this
+// host that served the gateway id and runs, as /proc says (g.living), has
+// ended; a live gateway answers this process's claim instead, and that is
+// a conflict. /proc alone cannot tell a gateway that serves from one on
+// its way out (killed, and not yet gone) or stopped (SIGSTOP), so this
+// is no conflict yet: ErrConflict would make the gateway exit 78, which
+// the service manager does not restart, and leave the outputs without a
+// gateway for good. The guard, unsure, returns errUnsure instead, and
+// establish claims again with backoff, for as long as it takes: the door
+// stays closed meanwhile, no command passes, and the gateway comes
+// online once that process has ended, or stops with ErrConflict if it
+// answers.
+func (g *instanceGuard) awaitLiving(ctx context.Context, c mqtt.Client, foreign chan wire.Claim) error {
+	settled := time.After(settleTime)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		g.mu.Lock()
+		g.living = slices.DeleteFunc(g.living, func(p wire.Claim) bool { return g.aliveness(p) != alive })
+		living, conflict := slices.Clone(g.living), g.conflict
+		g.mu.Unlock()
+		switch {
+		case conflict:
+			return ErrConflict
+		case len(living) == 0:
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case p := <-foreign:
+			return g.found(c, p)
+		case <-settled:
+			return fmt.Errorf("%w (%s): it may be ending (killed, and not yet gone) or stopped; this one takes no commands until it has ended, and stops if it answers",
+				errUnsure, living[0].String())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // markConflict records a conflict and closes the link's door at once, so
@@ -141,8 +195,9 @@ func (g *instanceGuard) markConflict() bool {
 func (g *instanceGuard) lost(takenOver bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if takenOver && len(g.suspect) > 0 && g.markConflict() {
-		go g.found(nil, g.suspect[len(g.suspect)-1])
+	others := append(slices.Clone(g.suspect), g.living...)
+	if takenOver && len(others) > 0 && g.markConflict() {
+		go g.found(nil, others[len(others)-1])
 	}
 }
 
@@ -287,10 +342,12 @@ func (g *instanceGuard) received(m mqtt.Message) {
 			go g.found(nil, c)
 		}
 	case !g.echoed && g.aliveness(c) == alive:
-		// Another gateway on this machine (or in this process), running now.
-		if g.markConflict() {
-			go g.found(nil, c)
-		}
+		// Another gateway on this machine (or in this process), running
+		// now as far as /proc tells: one that serves answers this
+		// process's claim (a conflict); one that does not is waited for
+		// (see awaitLiving).
+		g.previous = append(g.previous, c)
+		g.living = append(g.living, c)
 	case !g.echoed:
 		// Delivered before this connection's own claim came back: retained
 		// (perhaps restored by a broker from its persistence file), or

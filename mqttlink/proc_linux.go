@@ -33,7 +33,9 @@ func processStart(pid int) (time.Time, bool) {
 
 // processTicks returns when process pid started, in clock ticks since the
 // boot: a number no clock step changes. ok is false if there is no such
-// process.
+// process, or it has ended: a zombie (state Z), which waits for its parent
+// to reap it (for good, under a parent that never does, as in a container
+// without an init), or one being reaped (X).
 func processTicks(pid int) (int64, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -45,7 +47,7 @@ func processTicks(pid int) (int64, bool) {
 		return 0, false
 	}
 	f := strings.Fields(s[i+1:]) // from field 3 (state) on
-	if len(f) < 20 {
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
 		return 0, false
 	}
 	ticks, err := strconv.ParseInt(f[19], 10, 64) // field 22, starttime

@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,5 +135,47 @@ func secondInstance(t *testing.T, broker string, clientIDs [2]string) {
 			}
 			t.Logf("%d stale commands sent while the two met; none applied", stale)
 		}
+	}
+}
+
+// TestRestartAfterKillUnreaped: a gateway killed with kill -9 whose parent
+// does not reap it (as in a container without an init) stays a zombie,
+// with the pid and start its claim on the broker names. A restart of the
+// same gateway right after takes over and takes commands: it does not
+// take the zombie for a running gateway and exit 78, which systemd would
+// not restart.
+func TestRestartAfterKillUnreaped(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	cfg := instanceConfig(t, t.TempDir(), broker, "")
+	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: gatewayID(t)})
+	log, err := os.Create(filepath.Join(t.TempDir(), "first.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	first := exec.Command(binary, "run", "--config", cfg, "--init", "--log-level", "info")
+	first.Stdout, first.Stderr = log, log
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer first.Wait() // reaped only when the test ends
+	defer first.Process.Kill()
+	ctl.WaitStatus(t, wire.StatusOnline)
+	if res := ctl.Send(t, fence.Command{ID: testenv.ID(t, "first"), Actuator: "pump", Fence: fence.Fence{Token: 1}, State: fence.StateOn}); res.Outcome != fence.Applied {
+		t.Fatalf("the first gateway answered %s %s", res.Outcome, res.Error)
+	}
+	first.Process.Signal(syscall.SIGKILL) // and not waited for
+	for deadline := time.Now().Add(20 * time.Second); processState(first.Process.Pid) != "Z"; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed gateway is in state %q, not a zombie", processState(first.Process.Pid))
+		}
+	}
+	second := startProc(t, nil, "run", "--config", cfg, "--log-level", "info")
+	c := fence.Command{ID: testenv.ID(t, "second"), Actuator: "pump", Fence: fence.Fence{Token: 2}, State: fence.StateOff}
+	ctl.Publish(t, "pump", wire.EncodeCommand(c), false)
+	res, ok := ctl.TryResult(c.ID, 30*time.Second)
+	if code := second.exitStatus(0); code >= 0 || !ok || res.Outcome != fence.Applied {
+		t.Fatalf("the restarted gateway: exit status %d (-1: runs), answer %+v (%v); want it to take over from the zombie and apply the command:\n%s",
+			code, res, ok, second.output())
 	}
 }

@@ -136,7 +136,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		defer l.Release(context.WithoutCancel(ctx))
+		defer l.Release(ctx)
 		held = l
 		*token = l.Token()
 		fmt.Fprintf(stderr, "granted token %d (lock %s, scope %s)\n", *token, l.Key(), scope)

@@ -1,0 +1,133 @@
+package mqttlink
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/fencegate/fencegate/tests/testenv"
+	"github.com/fencegate/fencegate/wire"
+)
+
+// child starts a process that runs until it is killed, and returns it
+// with the claim it would have made as the gateway of topics on this host
+// with store. Its caller reaps it, or it is reaped when t ends.
+func child(t *testing.T, topics wire.Topics, store string) (*exec.Cmd, wire.Claim) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("processes are known on Linux only")
+	}
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	ticks, ok := processTicks(cmd.Process.Pid)
+	if !ok {
+		t.Fatal("no start for the child")
+	}
+	claim := New(Options{Topics: topics, Store: store}, &countHandler{}).claim
+	claim.Instance, claim.PID, claim.Ticks, claim.Connection = "previous", cmd.Process.Pid, ticks, 1
+	return cmd, claim
+}
+
+// retain publishes claim, retained, on the instance topic of topics.
+func retain(t *testing.T, broker string, topics wire.Topics, claim wire.Claim) {
+	t.Helper()
+	c := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(testenv.ID(t, "previous")))
+	if tok := c.Connect(); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	defer c.Disconnect(100)
+	if tok := c.Publish(topics.Instance(), 1, true, wire.EncodeClaim(claim)); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+}
+
+// A gateway killed with kill -9 under a parent that does not reap it (a
+// container without an init) stays a zombie: its pid exists, with the
+// start the claim says. It has ended all the same; the next start with
+// the same store takes over instead of refusing the id as in use.
+func TestZombieIsNoRunningGateway(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	topics := wire.Topics{GatewayID: testenv.ID(t, "zombie")}
+	cmd, previous := child(t, topics, "store")
+	cmd.Process.Signal(syscall.SIGKILL) // and not waited for
+	for deadline := time.Now().Add(20 * time.Second); processStateOf(cmd.Process.Pid) != "Z"; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed child is in state %q, not a zombie", processStateOf(cmd.Process.Pid))
+		}
+	}
+	l := New(Options{Topics: topics, Store: "store"}, &countHandler{})
+	if got := l.guard.aliveness(previous); got != ended {
+		t.Errorf("the claim of a zombie: aliveness %d, want ended (%d)", got, ended)
+	}
+	retain(t, broker, topics, previous)
+	startLink(t, Options{Broker: broker, Topics: topics, Actuators: []string{"pump"}, Store: "store"}, &countHandler{})
+}
+
+// A process of this host that /proc says runs, with the pid and start of
+// the claim left on the broker, but that does not answer: the guard cannot
+// tell a gateway that serves from one on its way out. It does not stop
+// with ErrConflict (exit 78, never restarted), nor take commands: it
+// claims again until that process has ended, then takes commands.
+func TestUnsureGuardWaits(t *testing.T) {
+	defer func(d time.Duration) { settleTime = d }(settleTime)
+	settleTime = 200 * time.Millisecond
+	broker := testenv.EmbeddedBroker(t)
+	topics := wire.Topics{GatewayID: testenv.ID(t, "unsure")}
+	cmd, previous := child(t, topics, "store")
+	retain(t, broker, topics, previous)
+
+	ready := make(chan struct{}, 1)
+	l := New(Options{Broker: broker, Topics: topics, Actuators: []string{"pump"}, Store: "store",
+		Ready: func() { ready <- struct{}{} }}, &countHandler{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(l.Status().LastError, errUnsure.Error()); time.Sleep(5 * time.Millisecond) {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("Run returned %v while the previous process runs without answering; want it to wait", err)
+		case <-ready:
+			t.Fatal("the link takes commands while the previous process runs")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the link does not say it waits for the previous process within 20 s (status %+v)", l.Status())
+		}
+	}
+	if l.Status().Subscribed {
+		t.Fatal("the link says it takes commands while the previous process runs")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	select {
+	case <-ready:
+	case err := <-done:
+		done <- err
+		t.Fatalf("Run returned %v after the previous process ended; want it to take commands", err)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the link did not take commands within 60 s of the previous process's end (status %+v)", l.Status())
+	}
+}
+
+// processStateOf returns the state letter of a process from /proc.
+func processStateOf(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2 : i+3]
+	}
+	return ""
+}
