@@ -262,6 +262,11 @@ func Open(path string, opts *Options) (*Log, error) {
 	}
 
 	db, err := openBolt(path, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
+	if errors.Is(err, bolt.ErrTimeout) && o.ReadOnly {
+		// Only a writer keeps a reader out: a gateway that runs on it.
+		return nil, fmt.Errorf("%w: %s: a running gateway has it open, and a gateway locks its store while it runs; waited %v for it. "+
+			"Read a running gateway through its HTTP API instead (--api URL), or stop it first", ErrLocked, path, o.Timeout)
+	}
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s: another process (a gateway, or gateway inspect) has it open, and one gateway at a time may use a store; "+
 			"waited %v for it. Stop the other process, or give this gateway a store of its own", ErrLocked, path, o.Timeout)

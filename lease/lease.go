@@ -273,10 +273,11 @@ func (e *AheadError) Error() string {
 		what = fmt.Sprintf("is at or above the token %d that this etcd has just granted to the lock this holder still holds, so no newer holder of this etcd raised it "+
 			"(this etcd handed out token %d again)", e.Held, e.Held)
 	}
-	return fmt.Sprintf("lease: the gateway's fence token %d %s: "+
-		"etcd was reset or restored from an older backup, or the fence's tokens came from another lease service. "+
+	return fmt.Sprintf("lease: the gateway's fence token %d %s: the fence's tokens did not come from this etcd: "+
+		"they were typed by hand (gateway send --token N), or came from another lease service, or etcd was reset or restored from an older backup. "+
 		"No token from this etcd can pass the fence until its revision does; retrying will not help. "+
-		"Restore etcd with etcdutl snapshot restore --bump-revision (see docs/controllers.md, \"Restoring etcd\")",
+		"Tokens typed by hand: go on typing them, above the fence, and take a scope's tokens from one source only. "+
+		"An etcd restored from a backup: restore it again with etcdutl snapshot restore --bump-revision (see docs/controllers.md, \"Restoring etcd\")",
 		e.Fence, what)
 }
 

@@ -61,6 +61,20 @@ func (e *DirInUseError) Describe() string {
 
 func (e *DirInUseError) Unwrap() error { return ErrDirInUse }
 
+// Dashboard returns the dashboard address (host:port) that the simulator
+// using dir recorded, "" if none did: none runs there, or it is starting.
+func Dashboard(dir string) string { return readOwner(dir).Dashboard }
+
+// readOwner returns what the owner file in dir records; the zero Owner if
+// there is none, or it is torn or foreign.
+func readOwner(dir string) Owner {
+	var o Owner
+	if b, err := os.ReadFile(filepath.Join(dir, ownerName)); err == nil {
+		json.Unmarshal(b, &o)
+	}
+	return o
+}
+
 // dirLock is a held directory lock.
 type dirLock struct {
 	dir    string
@@ -81,11 +95,7 @@ func lockDir(dir string) (*dirLock, error) {
 		return nil, fmt.Errorf("sim: lock %s: %w", l.Path(), err)
 	}
 	if !ok {
-		e := &DirInUseError{Dir: dir}
-		if b, err := os.ReadFile(filepath.Join(dir, ownerName)); err == nil {
-			json.Unmarshal(b, &e.Owner) // a torn or foreign file leaves the zero Owner
-		}
-		return nil, e
+		return nil, &DirInUseError{Dir: dir, Owner: readOwner(dir)}
 	}
 	d := &dirLock{dir: dir, lock: l}
 	d.unlock = sync.OnceFunc(func() {

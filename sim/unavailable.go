@@ -34,7 +34,7 @@ func (s *Sim) unavailable(err error) dashboard.Notice {
 			What: exited("exited") + " The simulator does not restart it: it exited with a configuration error (exit status 78), " +
 				"which a restart cannot fix.",
 			Fix: fmt.Sprintf("Do what the reason says (for instance, if another gateway process serves the gateway id %q: stop it, "+
-				"or give this simulator an id of its own with gateway sim --id NAME), then stop the simulator (Ctrl-C) and start it again.", s.opts.GatewayID),
+				"or give this simulator an id of its own with its flag --id NAME), then stop the simulator (Ctrl-C) and start it again.", s.opts.GatewayID),
 		}
 	case status != "online":
 		return dashboard.Notice{

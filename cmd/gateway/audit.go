@@ -89,7 +89,7 @@ duration back from now (30m, 2h). --json prints one JSON object a line.`)
 	if *store != "" {
 		l, err := fencelog.Open(*store, &fencelog.Options{ReadOnly: true})
 		if err != nil {
-			return err
+			return heldStore(err, *store)
 		}
 		defer l.Close()
 		es, err := l.FindAudit(q)

@@ -164,7 +164,7 @@ runs, the store is locked: stop the gateway first, or read its API.`)
 	}
 	l, err := fencelog.Open(*store, &fencelog.Options{ReadOnly: true})
 	if err != nil {
-		return err
+		return heldStore(err, *store)
 	}
 	defer l.Close()
 	fences, err := l.Fences()

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/mqttbroker"
 	"github.com/fencegate/fencegate/scenario"
 	"github.com/fencegate/fencegate/sim"
@@ -42,8 +43,9 @@ func defaultSimDir() string {
 }
 
 // defaultSimHTTP is the dashboard's address unless --http says otherwise,
-// and the simulator that gateway sim scenario looks for unless --sim does.
-const defaultSimHTTP = "127.0.0.1:8080"
+// and the simulator that gateway sim scenario looks for unless --sim does:
+// where a gateway's own API would be.
+const defaultSimHTTP = config.DefaultHTTP
 
 type simFlags struct {
 	listen, external, httpAddr, dir, id, level *string
@@ -205,6 +207,10 @@ func simFlag(addr string) string {
 	}
 	return " --sim http://" + addr
 }
+
+// simDashboard is the dashboard address of the simulator using dir, ""
+// if none does.
+func simDashboard(dir string) string { return sim.Dashboard(dir) }
 
 func ptr[T any](v T) *T { return &v }
 

@@ -44,3 +44,6 @@ a laptop from source with "make sim", or build the gateway without
 	}
 	return usageErr("%w", errNoSim)
 }
+
+// simDashboard finds no simulator: this build runs none.
+func simDashboard(string) string { return "" }
