@@ -103,3 +103,20 @@ func (l *Log) Fences() (map[string]fence.Fence, error) {
 	}
 	return m, nil
 }
+
+// Actuators returns the names of the actuators bound to a scope in the
+// store (see Bind), sorted: every actuator a gateway with this store has
+// served.
+func (l *Log) Actuators() ([]string, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	var names []string
+	err := l.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBind).ForEach(func(k, _ []byte) error {
+			names = append(names, string(k))
+			return nil
+		})
+	})
+	return names, err
+}

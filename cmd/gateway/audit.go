@@ -92,6 +92,9 @@ duration back from now (30m, 2h). --json prints one JSON object a line.`)
 			return heldStore(err, *store)
 		}
 		defer l.Close()
+		if err := knownActuator(q.Actuator, l.Actuators); err != nil {
+			return err
+		}
 		es, err := l.FindAudit(q)
 		if err != nil {
 			return err
@@ -115,6 +118,9 @@ duration back from now (30m, 2h). --json prints one JSON object a line.`)
 			return err
 		}
 		defer events.Body.Close()
+	}
+	if err := knownActuator(q.Actuator, func() ([]string, error) { return apiActuators(ctx, base) }); err != nil {
+		return err
 	}
 	es, err := fetchAudit(ctx, base, q)
 	if err != nil {
@@ -225,6 +231,41 @@ func fetchAudit(ctx context.Context, base *url.URL, q fencelog.AuditQuery) ([]fe
 		return nil, fmt.Errorf("audit: GET %s: %w", u, err)
 	}
 	return es, nil
+}
+
+// knownActuator refuses --actuator name if the gateway has no such
+// actuator (names lists them), so that a misspelt name is not answered
+// with an empty trail, as if the actuator had made no decision. If the
+// names cannot be read, the query goes ahead.
+func knownActuator(name string, names func() ([]string, error)) error {
+	if name == "" {
+		return nil
+	}
+	list, err := names()
+	if err != nil || len(list) == 0 || slices.Contains(list, name) {
+		return nil
+	}
+	return usageErr("--actuator %q: this gateway has no such actuator; its actuators are %s", name, strings.Join(list, ", "))
+}
+
+// apiActuators returns the names of a running gateway's actuators.
+func apiActuators(ctx context.Context, base *url.URL) ([]string, error) {
+	resp, err := httpapi.Get(ctx, base.JoinPath("/api/actuators").String())
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var as []struct {
+		Name string `json:"name"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&as); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(as))
+	for _, a := range as {
+		names = append(names, a.Name)
+	}
+	return names, nil
 }
 
 func openEvents(ctx context.Context, base *url.URL) (*http.Response, error) {

@@ -81,6 +81,12 @@ func TestAuditCLI(t *testing.T) {
 		}
 	}
 
+	// A misspelt actuator is no actuator without decisions.
+	if out, code := runCLI(t, "audit", "--api", api, "--actuator", "pmup"); code != exitUsage ||
+		!strings.Contains(out, `--actuator "pmup": this gateway has no such actuator; its actuators are pump, fan`) {
+		t.Errorf("gateway audit --api --actuator pmup: exit %d, %q; want exit %d naming pump and fan", code, out, exitUsage)
+	}
+
 	follow := startProc(t, nil, "audit", "--api", api, "--follow", "--actuator", "fan", "-n", "1")
 	waitOutput(t, follow, "id=b-2") // the trail's newest fan entry, first
 	send(fence.Command{ID: "b-3", Actuator: "fan", Holder: "ctl-b", Fence: fence.Fence{Token: 42, Seq: 1}, State: fence.StateOff}, fence.Applied)
@@ -138,6 +144,7 @@ func TestAuditCLI(t *testing.T) {
 		{[]string{"--store", store, "--since", "yesterday"}, `--since "yesterday": want an RFC 3339 time`},
 		{[]string{"--store", store, "-n", "0"}, "-n 0: want a number from 1 to 10000"},
 		{[]string{"--api", "127.0.0.1:8080"}, "want the gateway's HTTP API, e.g. http://"},
+		{[]string{"--store", store, "--actuator", "pmup"}, `--actuator "pmup": this gateway has no such actuator; its actuators are fan, pump`},
 	} {
 		out, code := runCLI(t, append([]string{"audit"}, tt.args...)...)
 		if code != exitUsage || !strings.Contains(out, tt.want) {
