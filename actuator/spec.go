@@ -47,9 +47,6 @@ const (
 	KindPulse Kind = "pulse"
 )
 
-// MaxPulse is the longest max_pulse a pulse output may have.
-const MaxPulse = 10 * time.Minute
-
 // Spec describes one actuator for New.
 type Spec struct {
 	Name      string
@@ -61,7 +58,7 @@ type Spec struct {
 	// Pulse is a pulse output's default width: a command with state on
 	// and no pulse_ms asks for it. Zero: such commands are refused.
 	Pulse time.Duration
-	// MaxPulse is a pulse output's longest pulse (1 ms to MaxPulse).
+	// MaxPulse is a pulse output's longest pulse (1 ms to fence.MaxPulse).
 	MaxPulse time.Duration
 	// MaxOn, if not zero, switches the output off once it has been on
 	// this long: a liveness rule, recorded and reported, which never
@@ -124,8 +121,8 @@ func (s *Spec) checkKind() error {
 		return fmt.Errorf("actuator: %s: kind %q: want switch or pulse", s.Name, s.Kind)
 	}
 	switch {
-	case s.MaxPulse < time.Millisecond || s.MaxPulse > MaxPulse || s.MaxPulse%time.Millisecond != 0:
-		return fmt.Errorf("actuator: %s: max_pulse %v: a pulse output needs one, whole milliseconds from 1ms to %v", s.Name, s.MaxPulse, MaxPulse)
+	case s.MaxPulse < time.Millisecond || s.MaxPulse > fence.MaxPulse || s.MaxPulse%time.Millisecond != 0:
+		return fmt.Errorf("actuator: %s: max_pulse %v: a pulse output needs one, whole milliseconds from 1ms to %v", s.Name, s.MaxPulse, fence.MaxPulse)
 	case s.Pulse < 0 || s.Pulse > s.MaxPulse || s.Pulse%time.Millisecond != 0:
 		return fmt.Errorf("actuator: %s: pulse %v: the default width is whole milliseconds, at most max_pulse (%v)", s.Name, s.Pulse, s.MaxPulse)
 	case s.Boot == BootOn:

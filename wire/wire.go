@@ -256,9 +256,7 @@ func decodeCommand(actuator string, payload []byte) (c fence.Command, idRead boo
 				c.Sig, err = decodeSig(s)
 			}
 		case "pulse_ms":
-			var ms uint64
-			ms, err = integer(key, raw, 1, MaxPulseMs)
-			c.Pulse = time.Duration(ms) * time.Millisecond
+			c.Pulse, err = pulseMs(raw)
 		case "reset":
 			if string(raw) != "true" {
 				err = fmt.Errorf("reset must be true (or left out), got %s", abbrev(raw))
@@ -286,18 +284,25 @@ func decodeCommand(actuator string, payload []byte) (c fence.Command, idRead boo
 	if c.Reset && (seen["state"] || c.Pulse > 0) {
 		return c, idRead, errors.New("reset goes with a fence-only command (no state, no pulse_ms): it releases a tripped scope and drives nothing")
 	}
-	if c.Pulse > 0 {
-		if c.State == fence.StateOff {
-			return c, idRead, errors.New(`pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone`)
-		}
-		c.State = fence.StateOn
+	if c.Pulse > 0 && c.State == fence.StateOff {
+		return c, idRead, errors.New(`pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone`)
 	}
+	c.State = c.Asks()
 	return c, idRead, nil
 }
 
-// MaxPulseMs is the longest pulse a command may ask for, in milliseconds
-// (an hour); each pulse output has its own, shorter, max_pulse.
-const MaxPulseMs = 3600 * 1000
+// maxPulseMs is fence.MaxPulse in the unit of pulse_ms.
+const maxPulseMs = uint64(fence.MaxPulse / time.Millisecond)
+
+// pulseMs decodes pulse_ms: whole milliseconds from 1 to fence.MaxPulse
+// (each pulse output has its own max_pulse, at most that).
+func pulseMs(raw json.RawMessage) (time.Duration, error) {
+	ms, err := integer("pulse_ms", raw, 1, maxPulseMs)
+	if err != nil {
+		return 0, fmt.Errorf("%w: a pulse lasts at most %v (a pulse output's max_pulse may be shorter)", err, fence.MaxPulse)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
 
 // Oversized returns what DecodeCommand returns for a payload of size bytes,
 // more than MaxPayload, that begins with head: an error that says so, and
