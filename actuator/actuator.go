@@ -169,8 +169,8 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 		if _, dup := b.outs[s.Name]; dup {
 			return nil, fmt.Errorf("actuator: duplicate actuator %q", s.Name)
 		}
-		if s.Scope == "" {
-			s.Scope = s.Name
+		if err := s.checkScope(); err != nil {
+			return nil, err
 		}
 		boot, err := ParseBoot(string(s.Boot))
 		if err != nil {

@@ -41,6 +41,19 @@ var defaultActs = []act{
 	{name: "heater", pin: "GPIO23", scope: "climate"},
 }
 
+// alone gives each spec without a scope a scope of its own, as the
+// configuration does.
+func alone(specs ...actuator.Spec) []actuator.Spec {
+	out := make([]actuator.Spec, len(specs))
+	for i, s := range specs {
+		if s.Scope == "" {
+			s.Scope = s.Name
+		}
+		out[i] = s
+	}
+	return out
+}
+
 func newRig(t *testing.T, dir string, acts []act, opts *actuator.Options) *rig {
 	return newRigWrapped(t, dir, acts, opts, nil)
 }
@@ -80,7 +93,7 @@ func newRigWrapped(t *testing.T, dir string, acts []act, opts *actuator.Options,
 		specs = append(specs, actuator.Spec{Name: a.name, Scope: a.scope, PinName: a.pin, ActiveLow: a.activeLow, Boot: a.boot})
 		names[a.pin] = a.name
 	}
-	b, err := actuator.New(l, specs, opts)
+	b, err := actuator.New(l, alone(specs...), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,17 +496,24 @@ func TestNewRejectsBadSpecs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	for _, specs := range [][]actuator.Spec{
-		{{Name: "", PinName: "GPIO17"}},
-		{{Name: "a", PinName: "GPIO17"}, {Name: "a", PinName: "GPIO27"}},
-		{{Name: "a", PinName: "GPIO17", Boot: "sometimes"}},
+	for _, c := range []struct {
+		specs []actuator.Spec
+		frag  string
+	}{
+		{[]actuator.Spec{{Name: "", Scope: "a", PinName: "GPIO17"}}, "empty actuator name"},
+		{[]actuator.Spec{{Name: "a", Scope: "a", PinName: "GPIO17"}, {Name: "a", Scope: "a", PinName: "GPIO27"}}, `duplicate actuator "a"`},
+		{[]actuator.Spec{{Name: "a", Scope: "a", PinName: "GPIO17", Boot: "sometimes"}}, "sometimes"},
+		{[]actuator.Spec{{Name: "a", PinName: "GPIO17"}}, "a: empty scope: name the fence scope"},
 	} {
-		if _, err := actuator.New(l, specs, nil); err == nil {
-			t.Errorf("New(%+v) succeeded, want an error", specs)
+		if _, err := actuator.New(l, c.specs, nil); err == nil || !strings.Contains(err.Error(), c.frag) {
+			t.Errorf("New(%+v) = %v, want an error with %q", c.specs, err, c.frag)
 		}
 	}
+	if err := actuator.CheckInterlocks([]actuator.Spec{{Name: "a", PinName: "GPIO17"}, {Name: "b", Scope: "b", PinName: "GPIO27"}}, nil); err == nil || !strings.Contains(err.Error(), "a: empty scope") {
+		t.Errorf("CheckInterlocks with a spec without a scope = %v, want an error", err)
+	}
 	// A pin the board does not have fails Start.
-	b, err := actuator.New(l, []actuator.Spec{{Name: "a", PinName: "GPIO99"}}, nil)
+	b, err := actuator.New(l, []actuator.Spec{{Name: "a", Scope: "a", PinName: "GPIO99"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

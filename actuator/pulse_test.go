@@ -70,7 +70,7 @@ func newSpecRig(t *testing.T, store string, specs []actuator.Spec, opts *actuato
 		default:
 		}
 	}
-	b, err := actuator.New(l, specs, &o)
+	b, err := actuator.New(l, alone(specs...), &o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func TestPulseSpecs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = actuator.New(l, []actuator.Spec{c.spec, {Name: "pump", PinName: "GPIO17"}}, &actuator.Options{Interlocks: c.locks})
+		_, err = actuator.New(l, alone(c.spec, actuator.Spec{Name: "pump", PinName: "GPIO17"}), &actuator.Options{Interlocks: c.locks})
 		l.Close()
 		if err == nil || !strings.Contains(err.Error(), c.frag) {
 			t.Errorf("New(%+v) = %v, want an error saying %q", c.spec, err, c.frag)

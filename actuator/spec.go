@@ -50,7 +50,7 @@ const (
 // Spec describes one actuator for New.
 type Spec struct {
 	Name      string
-	Scope     string // fence scope; empty means Name
+	Scope     string // fence scope; required (package config makes it Name if the configuration gives none)
 	PinName   string // the board's name for the pin
 	ActiveLow bool   // on drives the pin low
 	Boot      Boot   // empty means BootLast
@@ -100,6 +100,15 @@ type Safe struct {
 // CheckKind checks a spec's kind, pulse widths and boot policy against
 // each other, as New does: for configuration checks.
 func CheckKind(s Spec) error { return s.checkKind() }
+
+// checkScope refuses a spec without a scope: which actuators share a
+// fence is the configuration's decision, never a default made here.
+func (s *Spec) checkScope() error {
+	if s.Scope == "" {
+		return fmt.Errorf("actuator: %s: empty scope: name the fence scope it belongs to (an actuator alone in its scope usually takes its own name)", s.Name)
+	}
+	return nil
+}
 
 // checkKind checks s's kind and its pulse widths.
 func (s *Spec) checkKind() error {
@@ -159,7 +168,10 @@ func checkSafe(scope string, safe Safe, members []*output, trip bool) error {
 // as New does, trip saying whether the scope has one: for configuration
 // checks.
 func CheckSafe(scope string, safe Safe, specs []Spec, interlocks []fence.Interlock, trip bool) error {
-	b := specBank(specs)
+	b, err := specBank(specs)
+	if err != nil {
+		return err
+	}
 	if err := b.addInterlocks(interlocks); err != nil {
 		return err
 	}
@@ -178,21 +190,25 @@ func CheckSafe(scope string, safe Safe, specs []Spec, interlocks []fence.Interlo
 // CheckInterlocks checks interlocks against specs as New does, without a
 // store: for configuration checks.
 func CheckInterlocks(specs []Spec, interlocks []fence.Interlock) error {
-	return specBank(specs).addInterlocks(interlocks)
+	b, err := specBank(specs)
+	if err != nil {
+		return err
+	}
+	return b.addInterlocks(interlocks)
 }
 
 // specBank is a bank of specs without a store, for the configuration
 // checks.
-func specBank(specs []Spec) *Bank {
+func specBank(specs []Spec) (*Bank, error) {
 	b := &Bank{outs: map[string]*output{}}
 	for _, s := range specs {
-		if s.Scope == "" {
-			s.Scope = s.Name
+		if err := s.checkScope(); err != nil {
+			return nil, err
 		}
 		b.outs[s.Name] = &output{Spec: s}
 		b.order = append(b.order, s.Name)
 	}
-	return b
+	return b, nil
 }
 
 func (b *Bank) addInterlocks(list []fence.Interlock) error {

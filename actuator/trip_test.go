@@ -58,7 +58,7 @@ func newInputRig(t *testing.T, store string, specs []actuator.Spec, opts *actuat
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := actuator.New(l, specs, opts)
+	b, err := actuator.New(l, alone(specs...), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -277,14 +277,28 @@ func (c *Config) Rules() map[string]fence.Rules {
 	return m
 }
 
+// scope is a's fence scope: the one it names, or, if none, its own (an
+// actuator alone in its scope).
+func (a *Actuator) scope() string {
+	if a.Scope == "" {
+		return a.Name
+	}
+	return a.Scope
+}
+
 // Specs returns the actuators as package actuator takes them.
 func (c *Config) Specs() []actuator.Spec {
 	specs := make([]actuator.Spec, 0, len(c.Actuators))
-	for _, a := range c.Actuators {
-		specs = append(specs, actuator.Spec{Name: a.Name, Scope: a.Scope, PinName: a.output, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot),
-			Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn, Requires: a.Requires.rule()})
+	for i := range c.Actuators {
+		specs = append(specs, c.Actuators[i].spec())
 	}
 	return specs
+}
+
+// spec is a as package actuator takes it.
+func (a *Actuator) spec() actuator.Spec {
+	return actuator.Spec{Name: a.Name, Scope: a.scope(), PinName: a.output, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot),
+		Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn, Requires: a.Requires.rule()}
 }
 
 // Locks returns the interlocks as package fence takes them.
@@ -560,15 +574,14 @@ func (c *Config) check() error {
 			bad("%s: %v", where, strings.TrimPrefix(err.Error(), "actuator: "))
 		} else {
 			a.Boot = string(boot)
-			spec := actuator.Spec{Name: a.Name, Boot: boot, Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn, Requires: a.Requires.rule()}
-			if err := actuator.CheckKind(spec); err != nil {
+			if err := actuator.CheckKind(a.spec()); err != nil {
 				bad("%s: %v", where, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "actuator: "), a.Name+": "))
 			}
 		}
-		if a.Scope == "" {
-			a.Scope = a.Name
-		} else if !nameRE.MatchString(a.Scope) {
+		if a.Scope != "" && !nameRE.MatchString(a.Scope) {
 			bad("%s: scope %q: use letters, digits, - and _ only", where, a.Scope)
+		} else {
+			a.Scope = a.scope()
 		}
 	}
 	var locks []fence.Interlock // the interlocks checked so far, together
