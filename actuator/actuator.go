@@ -174,7 +174,8 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 		}
 		boot, err := ParseBoot(string(s.Boot))
 		if err != nil {
-			return nil, fmt.Errorf("actuator: %s: %w", s.Name, err)
+			err.(*SpecError).Actuator = s.Name
+			return nil, err
 		}
 		s.Boot = boot
 		if err := s.checkKind(); err != nil {

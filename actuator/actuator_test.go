@@ -559,3 +559,25 @@ func TestDuplicateSaysTheOutputNow(t *testing.T) {
 		}
 	}
 }
+
+// The configuration checks say which item and key they refuse, so that
+// package config can point at its line; the text names them too.
+func TestSpecErrorSaysWhere(t *testing.T) {
+	for _, c := range []struct {
+		err                     error
+		kind, name, field, text string
+	}{
+		{actuator.CheckKind(actuator.Spec{Name: "d", Scope: "d", Kind: actuator.KindPulse, MaxPulse: time.Hour}), "actuator", "d", "max_pulse", "actuator: d: max_pulse 1h0m0s: a pulse output needs one"},
+		{actuator.CheckInterlocks(alone(actuator.Spec{Name: "a"}, actuator.Spec{Name: "b"}), []fence.Interlock{{Name: "ab", Members: []string{"a", "b"}, DeadTime: time.Hour}}), "interlock", "ab", "dead_time", "actuator: interlock ab: dead_time 1h0m0s: want 0 to 10s"},
+		{actuator.CheckSafe("a", actuator.Safe{State: fence.StateOff}, alone(actuator.Spec{Name: "a"}), nil, false), "scope", "a", "safe", "actuator: scope a: safe: give after"},
+	} {
+		var se *actuator.SpecError
+		if !errors.As(c.err, &se) {
+			t.Errorf("%v is not a SpecError", c.err)
+			continue
+		}
+		if kind, name := se.Item(); kind != c.kind || name != c.name || se.Field != c.field || !strings.HasPrefix(se.Error(), c.text) {
+			t.Errorf("%+v: item %s %q, field %q, text %q; want %s %q, %q, %q…", se, kind, name, se.Field, se.Error(), c.kind, c.name, c.field, c.text)
+		}
+	}
+}

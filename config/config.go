@@ -445,11 +445,11 @@ func Parse(b []byte) (*Config, error) {
 			c.Controllers[i].line = lines[i]
 		}
 	}
+	c.lines = w.lines // check says where a key is wrong
 	w.checked(&c, c.check())
 	if err := w.err(); err != nil {
 		return nil, err
 	}
-	c.lines = w.lines
 	return &c, nil
 }
 
@@ -571,11 +571,11 @@ func (c *Config) check() error {
 			}
 		}
 		if boot, err := actuator.ParseBoot(a.Boot); err != nil {
-			bad("%s: %v", where, strings.TrimPrefix(err.Error(), "actuator: "))
+			errs = append(errs, c.specProblem("actuator", i, a.line, a.Name, err))
 		} else {
 			a.Boot = string(boot)
 			if err := actuator.CheckKind(a.spec()); err != nil {
-				bad("%s: %v", where, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "actuator: "), a.Name+": "))
+				errs = append(errs, c.specProblem("actuator", i, a.line, a.Name, err))
 			}
 		}
 		if a.Scope != "" && !nameRE.MatchString(a.Scope) {
@@ -586,17 +586,12 @@ func (c *Config) check() error {
 	}
 	var locks []fence.Interlock // the interlocks checked so far, together
 	for i, g := range c.Locks() {
-		where := fmt.Sprintf("interlocks[%d]", i)
-		if l := c.Interlocks[i].line; l > 0 {
-			where = fmt.Sprintf("line %d: interlock %q", l, g.Name)
-		}
 		if g.Name != "" && !nameRE.MatchString(g.Name) {
-			bad("%s: name: use letters, digits, - and _ only", where)
+			bad("%s: name: use letters, digits, - and _ only", itemWhere("interlock", i, c.Interlocks[i].line, g.Name))
 			continue
 		}
 		if err := actuator.CheckInterlocks(c.Specs(), append(locks, g)); err != nil {
-			msg := strings.TrimPrefix(err.Error(), "actuator: ")
-			bad("%s: %s", where, strings.TrimPrefix(msg, "interlock "+g.Name+": "))
+			errs = append(errs, c.specProblem("interlock", i, c.Interlocks[i].line, g.Name, err))
 			continue
 		}
 		locks = append(locks, g)
@@ -605,6 +600,25 @@ func (c *Config) check() error {
 	errs = append(errs, c.checkScopes()...)
 	errs = append(errs, c.checkSigning()...)
 	return errors.Join(errs...)
+}
+
+// specProblem is what a check of package actuator found wrong with the
+// i-th item of kind (actuator, interlock, scope) at line: said at the
+// line of the key at fault, if the configuration has it. An error about
+// another item (the interlock a scope's safe state conflicts with) names
+// that item.
+func (c *Config) specProblem(kind string, i, line int, name string, err error) error {
+	var se *actuator.SpecError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("%s: %v", itemWhere(kind, i, line, name), err)
+	}
+	if k, n := se.Item(); n != "" && (k != kind || n != name) {
+		return fmt.Errorf("%s: %s %s: %s", itemWhere(kind, i, line, name), k, n, se.Msg)
+	}
+	if l := c.lines[fmt.Sprintf("%ss[%d].%s", kind, i, se.Field)]; se.Field != "" && l > 0 {
+		line = l
+	}
+	return fmt.Errorf("%s: %s", itemWhere(kind, i, line, name), se.Msg)
 }
 
 // itemWhere says where the i-th item of the list of kinds is: at its line
@@ -771,7 +785,7 @@ func (c *Config) checkScopes() []error {
 			seen[s.Name] = max(s.line, 1)
 			if s.Safe != nil {
 				if err := actuator.CheckSafe(s.Name, s.Safe.rule(), c.Specs(), c.Locks(), s.Trip != nil); err != nil {
-					errs = append(errs, fmt.Errorf("%s: %s", where, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "actuator: "), "scope "+s.Name+": ")))
+					errs = append(errs, c.specProblem("scope", i, s.line, s.Name, err))
 				}
 			}
 		}

@@ -478,7 +478,7 @@ func (w *walker) checked(c *Config, err error) {
 func (w *walker) subject(c *Config, p problem) string {
 	if m := actuatorSubj.FindStringSubmatch(p.msg); m != nil && p.line > 0 {
 		for i := range c.Actuators {
-			if c.Actuators[i].line == p.line {
+			if c.Actuators[i].line == p.line || w.lines[fmt.Sprintf("actuators[%d].%s", i, m[1])] == p.line {
 				return fmt.Sprintf("actuators[%d].%s", i, m[1])
 			}
 		}
