@@ -324,7 +324,7 @@ var mutants = []mutant{
 	{
 		name: "pasted-key-quoted",
 		why:  "a private key pasted into the configuration is quoted back by its syntax error",
-		file: "config/config.go",
+		file: "config/load.go",
 		old:  "\tif err := pemBlock(b); err != nil {",
 		new:  "\tif err := pemBlock(b); err != nil && false {",
 		pkgs: []string{"./config"}, run: "TestSigningConfigErrors",
@@ -630,7 +630,7 @@ var mutants = []mutant{
 	{
 		name: "token-bound-removed",
 		why:  "the decoder accepts a token (or seq) above 2^63-1",
-		file: "wire/wire.go",
+		file: "wire/command.go",
 		old:  "\tif err != nil || v > hi {\n",
 		new:  "\tif err != nil {\n",
 		pkgs: []string{"./wire"}, run: "TestDecodeCommandRejects|FuzzDecodeCommand",
