@@ -172,8 +172,8 @@ var mutants = []mutant{
 		name: "no-dead-time",
 		why:  "an interlocked output comes on without waiting out the dead time",
 		file: "actuator/scope.go",
-		old:  "for wait := time.Until(until); wait > 0; wait = time.Until(until) {",
-		new:  "for wait := time.Duration(0); wait > 0; wait = time.Until(until) {",
+		old:  "for wait := until.Sub(b.clock.Now()); wait > 0; wait = until.Sub(b.clock.Now()) {",
+		new:  "for wait := time.Duration(0); wait > 0; wait = until.Sub(b.clock.Now()) {",
 		pkgs: []string{"./actuator"}, run: "TestInterlockBreakBeforeMake|TestInterlockBoot",
 	},
 	{
@@ -679,8 +679,8 @@ var mutants = []mutant{
 		name: "dead-time-on-wall-clock",
 		why:  "an interlock's dead time is counted on the wall clock, so a clock jump skips it or stretches it to a day",
 		file: "actuator/scope.go",
-		old:  "\t\to.lock.lastOff = time.Now()\n",
-		new:  "\t\to.lock.lastOff = time.Now().Round(0)\n",
+		old:  "\t\to.lock.lastOff = b.clock.Now()\n",
+		new:  "\t\to.lock.lastOff = b.clock.Now().Round(0)\n",
 		pkgs: []string{"./piemu"}, run: "TestPiEmu",
 	},
 	{
