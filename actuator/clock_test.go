@@ -18,6 +18,9 @@ type manualClock struct {
 	sleepers []chan struct{} // closed when the clock reaches their deadline
 	wakeAt   []time.Time
 	asleep   chan struct{} // one value per Sleep that began
+	// auto makes a Sleep advance the clock itself, for tests in which
+	// the sleeper is the only thing that moves (a dead time, no timers).
+	auto bool
 }
 
 // newManualClock starts at the real time: the store's records carry
@@ -58,8 +61,13 @@ func (c *manualClock) Advance(d time.Duration) {
 	}
 }
 
-// Sleep returns once a test advanced the clock by d.
+// Sleep returns once a test advanced the clock by d; with auto, it
+// advances it.
 func (c *manualClock) Sleep(d time.Duration) {
+	if c.auto {
+		c.Advance(d)
+		return
+	}
 	c.mu.Lock()
 	wake := make(chan struct{})
 	c.sleepers = append(c.sleepers, wake)
