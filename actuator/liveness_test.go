@@ -88,6 +88,9 @@ func TestDeadman(t *testing.T) {
 		seq++
 		r.clock.Advance(50 * time.Millisecond)
 	}
+	if es := r.audit(t, fencelog.OutcomeSafe); len(es) != 0 {
+		t.Fatalf("the dead-man fired while heartbeats came: %+v", es)
+	}
 	// Only stale commands from now on, until just before the dead-man's
 	// time since the last heartbeat: they are no sign of life.
 	for since := 50 * time.Millisecond; since < after; since += 50 * time.Millisecond {
