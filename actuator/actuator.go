@@ -183,7 +183,10 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 		}
 		boot, err := ParseBoot(string(s.Boot))
 		if err != nil {
-			err.(*SpecError).Actuator = s.Name
+			var se *SpecError
+			if errors.As(err, &se) {
+				se.Actuator = s.Name // ParseBoot does not know it
+			}
 			return nil, err
 		}
 		s.Boot = boot
