@@ -98,6 +98,9 @@ type Options struct {
 	// its safe state (its Safe.State; off without one) and holds it there
 	// until a reset command from its holder, once the input has left it.
 	Trips map[string]InputLevel
+	// Clock times the dead-man, max_on, pulses, dead times and Stalled;
+	// nil is the real clock.
+	Clock Clock
 }
 
 // Observer receives the bank's measurements. Any of its funcs may be nil;
@@ -118,6 +121,7 @@ type Observer struct {
 type Bank struct {
 	log    *fencelog.Log
 	opts   Options
+	clock  Clock
 	outs   map[string]*output // immutable after New
 	order  []string           // actuator names in configuration order
 	scopes []*scope           // in order of their first actuator
@@ -131,10 +135,10 @@ type Bank struct {
 	inputs   map[string]Input // set by AttachInputs before Start
 	attached atomic.Bool      // Start attached the pins: input changes may drive them
 
-	pulseWG sync.WaitGroup         // the pulses' ends that may still run
-	pulseMu sync.Mutex             // guards pulses and stopped
-	pulses  map[string]*time.Timer // the running pulses' ends, by actuator
-	stopped bool                   // Stop has begun: no pulse starts a timer
+	pulseWG sync.WaitGroup   // the pulses' ends that may still run
+	pulseMu sync.Mutex       // guards pulses and stopped
+	pulses  map[string]Timer // the running pulses' ends, by actuator
+	stopped bool             // Stop has begun: no pulse starts a timer
 }
 
 // New checks the actuators and interlocks, binds every actuator to its
@@ -161,6 +165,11 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 	if b.opts.Logger == nil {
 		b.opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	b.clock = b.opts.Clock
+	if b.clock == nil {
+		b.clock = realClock{}
+	}
+	epoch := b.clock.Now()
 	byScope := map[string]*scope{}
 	for _, s := range specs {
 		if s.Name == "" {
@@ -169,12 +178,16 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 		if _, dup := b.outs[s.Name]; dup {
 			return nil, fmt.Errorf("actuator: duplicate actuator %q", s.Name)
 		}
-		if s.Scope == "" {
-			s.Scope = s.Name
+		if err := s.checkScope(); err != nil {
+			return nil, err
 		}
 		boot, err := ParseBoot(string(s.Boot))
 		if err != nil {
-			return nil, fmt.Errorf("actuator: %s: %w", s.Name, err)
+			var se *SpecError
+			if errors.As(err, &se) {
+				se.Actuator = s.Name // ParseBoot does not know it
+			}
+			return nil, err
 		}
 		s.Boot = boot
 		if err := s.checkKind(); err != nil {
@@ -190,6 +203,9 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 		sc.members = append(sc.members, o)
 		b.outs[s.Name] = o
 		b.order = append(b.order, s.Name)
+	}
+	for _, sc := range b.scopes {
+		sc.clock, sc.epoch = b.clock, epoch
 	}
 	if err := b.addInterlocks(b.opts.Interlocks); err != nil {
 		return nil, err

@@ -42,6 +42,19 @@ var defaultActs = []act{
 	{name: "heater", pin: "GPIO23", scope: "climate"},
 }
 
+// alone gives each spec without a scope a scope of its own, as the
+// configuration does.
+func alone(specs ...actuator.Spec) []actuator.Spec {
+	out := make([]actuator.Spec, len(specs))
+	for i, s := range specs {
+		if s.Scope == "" {
+			s.Scope = s.Name
+		}
+		out[i] = s
+	}
+	return out
+}
+
 func newRig(t *testing.T, dir string, acts []act, opts *actuator.Options) *rig {
 	return newRigWrapped(t, dir, acts, opts, nil)
 }
@@ -81,7 +94,7 @@ func newRigWrapped(t *testing.T, dir string, acts []act, opts *actuator.Options,
 		specs = append(specs, actuator.Spec{Name: a.name, Scope: a.scope, PinName: a.pin, ActiveLow: a.activeLow, Boot: a.boot})
 		names[a.pin] = a.name
 	}
-	b, err := actuator.New(l, specs, opts)
+	b, err := actuator.New(l, alone(specs...), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,17 +508,24 @@ func TestNewRejectsBadSpecs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	for _, specs := range [][]actuator.Spec{
-		{{Name: "", PinName: "GPIO17"}},
-		{{Name: "a", PinName: "GPIO17"}, {Name: "a", PinName: "GPIO27"}},
-		{{Name: "a", PinName: "GPIO17", Boot: "sometimes"}},
+	for _, c := range []struct {
+		specs []actuator.Spec
+		frag  string
+	}{
+		{[]actuator.Spec{{Name: "", Scope: "a", PinName: "GPIO17"}}, "empty actuator name"},
+		{[]actuator.Spec{{Name: "a", Scope: "a", PinName: "GPIO17"}, {Name: "a", Scope: "a", PinName: "GPIO27"}}, `duplicate actuator "a"`},
+		{[]actuator.Spec{{Name: "a", Scope: "a", PinName: "GPIO17", Boot: "sometimes"}}, "sometimes"},
+		{[]actuator.Spec{{Name: "a", PinName: "GPIO17"}}, "a: empty scope: name the fence scope"},
 	} {
-		if _, err := actuator.New(l, specs, nil); err == nil {
-			t.Errorf("New(%+v) succeeded, want an error", specs)
+		if _, err := actuator.New(l, c.specs, nil); err == nil || !strings.Contains(err.Error(), c.frag) {
+			t.Errorf("New(%+v) = %v, want an error with %q", c.specs, err, c.frag)
 		}
 	}
+	if err := actuator.CheckInterlocks([]actuator.Spec{{Name: "a", PinName: "GPIO17"}, {Name: "b", Scope: "b", PinName: "GPIO27"}}, nil); err == nil || !strings.Contains(err.Error(), "a: empty scope") {
+		t.Errorf("CheckInterlocks with a spec without a scope = %v, want an error", err)
+	}
 	// A pin the board does not have fails Start.
-	b, err := actuator.New(l, []actuator.Spec{{Name: "a", PinName: "GPIO99"}}, nil)
+	b, err := actuator.New(l, []actuator.Spec{{Name: "a", Scope: "a", PinName: "GPIO99"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,6 +568,28 @@ func TestDuplicateSaysTheOutputNow(t *testing.T) {
 		}
 		if got := r.level(t, "GPIO17"); got != (tt.want == fence.StateOn) {
 			t.Errorf("boot %s: pump level high = %v, want %v", tt.boot, got, tt.want)
+		}
+	}
+}
+
+// The configuration checks say which item and key they refuse, so that
+// package config can point at its line; the text names them too.
+func TestSpecErrorSaysWhere(t *testing.T) {
+	for _, c := range []struct {
+		err                     error
+		kind, name, field, text string
+	}{
+		{actuator.CheckKind(actuator.Spec{Name: "d", Scope: "d", Kind: actuator.KindPulse, MaxPulse: time.Hour}), "actuator", "d", "max_pulse", "actuator: d: max_pulse 1h0m0s: a pulse output needs one"},
+		{actuator.CheckInterlocks(alone(actuator.Spec{Name: "a"}, actuator.Spec{Name: "b"}), []fence.Interlock{{Name: "ab", Members: []string{"a", "b"}, DeadTime: time.Hour}}), "interlock", "ab", "dead_time", "actuator: interlock ab: dead_time 1h0m0s: want 0 to 10s"},
+		{actuator.CheckSafe("a", actuator.Safe{State: fence.StateOff}, alone(actuator.Spec{Name: "a"}), nil, false), "scope", "a", "safe", "actuator: scope a: safe: give after"},
+	} {
+		var se *actuator.SpecError
+		if !errors.As(c.err, &se) {
+			t.Errorf("%v is not a SpecError", c.err)
+			continue
+		}
+		if kind, name := se.Item(); kind != c.kind || name != c.name || se.Field != c.field || !strings.HasPrefix(se.Error(), c.text) {
+			t.Errorf("%+v: item %s %q, field %q, text %q; want %s %q, %q, %q…", se, kind, name, se.Field, se.Error(), c.kind, c.name, c.field, c.text)
 		}
 	}
 }

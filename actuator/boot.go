@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
@@ -184,7 +183,7 @@ func (b *Bank) Start(pin func(name string) (Pin, error)) error {
 }
 
 func (b *Bank) startScope(sc *scope) error {
-	now := time.Now()
+	now := b.clock.Now()
 	rec, err := b.log.Scope(sc.name)
 	if err != nil {
 		return fmt.Errorf("actuator: %w", err)
@@ -205,7 +204,7 @@ func (b *Bank) startScope(sc *scope) error {
 			}
 			// max_on counts from when the record says it went on, as far
 			// as the wall clock can tell (never from the future).
-			b.onFor(o, pass, time.Since(rec.Output(o.Name).ChangedAt))
+			b.onFor(o, pass, b.since(rec.Output(o.Name).ChangedAt))
 		}
 	}
 	for _, o := range sc.members {

@@ -121,8 +121,8 @@ func (b *Bank) MaxBatch(actuator string) int {
 // default width) and fence-only commands; a switch takes no pulse. An
 // error rejects c before its scope is locked: nothing recorded or driven.
 func (o *output) shape(c fence.Command) (fence.Command, error) {
-	if c.Pulse > 0 && c.State == fence.StateNone {
-		c.State = fence.StateOn // as the wire decodes a pulse: on, then back at rest
+	if c.State == fence.StateNone {
+		c.State = c.Asks() // as the wire decodes a pulse: on, then back at rest
 	}
 	if o.Kind != KindPulse {
 		if c.Pulse > 0 {

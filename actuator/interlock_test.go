@@ -33,6 +33,7 @@ type drives struct {
 	mu   sync.Mutex
 	list []drive
 	log  func() *fencelog.Log
+	now  func() time.Time
 }
 
 type drive struct {
@@ -52,7 +53,7 @@ func (d *drives) onDrive(name string, high bool) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.list = append(d.list, drive{name, high, time.Now(), rec})
+	d.list = append(d.list, drive{name, high, d.now(), rec})
 }
 
 func (d *drives) since(i int) []drive {
@@ -69,7 +70,12 @@ func (d *drives) len() int {
 
 func newVentRig(t *testing.T, dir string, opts *actuator.Options) (*rig, *drives) {
 	t.Helper()
-	d := &drives{}
+	if opts == nil {
+		opts = &actuator.Options{}
+	}
+	clock := rigClock(opts)
+	clock.auto = true // the dead times' sleeps move it
+	d := &drives{now: clock.Now}
 	var r *rig
 	d.log = func() *fencelog.Log {
 		if r == nil {
@@ -147,7 +153,7 @@ func TestInterlockBreakBeforeMake(t *testing.T) {
 			t.Errorf("when %s moved the store held %v; want both states recorded before either pin moves", dr.name, dr.recorded)
 		}
 	}
-	if gap := got[1].at.Sub(got[0].at); gap < dead {
+	if gap := got[1].at.Sub(got[0].at); gap != dead {
 		t.Errorf("vent-open came on %v after vent-close went off; the dead time is %v", gap, dead)
 	}
 	if !r.level(t, "GPIO5") || r.level(t, "GPIO6") {
@@ -164,7 +170,7 @@ func TestInterlockBreakBeforeMake(t *testing.T) {
 	n = d.len()
 	r.send(t, command("b-3", "vent-close", 42, 2, fence.StateOn), fence.Applied)
 	got = d.since(n - 1)
-	if gap := got[1].at.Sub(got[0].at); gap < dead {
+	if gap := got[1].at.Sub(got[0].at); gap != dead {
 		t.Errorf("vent-close came on %v after vent-open went off; the dead time is %v", gap, dead)
 	}
 }
@@ -230,8 +236,11 @@ func TestInterlockBoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	opts := ventLock(false, dead)
+	clock := rigClock(opts)
+	clock.auto = true
 	b, err := actuator.New(l, []actuator.Spec{{Name: "vent-open", Scope: "vent", PinName: "GPIO5"},
-		{Name: "vent-close", Scope: "vent", PinName: "GPIO6"}}, ventLock(false, dead))
+		{Name: "vent-close", Scope: "vent", PinName: "GPIO6"}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,19 +251,19 @@ func TestInterlockBoot(t *testing.T) {
 	}
 	sim, _ := boards.OpenSim(boards.LatchPath(filepath.Join(dir, "fence.db")))
 	var onAt time.Time
-	began := time.Now()
+	began := clock.Now()
 	err = b.Start(func(name string) (actuator.Pin, error) {
 		p, err := sim.Pin(name)
 		return recordingPin{Pin: p, name: name, onDrive: func(n string, high bool) {
 			if high && onAt.IsZero() {
-				onAt = time.Now()
+				onAt = clock.Now()
 			}
 		}}, err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if onAt.IsZero() || onAt.Sub(began) < dead {
+	if onAt.IsZero() || onAt.Sub(began) != dead {
 		t.Errorf("vent-open came on %v after start; want after the dead time %v", onAt.Sub(began), dead)
 	}
 	if m, _ := boards.ReadLatch(sim.Path()); !m["GPIO5"] || m["GPIO6"] {

@@ -35,19 +35,19 @@ func (b *Bank) onFor(o *output, s fence.State, elapsed time.Duration) {
 		return // on already: it counts from the first on
 	}
 	elapsed = min(max(elapsed, 0), o.MaxOn)
-	o.onSince = time.Now().Add(-elapsed)
+	o.onSince = b.clock.Now().Add(-elapsed)
 	b.timer(&o.maxOn, o.MaxOn-elapsed, func() { b.maxOnFired(o) })
 }
 
 // timer (re)arms *t to run f after d, unless the bank is stopping.
-func (b *Bank) timer(t **time.Timer, d time.Duration, f func()) {
+func (b *Bank) timer(t *Timer, d time.Duration, f func()) {
 	b.pulseMu.Lock()
 	defer b.pulseMu.Unlock()
 	if b.stopped {
 		return
 	}
 	if *t == nil {
-		*t = time.AfterFunc(d, f)
+		*t = b.clock.AfterFunc(d, f)
 		return
 	}
 	(*t).Reset(d)
@@ -61,7 +61,7 @@ func (b *Bank) maxOnFired(o *output) {
 	if o.onSince.IsZero() {
 		return // switched off meanwhile
 	}
-	if left := o.MaxOn - time.Since(o.onSince); left > 0 {
+	if left := o.MaxOn - b.since(o.onSince); left > 0 {
 		b.timer(&o.maxOn, left, func() { b.maxOnFired(o) })
 		return
 	}
@@ -76,7 +76,7 @@ func (b *Bank) alive(sc *scope) {
 	if sc.safe.After <= 0 {
 		return
 	}
-	sc.alive, sc.tripped = time.Now(), false
+	sc.alive, sc.tripped = b.clock.Now(), false
 	b.timer(&sc.deadman, sc.safe.After, func() { b.deadmanFired(sc) })
 }
 
@@ -85,7 +85,7 @@ func (b *Bank) alive(sc *scope) {
 func (b *Bank) deadmanFired(sc *scope) {
 	sc.lock(context.Background())
 	defer sc.unlock()
-	if left := sc.safe.After - time.Since(sc.alive); left > 0 {
+	if left := sc.safe.After - b.since(sc.alive); left > 0 {
 		b.timer(&sc.deadman, left, func() { b.deadmanFired(sc) })
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/fence"
@@ -97,5 +98,33 @@ func TestLockHeldFromRecordToDrive(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Stalled measures a held lock on the bank's clock: a drive that does not
+// return holds its scope's lock, and after the limit has passed on the
+// clock, Stalled names the scope.
+func TestStalledOnTheClock(t *testing.T) {
+	r, _ := newInputRig(t, "", []actuator.Spec{{Name: "pump", PinName: "GPIO17"}}, &actuator.Options{}, nil)
+	gate := make(chan struct{})
+	r.gate.Store(&gate)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		must(r.bank.Handle(context.Background(), command("p-1", "pump", 1, 0, fence.StateOn)))
+	}()
+	<-r.entered // the drive holds pump's lock
+	if s, held := r.bank.Stalled(time.Second); s != "" {
+		t.Errorf("Stalled names %s, held %v, before any time passed", s, held)
+	}
+	r.clock.Advance(2 * time.Second)
+	if s, held := r.bank.Stalled(time.Second); s != "pump" || held != 2*time.Second {
+		t.Errorf("Stalled = %q, %v after 2s on the clock; want pump, 2s", s, held)
+	}
+	r.gate.Store(nil)
+	close(gate)
+	<-done
+	if s, _ := r.bank.Stalled(0); s != "" {
+		t.Errorf("Stalled names %s after the drive returned", s)
 	}
 }

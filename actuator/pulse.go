@@ -3,7 +3,6 @@ package actuator
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
@@ -19,10 +18,10 @@ func (b *Bank) pulseEnds(o *output, p fence.Pulse) bool {
 		return false
 	}
 	if b.pulses == nil {
-		b.pulses = make(map[string]*time.Timer)
+		b.pulses = make(map[string]Timer)
 	}
 	b.pulseWG.Add(1) // done by the end, or by Stop if it stops the timer first
-	b.pulses[o.Name] = time.AfterFunc(p.Width, func() {
+	b.pulses[o.Name] = b.clock.AfterFunc(p.Width, func() {
 		defer b.pulseWG.Done()
 		// Back to rest at the width, whoever holds the scope's lock (a
 		// command waiting out a dead time, a slow commit): the pin of a

@@ -20,16 +20,18 @@ type scope struct {
 	// broken lock would allow (see export_test.go). Set before use.
 	waiting func()
 	// moved is when the lock's holder last made progress (took the lock,
-	// or went on to its batch's next command), as 1 + ns since epoch; 0
-	// while the lock is free. See Bank.Stalled.
+	// or went on to its batch's next command), as 1 + ns since epoch on
+	// clock (the bank's); 0 while the lock is free. See Bank.Stalled.
 	moved atomic.Int64
+	clock Clock
+	epoch time.Time
 
 	// The dead-man, guarded by the lock: safe is the rule (After 0:
 	// none), alive when a command last raised the fence (or Start ran),
 	// deadman the timer that checks it.
 	safe    Safe
 	alive   time.Time
-	deadman *time.Timer
+	deadman Timer
 	tripped bool // the dead-man fired, and no command raised the fence since
 
 	trip *InputLevel // the input level that trips the scope; nil if none
@@ -63,11 +65,7 @@ func (s *scope) unlock() {
 }
 
 // progress notes that the lock's holder moved on. The lock must be held.
-func (s *scope) progress() { s.moved.Store(int64(time.Since(epoch)) + 1) }
-
-// epoch is what the scopes' progress times count from: the monotonic
-// clock, which no step of the wall clock moves.
-var epoch = time.Now()
+func (s *scope) progress() { s.moved.Store(int64(s.clock.Now().Sub(s.epoch)) + 1) }
 
 type output struct {
 	Spec
@@ -79,7 +77,7 @@ type output struct {
 	// off), and maxOn the timer that switches it off after MaxOn; both
 	// guarded by the scope's lock.
 	onSince time.Time
-	maxOn   *time.Timer
+	maxOn   Timer
 }
 
 func (o *output) level(s fence.State) bool { return (s == fence.StateOn) != o.ActiveLow }
@@ -99,8 +97,8 @@ func (b *Bank) drive(o *output, s fence.State) error {
 		// early a sleep returns (a timer on an emulated or loaded core
 		// may wake a little before its time).
 		until := o.lock.lastOff.Add(o.lock.DeadTime)
-		for wait := time.Until(until); wait > 0; wait = time.Until(until) {
-			time.Sleep(wait)
+		for wait := until.Sub(b.clock.Now()); wait > 0; wait = until.Sub(b.clock.Now()) {
+			b.clock.Sleep(wait)
 		}
 	}
 	start := time.Now()
@@ -114,7 +112,7 @@ func (b *Bank) drive(o *output, s fence.State) error {
 	if s == fence.StateOff && o.lock != nil {
 		// Even a failed off may have moved the line: the dead time counts
 		// from now either way.
-		o.lock.lastOff = time.Now()
+		o.lock.lastOff = b.clock.Now()
 	}
 	return err
 }
@@ -125,8 +123,8 @@ func (b *Bank) drive(o *output, s fence.State) error {
 // with each command an interlock takes one at a time, so only one
 // command's work counts: its record, its dead time, its drives.
 func (b *Bank) Stalled(limit time.Duration) (scope string, held time.Duration) {
-	now := time.Since(epoch)
 	for _, sc := range b.scopes {
+		now := b.clock.Now().Sub(sc.epoch)
 		if moved := sc.moved.Load(); moved != 0 {
 			if d := now - time.Duration(moved-1); d > limit && d > held {
 				scope, held = sc.name, d

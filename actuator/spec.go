@@ -1,7 +1,6 @@
 package actuator
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,7 +27,65 @@ func ParseBoot(s string) (Boot, error) {
 	case BootLast, BootOff, BootOn:
 		return b, nil
 	}
-	return "", fmt.Errorf("actuator: boot %q: want last, off or on", s)
+	return "", &SpecError{Field: "boot", Msg: fmt.Sprintf("boot %q: want last, off or on", s)}
+}
+
+// SpecError is what the checks of this package (New, CheckKind,
+// CheckInterlocks, CheckSafe, ParseBoot) find wrong with a configuration:
+// the item it is about, the key at fault and what is wrong, so that
+// package config can say where without parsing the text.
+type SpecError struct {
+	Actuator  string // the actuator it is about, if any
+	Scope     string // the scope whose rule (safe) it is about, if any
+	Interlock string // the interlock it is about, if any
+	// Field is the configuration key at fault (boot, kind, pulse,
+	// max_pulse, max_on, scope, actuators, dead_time, safe, name); empty
+	// if the item as a whole.
+	Field string
+	// Msg says what is wrong, for people, without naming the item.
+	Msg string
+}
+
+// Item returns the kind (actuator, interlock or scope) and the name of
+// the item e is about; "", "" if none (an interlock without a name).
+func (e *SpecError) Item() (kind, name string) {
+	switch {
+	case e.Interlock != "":
+		return "interlock", e.Interlock
+	case e.Scope != "":
+		return "scope", e.Scope
+	case e.Actuator != "":
+		return "actuator", e.Actuator
+	}
+	return "", ""
+}
+
+// Error names the item: "actuator: NAME: MSG", "actuator: interlock
+// NAME: MSG", "actuator: scope NAME: MSG".
+func (e *SpecError) Error() string {
+	switch kind, name := e.Item(); kind {
+	case "":
+		return "actuator: " + e.Msg
+	case "actuator":
+		return "actuator: " + name + ": " + e.Msg
+	default:
+		return "actuator: " + kind + " " + name + ": " + e.Msg
+	}
+}
+
+// specErr is a SpecError about actuator s's key field.
+func (s *Spec) specErr(field, format string, a ...any) error {
+	return &SpecError{Actuator: s.Name, Field: field, Msg: fmt.Sprintf(format, a...)}
+}
+
+// lockErr is a SpecError about interlock g's key field.
+func lockErr(g fence.Interlock, field, format string, a ...any) error {
+	return &SpecError{Interlock: g.Name, Field: field, Msg: fmt.Sprintf(format, a...)}
+}
+
+// safeErr is a SpecError about scope's safe.
+func safeErr(scope, format string, a ...any) error {
+	return &SpecError{Scope: scope, Field: "safe", Msg: fmt.Sprintf(format, a...)}
 }
 
 // MaxDeadTime is the longest dead time an interlock may ask for: the scope
@@ -47,13 +104,10 @@ const (
 	KindPulse Kind = "pulse"
 )
 
-// MaxPulse is the longest max_pulse a pulse output may have.
-const MaxPulse = 10 * time.Minute
-
 // Spec describes one actuator for New.
 type Spec struct {
 	Name      string
-	Scope     string // fence scope; empty means Name
+	Scope     string // fence scope; required (package config makes it Name if the configuration gives none)
 	PinName   string // the board's name for the pin
 	ActiveLow bool   // on drives the pin low
 	Boot      Boot   // empty means BootLast
@@ -61,7 +115,7 @@ type Spec struct {
 	// Pulse is a pulse output's default width: a command with state on
 	// and no pulse_ms asks for it. Zero: such commands are refused.
 	Pulse time.Duration
-	// MaxPulse is a pulse output's longest pulse (1 ms to MaxPulse).
+	// MaxPulse is a pulse output's longest pulse (1 ms to fence.MaxPulse).
 	MaxPulse time.Duration
 	// MaxOn, if not zero, switches the output off once it has been on
 	// this long: a liveness rule, recorded and reported, which never
@@ -104,34 +158,47 @@ type Safe struct {
 // each other, as New does: for configuration checks.
 func CheckKind(s Spec) error { return s.checkKind() }
 
+// checkScope refuses a spec without a scope: which actuators share a
+// fence is the configuration's decision, never a default made here.
+func (s *Spec) checkScope() error {
+	if s.Scope == "" {
+		return s.specErr("scope", "empty scope: name the fence scope it belongs to (an actuator alone in its scope usually takes its own name)")
+	}
+	return nil
+}
+
 // checkKind checks s's kind and its pulse widths.
 func (s *Spec) checkKind() error {
 	switch s.Kind {
 	case "", KindSwitch:
 		s.Kind = KindSwitch
 		if s.Pulse != 0 || s.MaxPulse != 0 {
-			return fmt.Errorf("actuator: %s: pulse and max_pulse are for kind: pulse", s.Name)
+			field := "max_pulse"
+			if s.Pulse != 0 {
+				field = "pulse"
+			}
+			return s.specErr(field, "pulse and max_pulse are for kind: pulse")
 		}
 		if s.Boot == BootOn && s.Requires != nil {
-			return fmt.Errorf("actuator: %s: boot: on would switch it on at start without checking that %s, which it requires: use boot: last or off", s.Name, s.Requires)
+			return s.specErr("boot", "boot: on would switch it on at start without checking that %s, which it requires: use boot: last or off", s.Requires)
 		}
 		if s.MaxOn < 0 {
-			return fmt.Errorf("actuator: %s: max_on %v is negative", s.Name, s.MaxOn)
+			return s.specErr("max_on", "max_on %v is negative", s.MaxOn)
 		}
 		return nil
 	case KindPulse:
 	default:
-		return fmt.Errorf("actuator: %s: kind %q: want switch or pulse", s.Name, s.Kind)
+		return s.specErr("kind", "kind %q: want switch or pulse", s.Kind)
 	}
 	switch {
-	case s.MaxPulse < time.Millisecond || s.MaxPulse > MaxPulse || s.MaxPulse%time.Millisecond != 0:
-		return fmt.Errorf("actuator: %s: max_pulse %v: a pulse output needs one, whole milliseconds from 1ms to %v", s.Name, s.MaxPulse, MaxPulse)
+	case s.MaxPulse < time.Millisecond || s.MaxPulse > fence.MaxPulse || s.MaxPulse%time.Millisecond != 0:
+		return s.specErr("max_pulse", "max_pulse %v: a pulse output needs one, whole milliseconds from 1ms to %v", s.MaxPulse, fence.MaxPulse)
 	case s.Pulse < 0 || s.Pulse > s.MaxPulse || s.Pulse%time.Millisecond != 0:
-		return fmt.Errorf("actuator: %s: pulse %v: the default width is whole milliseconds, at most max_pulse (%v)", s.Name, s.Pulse, s.MaxPulse)
+		return s.specErr("pulse", "pulse %v: the default width is whole milliseconds, at most max_pulse (%v)", s.Pulse, s.MaxPulse)
 	case s.Boot == BootOn:
-		return fmt.Errorf("actuator: %s: boot: on: a pulse output rests off; it is never switched on at start", s.Name)
+		return s.specErr("boot", "boot: on: a pulse output rests off; it is never switched on at start")
 	case s.MaxOn != 0:
-		return fmt.Errorf("actuator: %s: max_on: a pulse output is on only for its pulse (max_pulse)", s.Name)
+		return s.specErr("max_on", "max_on: a pulse output is on only for its pulse (max_pulse)")
 	}
 	return nil
 }
@@ -140,18 +207,18 @@ func (s *Spec) checkKind() error {
 // a trip may have a safe state alone, for its trip.
 func checkSafe(scope string, safe Safe, members []*output, trip bool) error {
 	if safe.After < 0 || (safe.After == 0 && !safe.OnDisconnect && !trip) {
-		return fmt.Errorf("actuator: scope %s: safe: give after (e.g. 30s), on_disconnect: true, or both (or a trip: that sends the scope to this state)", scope)
+		return safeErr(scope, "safe: give after (e.g. 30s), on_disconnect: true, or both (or a trip: that sends the scope to this state)")
 	}
 	if safe.State != fence.StateOff && safe.State != fence.StateOn {
-		return fmt.Errorf("actuator: scope %s: safe: state is on or off", scope)
+		return safeErr(scope, "safe: state is on or off")
 	}
 	if safe.State == fence.StateOn {
 		for _, o := range members {
 			if o.Requires != nil {
-				return fmt.Errorf("actuator: scope %s: safe state on, but %s requires %s to come on, which a safe state would not check: make the scope safe off", scope, o.Name, o.Requires)
+				return safeErr(scope, "safe state on, but %s requires %s to come on, which a safe state would not check: make the scope safe off", o.Name, o.Requires)
 			}
 			if o.lock != nil {
-				return fmt.Errorf("actuator: scope %s: safe state on, but %s is in interlock %s, of which at most one may be on: a scope with an interlock is safe off", scope, o.Name, o.lock.Name)
+				return safeErr(scope, "safe state on, but %s is in interlock %s, of which at most one may be on: a scope with an interlock is safe off", o.Name, o.lock.Name)
 			}
 		}
 	}
@@ -162,7 +229,10 @@ func checkSafe(scope string, safe Safe, members []*output, trip bool) error {
 // as New does, trip saying whether the scope has one: for configuration
 // checks.
 func CheckSafe(scope string, safe Safe, specs []Spec, interlocks []fence.Interlock, trip bool) error {
-	b := specBank(specs)
+	b, err := specBank(specs)
+	if err != nil {
+		return err
+	}
 	if err := b.addInterlocks(interlocks); err != nil {
 		return err
 	}
@@ -181,38 +251,42 @@ func CheckSafe(scope string, safe Safe, specs []Spec, interlocks []fence.Interlo
 // CheckInterlocks checks interlocks against specs as New does, without a
 // store: for configuration checks.
 func CheckInterlocks(specs []Spec, interlocks []fence.Interlock) error {
-	return specBank(specs).addInterlocks(interlocks)
+	b, err := specBank(specs)
+	if err != nil {
+		return err
+	}
+	return b.addInterlocks(interlocks)
 }
 
 // specBank is a bank of specs without a store, for the configuration
 // checks.
-func specBank(specs []Spec) *Bank {
+func specBank(specs []Spec) (*Bank, error) {
 	b := &Bank{outs: map[string]*output{}}
 	for _, s := range specs {
-		if s.Scope == "" {
-			s.Scope = s.Name
+		if err := s.checkScope(); err != nil {
+			return nil, err
 		}
 		b.outs[s.Name] = &output{Spec: s}
 		b.order = append(b.order, s.Name)
 	}
-	return b
+	return b, nil
 }
 
 func (b *Bank) addInterlocks(list []fence.Interlock) error {
 	names := map[string]bool{}
 	for _, g := range list {
 		if g.Name == "" {
-			return errors.New("actuator: an interlock needs a name")
+			return &SpecError{Field: "name", Msg: "an interlock needs a name"}
 		}
 		if names[g.Name] {
-			return fmt.Errorf("actuator: interlock %q is declared twice", g.Name)
+			return lockErr(g, "name", "declared twice: give each interlock a name of its own")
 		}
 		names[g.Name] = true
 		if len(g.Members) < 2 {
-			return fmt.Errorf("actuator: interlock %s: name at least two actuators", g.Name)
+			return lockErr(g, "actuators", "name at least two actuators")
 		}
 		if g.DeadTime < 0 || g.DeadTime > MaxDeadTime {
-			return fmt.Errorf("actuator: interlock %s: dead_time %v: want 0 to %v", g.Name, g.DeadTime, MaxDeadTime)
+			return lockErr(g, "dead_time", "dead_time %v: want 0 to %v", g.DeadTime, MaxDeadTime)
 		}
 		il := &interlock{Interlock: g}
 		il.Members = slices.Clone(g.Members)
@@ -222,17 +296,17 @@ func (b *Bank) addInterlocks(list []fence.Interlock) error {
 			o := b.outs[m]
 			switch {
 			case o == nil:
-				return fmt.Errorf("actuator: interlock %s: no actuator %q", g.Name, m)
+				return lockErr(g, "actuators", "no actuator %q", m)
 			case o.lock == il:
-				return fmt.Errorf("actuator: interlock %s names %s twice", g.Name, m)
+				return lockErr(g, "actuators", "names %s twice", m)
 			case o.lock != nil:
-				return fmt.Errorf("actuator: interlock %s: %s is already in interlock %s; put all mutually exclusive actuators in one interlock",
-					g.Name, m, o.lock.Name)
+				return lockErr(g, "actuators", "%s is already in interlock %s; put all mutually exclusive actuators in one interlock",
+					m, o.lock.Name)
 			case o.Kind == KindPulse:
-				return fmt.Errorf("actuator: interlock %s: %s is a pulse output; an interlock's members are switches", g.Name, m)
+				return lockErr(g, "actuators", "%s is a pulse output; an interlock's members are switches", m)
 			case scopeName != "" && o.Scope != scopeName:
-				return fmt.Errorf("actuator: interlock %s: %s is in scope %q, %s in scope %q; the members of an interlock must share one scope (one lease, one fence), so that one holder decides them all",
-					g.Name, g.Members[0], scopeName, m, o.Scope)
+				return lockErr(g, "actuators", "%s is in scope %q, %s in scope %q; the members of an interlock must share one scope (one lease, one fence), so that one holder decides them all",
+					g.Members[0], scopeName, m, o.Scope)
 			}
 			scopeName = o.Scope
 			o.lock = il
@@ -241,7 +315,7 @@ func (b *Bank) addInterlocks(list []fence.Interlock) error {
 			}
 		}
 		if len(ons) > 1 {
-			return fmt.Errorf("actuator: interlock %s: %s all have boot: on, but at most one may be on", g.Name, strings.Join(ons, " and "))
+			return lockErr(g, "actuators", "%s all have boot: on, but at most one may be on", strings.Join(ons, " and "))
 		}
 	}
 	return nil

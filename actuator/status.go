@@ -104,7 +104,7 @@ func (b *Bank) Statuses() ([]Status, error) {
 			if sc.safe.After > 0 && !sc.alive.IsZero() {
 				d := &DeadmanStatus{Safe: sc.safe, Tripped: sc.tripped}
 				if !sc.tripped {
-					d.Left = max(sc.safe.After-time.Since(sc.alive), 0)
+					d.Left = max(sc.safe.After-b.since(sc.alive), 0)
 				}
 				st.Deadman = d
 			}

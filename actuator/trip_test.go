@@ -58,7 +58,11 @@ func newInputRig(t *testing.T, store string, specs []actuator.Spec, opts *actuat
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := actuator.New(l, specs, opts)
+	if opts == nil {
+		opts = &actuator.Options{}
+	}
+	r.clock = rigClock(opts)
+	b, err := actuator.New(l, alone(specs...), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,23 +200,30 @@ func TestPulseEndsWhileTheScopeIsBusy(t *testing.T) {
 	}
 	opts := &actuator.Options{Interlocks: []fence.Interlock{{Name: "ab", Members: []string{"a", "b"}, DeadTime: time.Second, BreakBeforeMake: true}}}
 	r, _ := newInputRig(t, "", specs, opts, nil)
-	time.Sleep(time.Second) // the start's dead time
+	r.clock.Advance(time.Second) // the start's dead time
 	r.send(t, command("a-1", "a", 5, 1, fence.StateOn), fence.Applied)
 	r.send(t, pulse("p-1", 5, 2, 50*time.Millisecond), fence.Applied)
-	r.send(t, command("b-1", "b", 5, 3, fence.StateOn), fence.Applied) // a off, 1 s dead time under the lock, b on
-	for i := 0; i < 500; i++ {
-		if out, _ := r.bank.Output("door"); out.Pulse != nil && out.Pulse.Status == fence.PulseDone {
+	done := make(chan fence.Result, 1)
+	go func() { // a off, 1 s dead time under the lock, b on
+		done <- must(r.bank.Handle(context.Background(), command("b-1", "b", 5, 3, fence.StateOn)))
+	}()
+	r.clock.WaitSleep(t) // b-1 waits out the dead time, holding the scope's lock
+	r.clock.Advance(50 * time.Millisecond)
+	// The door goes back to rest at its width, the lock still held.
+	var ds []pinDrive
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if ds = r.drivesOf("GPIO5"); len(ds) >= 3 {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	ds := r.drivesOf("GPIO5")
-	if len(ds) < 3 {
-		t.Fatalf("door drives %+v", ds)
+	if len(ds) != 3 || ds[2].high || ds[2].at.Sub(ds[1].at) != 50*time.Millisecond {
+		t.Errorf("door drives %+v while another command waits out a dead time; want rest, on, and off 50ms later", ds)
 	}
-	if w := ds[len(ds)-1].at.Sub(ds[len(ds)-2].at); w > 100*time.Millisecond+50*time.Millisecond {
-		t.Errorf("a pulse of 50ms (max_pulse 100ms) held the door on for %v", w)
+	r.clock.Advance(time.Second - 50*time.Millisecond)
+	if res := <-done; res.Outcome != fence.Applied {
+		t.Errorf("b-1 answered %+v, want applied", res)
 	}
+	r.waitPulse(t, fence.PulseDone)
 }
 
 // The bank records every input's level it is told of, before Start too

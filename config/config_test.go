@@ -338,6 +338,11 @@ func TestParseErrors(t *testing.T) {
 			[]string{"line 7", "pin is required", "chip: and line:"}},
 		{"pulse without max_pulse", base + "actuators:\n  - {name: door, pin: GPIO5, kind: pulse}\n",
 			[]string{"line 7", `actuator "door"`, "max_pulse 0s: a pulse output needs one"}},
+		// A check of package actuator points at the key at fault.
+		{"max_pulse too long, at its line", base + "actuators:\n  - name: door\n    pin: GPIO5\n    kind: pulse\n    max_pulse: 1h\n",
+			[]string{`line 10: actuator "door": max_pulse 1h0m0s: a pulse output needs one, whole milliseconds from 1ms to 10m0s`}},
+		{"dead time too long, at its line", base + "actuators:\n  - {name: a, pin: GPIO5, scope: m}\n  - {name: b, pin: GPIO6, scope: m}\ninterlocks:\n  - name: m\n    actuators: [a, b]\n    dead_time: 1m\n",
+			[]string{`line 12: interlock "m": dead_time 1m0s: want 0 to 10s`}},
 		{"pulse longer than max_pulse", base + "actuators:\n  - {name: door, pin: GPIO5, kind: pulse, pulse: 2s, max_pulse: 1s}\n",
 			[]string{"line 7", "pulse 2s", "at most max_pulse (1s)"}},
 		{"pulse boot on", base + "actuators:\n  - {name: door, pin: GPIO5, kind: pulse, max_pulse: 1s, boot: \"on\"}\n",
@@ -603,11 +608,11 @@ func TestInterlocks(t *testing.T) {
 		t.Errorf("Locks() = %+v", got)
 	}
 	tests := []struct{ yaml, want string }{
-		{"interlocks:\n  - name: vent\n    actuators: [vent-open, pump]\n", `line 10: interlock "vent": vent-open is in scope "vent", pump in scope "pump"; the members of an interlock must share one scope`},
-		{"interlocks:\n  - name: vent\n    actuators: [vent-open, nope]\n", `line 10: interlock "vent": no actuator "nope"`},
-		{"interlocks:\n  - name: vent\n    actuators: [vent-open]\n", `line 10: interlock "vent": name at least two actuators`},
-		{"interlocks:\n  - name: vent\n    actuators: [vent-open, vent-close]\n    dead_time: 1m\n", `dead_time 1m0s: want 0 to 10s`},
-		{"interlocks:\n  - name: a\n    actuators: [vent-open, vent-close]\n  - name: b\n    actuators: [vent-close, vent-open]\n", `line 12: interlock "b": vent-close is already in interlock a`},
+		{"interlocks:\n  - name: vent\n    actuators: [vent-open, pump]\n", `line 11: interlock "vent": vent-open is in scope "vent", pump in scope "pump"; the members of an interlock must share one scope`},
+		{"interlocks:\n  - name: vent\n    actuators: [vent-open, nope]\n", `line 11: interlock "vent": no actuator "nope"`},
+		{"interlocks:\n  - name: vent\n    actuators: [vent-open]\n", `line 11: interlock "vent": name at least two actuators`},
+		{"interlocks:\n  - name: vent\n    actuators: [vent-open, vent-close]\n    dead_time: 1m\n", `line 12: interlock "vent": dead_time 1m0s: want 0 to 10s`},
+		{"interlocks:\n  - name: a\n    actuators: [vent-open, vent-close]\n  - name: b\n    actuators: [vent-close, vent-open]\n", `line 13: interlock "b": vent-close is already in interlock a`},
 		{"interlocks:\n  - name: vent\n    actuators: [vent-open, vent-close]\n    dead_time: soon\n", `line 12`},
 	}
 	for _, tt := range tests {

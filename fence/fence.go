@@ -129,6 +129,22 @@ type Command struct {
 	Reset bool
 }
 
+// MaxPulse is the longest pulse a command may ask for, and the longest
+// max_pulse a pulse output may have: a pulse is a short action (a door
+// strike, a gate's push button), and a longer one is a state.
+const MaxPulse = 10 * time.Minute
+
+// Asks returns the state c asks for: a pulse is on, then back at rest by
+// itself, so a command with a Pulse sets StateOn whether or not it said
+// so; any other command sets its State. A pulse that says StateOff
+// contradicts itself; whoever takes c refuses it before asking.
+func (c Command) Asks() State {
+	if c.Pulse > 0 {
+		return StateOn
+	}
+	return c.State
+}
+
 // Equal reports whether c and d are the same command, signature included.
 func (c Command) Equal(d Command) bool {
 	return c.ID == d.ID && c.Holder == d.Holder && c.Actuator == d.Actuator && c.Fence == d.Fence &&

@@ -258,3 +258,22 @@ func TestDecidePulse(t *testing.T) {
 		t.Errorf("PulseEffect at rest = %+v, want on for 500ms", e)
 	}
 }
+
+// A pulse asks for on whatever its State says; any other command asks
+// for its State.
+func TestAsks(t *testing.T) {
+	for _, tt := range []struct {
+		c    Command
+		want State
+	}{
+		{Command{Pulse: time.Millisecond}, StateOn},
+		{Command{Pulse: time.Millisecond, State: StateOn}, StateOn},
+		{Command{State: StateOff}, StateOff},
+		{Command{State: StateOn}, StateOn},
+		{Command{}, StateNone},
+	} {
+		if got := tt.c.Asks(); got != tt.want {
+			t.Errorf("%+v asks for %v, want %v", tt.c, got, tt.want)
+		}
+	}
+}

@@ -32,7 +32,7 @@ func newServer(t *testing.T) (*httptest.Server, *actuator.Bank) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bank, err := actuator.New(l, []actuator.Spec{{Name: "pump", PinName: "GPIO17"}}, nil)
+	bank, err := actuator.New(l, []actuator.Spec{{Name: "pump", Scope: "pump", PinName: "GPIO17"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func brokerLoss(t *testing.T, b *testenv.PersistentBroker, persistent bool) {
 
 	flog, sim := openStore(t)
 	held, release := make(chan struct{}), make(chan struct{})
-	bank, err := actuator.New(flog, []actuator.Spec{{Name: "pump", PinName: "GPIO17"}}, &actuator.Options{AfterCommit: func(c fence.Command) {
+	bank, err := actuator.New(flog, []actuator.Spec{{Name: "pump", Scope: "pump", PinName: "GPIO17"}}, &actuator.Options{AfterCommit: func(c fence.Command) {
 		if c.ID == "c-2" {
 			close(held)
 			<-release

@@ -46,7 +46,7 @@ func TestNoCommandAfterConflict(t *testing.T) {
 	held, hold := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
 	var decided fence.Fence // the fence the first commit left: the first batch's commands, queued together
-	bank, err := actuator.New(flog, []actuator.Spec{{Name: "pump", PinName: "GPIO17"}}, &actuator.Options{AfterCommit: func(fence.Command) {
+	bank, err := actuator.New(flog, []actuator.Spec{{Name: "pump", Scope: "pump", PinName: "GPIO17"}}, &actuator.Options{AfterCommit: func(fence.Command) {
 		if first.CompareAndSwap(false, true) {
 			if out, err := flog.Output("pump", "pump"); err == nil {
 				decided = out.Fence

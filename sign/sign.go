@@ -59,11 +59,7 @@ func Canonical(gatewayID string, c fence.Command) []byte {
 	b = appendText(b, c.Actuator)
 	b = binary.BigEndian.AppendUint64(b, c.Fence.Token)
 	b = binary.BigEndian.AppendUint64(b, c.Fence.Seq)
-	state := c.State
-	if c.Pulse > 0 {
-		state = fence.StateOn // a pulse is on, then back at rest, with or without "state":"on"
-	}
-	b = appendText(b, state.String())
+	b = appendText(b, c.Asks().String()) // a pulse signs as on, with or without "state":"on"
 	b = appendText(b, c.ID)
 	b = appendText(b, c.Holder)
 	if c.Pulse > 0 {

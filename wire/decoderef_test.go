@@ -12,7 +12,6 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/fencegate/fencegate/fence"
@@ -88,9 +87,7 @@ func decodeCommandRef(actuator string, payload []byte) (fence.Command, error) {
 				c.Sig, err = decodeSig(s)
 			}
 		case "pulse_ms":
-			var ms uint64
-			ms, err = integer(key, raw, 1, MaxPulseMs)
-			c.Pulse = time.Duration(ms) * time.Millisecond
+			c.Pulse, err = pulseMs(raw)
 		case "reset":
 			if string(raw) != "true" {
 				err = fmt.Errorf("reset must be true (or left out), got %s", abbrev(raw))

@@ -81,7 +81,7 @@ func decodeFast(actuator string, p []byte) (c fence.Command, ok bool) {
 			c.Sig, err = decodeSig(string(str))
 			bit, ok = hasSig, err == nil
 		case "pulse_ms":
-			bit, ok = hasPulse, isNum && num >= 1 && num <= MaxPulseMs
+			bit, ok = hasPulse, isNum && num >= 1 && num <= maxPulseMs
 			c.Pulse = time.Duration(num) * time.Millisecond
 		}
 		if !ok || bit == 0 || seen&bit != 0 {
@@ -102,12 +102,10 @@ func decodeFast(actuator string, p []byte) (c fence.Command, ok bool) {
 	if skipSpace(p, i) != len(p) || seen&hasToken == 0 || (seen&hasSigner == 0) != (seen&hasSig == 0) {
 		return c, false
 	}
-	if c.Pulse > 0 {
-		if c.State == fence.StateOff {
-			return c, false
-		}
-		c.State = fence.StateOn
+	if c.Pulse > 0 && c.State == fence.StateOff {
+		return c, false
 	}
+	c.State = c.Asks()
 	return c, true
 }
 

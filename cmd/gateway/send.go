@@ -55,7 +55,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	etcdURL := fs.String("etcd", "", "obtain the token from an etcd lock at this endpoint (comma-separated list)")
 	ttl := fs.Int("ttl", 10, "with --etcd: lease time to live in seconds")
 	signing := addSignFlags(fs)
-	pulseWidth := fs.Duration("pulse", 0, "with pulse: the pulse's width, whole milliseconds, 1ms to 1h")
+	pulseWidth := fs.Duration("pulse", 0, "with pulse: the pulse's width, whole milliseconds, 1ms to 10m")
 	stop := fs.Bool("stop-after-grant", false, "with --etcd: stop this process (SIGSTOP) after the grant and before the publish, to demonstrate a paused controller; continue it with SIGCONT")
 	pos, err := fs.parseInterspersed(args, stdout, stderr)
 	if err != nil {
@@ -72,8 +72,8 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		state = fence.StateOff
 	case "pulse":
 		state = fence.StateOn
-		if *pulseWidth <= 0 || *pulseWidth%time.Millisecond != 0 || *pulseWidth > wire.MaxPulseMs*time.Millisecond {
-			return usageErr("pulse needs --pulse, whole milliseconds from 1ms to 1h (got %v); on asks a pulse output for its default width", *pulseWidth)
+		if *pulseWidth <= 0 || *pulseWidth%time.Millisecond != 0 || *pulseWidth > fence.MaxPulse {
+			return usageErr("pulse needs --pulse, whole milliseconds from 1ms to %v (got %v); on asks a pulse output for its default width", fence.MaxPulse, *pulseWidth)
 		}
 	case "fence", "reset":
 	default:
