@@ -32,7 +32,7 @@ func (b *Bank) boot() error {
 	for name, o := range b.outs {
 		scopes[name] = o.Scope
 	}
-	moved, err := b.log.Bind(scopes)
+	moved, err := b.store.Bind(scopes)
 	if err != nil {
 		return fmt.Errorf("actuator: %w", err)
 	}
@@ -45,7 +45,7 @@ func (b *Bank) boot() error {
 		changes = append(changes, fencelog.StateChange{Scope: o.Scope, Actuator: o.Name, State: s, Holder: "boot", Outcome: fence.OutcomeBoot, Why: why})
 	}
 	for _, sc := range b.scopes {
-		rec, err := b.log.Scope(sc.name)
+		rec, err := b.store.ScopeRecord(sc.name)
 		if err != nil {
 			return fmt.Errorf("actuator: %w", err)
 		}
@@ -53,10 +53,10 @@ func (b *Bank) boot() error {
 			if p := rec.Output(o.Name).Pulse; p != nil && p.Status == fence.PulseRunning {
 				// A crash (or a stop) while it ran: a pulse is never resumed.
 				why := fmt.Sprintf("interrupted: the gateway stopped while this pulse of %v ran; it is not resumed", p.Width)
-				if _, err := b.log.Write(endOf(o, *p, rec.Output(o.Name).Holder, fence.PulseInterrupted, why)); err != nil {
+				if _, err := b.store.Write(endOf(o, *p, rec.Output(o.Name).Holder, fence.PulseInterrupted, why)); err != nil {
 					return fmt.Errorf("actuator: %w", err)
 				}
-				if rec, err = b.log.Scope(sc.name); err != nil {
+				if rec, err = b.store.ScopeRecord(sc.name); err != nil {
 					return fmt.Errorf("actuator: %w", err)
 				}
 				b.opts.Logger.Warn("pulse interrupted by a stop of the gateway; the output rests off", "actuator", o.Name, "fence", p.Fence.String(), "width", p.Width.String())
@@ -98,7 +98,7 @@ func (b *Bank) boot() error {
 			}
 		}
 	}
-	if _, err := b.log.Write(fencelog.Changes{States: changes}); err != nil {
+	if _, err := b.store.Write(fencelog.Changes{States: changes}); err != nil {
 		return fmt.Errorf("actuator: %w", err)
 	}
 	for _, o := range b.outs {
@@ -162,12 +162,12 @@ func (b *Bank) Start(pin func(name string) (Pin, error)) error {
 		}
 	}
 	for _, o := range deferred {
-		o.scope.lock(ctx)
+		o.guard.lock(ctx)
 		err := b.drive(o, fence.StateOn)
 		if err == nil {
-			b.changed(o.scope)
+			b.changed(o.guard)
 		}
-		o.scope.unlock()
+		o.guard.unlock()
 		if err != nil {
 			return fmt.Errorf("actuator: %s: drive on after the dead time of interlock %s: %w", o.Name, o.lock.Name, err)
 		}
@@ -182,9 +182,9 @@ func (b *Bank) Start(pin func(name string) (Pin, error)) error {
 	return nil
 }
 
-func (b *Bank) startScope(sc *scope) error {
+func (b *Bank) startScope(sc *guard) error {
 	now := b.clock.Now()
-	rec, err := b.log.Scope(sc.name)
+	rec, err := b.store.ScopeRecord(sc.name)
 	if err != nil {
 		return fmt.Errorf("actuator: %w", err)
 	}

@@ -32,7 +32,7 @@ func ventLock(bbm bool, dead time.Duration) *actuator.Options {
 type drives struct {
 	mu   sync.Mutex
 	list []drive
-	log  func() *fencelog.Log
+	log  func() *fencelog.Store
 	now  func() time.Time
 }
 
@@ -46,7 +46,7 @@ type drive struct {
 func (d *drives) onDrive(name string, high bool) {
 	rec := map[string]fence.State{}
 	if l := d.log(); l != nil {
-		sc, _ := l.Scope("vent")
+		sc, _ := l.ScopeRecord("vent")
 		for _, n := range []string{"vent-open", "vent-close"} {
 			rec[n] = sc.Output(n).State
 		}
@@ -77,7 +77,7 @@ func newVentRig(t *testing.T, dir string, opts *actuator.Options) (*rig, *drives
 	clock.auto = true // the dead times' sleeps move it
 	d := &drives{now: clock.Now}
 	var r *rig
-	d.log = func() *fencelog.Log {
+	d.log = func() *fencelog.Store {
 		if r == nil {
 			return nil
 		}

@@ -29,13 +29,13 @@ func (b *Bank) pulseEnds(o *output, p fence.Pulse) bool {
 		// arrives before the end is recorded is refused busy, so the
 		// drive needs no lock; the record of the end, next, does.
 		why := fmt.Sprintf("done: on for %v, then back at rest", p.Width) + b.toRest(o)
-		o.scope.lock(context.Background())
-		defer o.scope.unlock()
+		o.guard.lock(context.Background())
+		defer o.guard.unlock()
 		b.pulseMu.Lock()
 		delete(b.pulses, o.Name)
 		b.pulseMu.Unlock()
 		if rec, ok := b.recordPulseEnd(o, p, fence.PulseDone, why); ok {
-			b.changedFrom(o.scope, rec)
+			b.changedFrom(o.guard, rec)
 		}
 	})
 	return true
@@ -44,7 +44,7 @@ func (b *Bank) pulseEnds(o *output, p fence.Pulse) bool {
 // endPulse drives o, whose pulse p runs, back to rest and records how the
 // pulse ended; ok is false if the record was not p running. The scope's
 // lock must be held.
-func (b *Bank) endPulse(o *output, p fence.Pulse, status, why string) (fencelog.Scope, bool) {
+func (b *Bank) endPulse(o *output, p fence.Pulse, status, why string) (fencelog.ScopeRecord, bool) {
 	return b.recordPulseEnd(o, p, status, why+b.toRest(o))
 }
 
@@ -65,14 +65,14 @@ func (b *Bank) toRest(o *output) string {
 // recordPulseEnd records how the pulse p of o ended; ok is false if the
 // record was not p running. The scope's lock must be held: it keeps the
 // record's holder, read first, the running pulse's.
-func (b *Bank) recordPulseEnd(o *output, p fence.Pulse, status, why string) (fencelog.Scope, bool) {
-	rec, err := b.log.Scope(o.Scope)
+func (b *Bank) recordPulseEnd(o *output, p fence.Pulse, status, why string) (fencelog.ScopeRecord, bool) {
+	rec, err := b.store.ScopeRecord(o.Scope)
 	ok := false
 	if err == nil {
-		ok, err = b.log.Write(endOf(o, p, rec.Output(o.Name).Holder, status, why))
+		ok, err = b.store.Write(endOf(o, p, rec.Output(o.Name).Holder, status, why))
 	}
 	if err == nil && ok {
-		rec, err = b.log.Scope(o.Scope)
+		rec, err = b.store.ScopeRecord(o.Scope)
 	}
 	if err != nil {
 		b.opts.Logger.Error("record the end of a pulse", "actuator", o.Name, "err", err)

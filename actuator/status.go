@@ -53,11 +53,11 @@ type DeadmanStatus struct {
 
 // changed reports the scope's recorded states to Options.Changed. The
 // scope's lock must be held.
-func (b *Bank) changed(sc *scope) {
+func (b *Bank) changed(sc *guard) {
 	if b.opts.Changed == nil {
 		return
 	}
-	rec, err := b.log.Scope(sc.name)
+	rec, err := b.store.ScopeRecord(sc.name)
 	if err != nil {
 		b.opts.Logger.Error("read scope", "scope", sc.name, "err", err)
 		return
@@ -65,7 +65,7 @@ func (b *Bank) changed(sc *scope) {
 	b.changedFrom(sc, rec)
 }
 
-func (b *Bank) changedFrom(sc *scope, rec fencelog.Scope) {
+func (b *Bank) changedFrom(sc *guard, rec fencelog.ScopeRecord) {
 	if b.opts.Changed == nil {
 		return
 	}
@@ -93,7 +93,7 @@ func (b *Bank) Statuses() ([]Status, error) {
 	out := make([]Status, 0, len(b.order))
 	for _, sc := range b.scopes {
 		sc.lock(context.Background())
-		rec, err := b.log.Scope(sc.name)
+		rec, err := b.store.ScopeRecord(sc.name)
 		if err != nil {
 			sc.unlock()
 			return nil, err

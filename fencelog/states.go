@@ -79,7 +79,7 @@ func (w Changes) check() error {
 // Write records w in one fsynced transaction before it returns, without
 // touching any fence. ok is false if w.Pulse was not running: then
 // nothing of w is written. An error means nothing of w was recorded.
-func (l *Log) Write(w Changes) (ok bool, err error) {
+func (l *Store) Write(w Changes) (ok bool, err error) {
 	if err := l.writable(); err != nil {
 		return false, err
 	}
@@ -93,8 +93,8 @@ func (l *Log) Write(w Changes) (ok bool, err error) {
 	err = l.update(func(tx *bolt.Tx) error {
 		ok = false // fn may run twice: set, never accumulate
 		now := l.opts.Now().UTC()
-		recs := map[string]scopeRecord{}
-		scope := func(name string) (scopeRecord, error) {
+		recs := map[string]record{}
+		scope := func(name string) (record, error) {
 			if rec, ok := recs[name]; ok {
 				return rec, nil
 			}
@@ -164,7 +164,7 @@ func runs(rec *fence.Pulse, p fence.Pulse) bool {
 
 // endPulse records in rec, whose Outputs the caller may change, the end
 // of a pulse: on its output and in the window entry of its command.
-func endPulse(rec *scopeRecord, p *PulseEnd) {
+func endPulse(rec *record, p *PulseEnd) {
 	o := rec.Outputs[p.Actuator]
 	ended := *o.Pulse
 	ended.Status = p.Status
@@ -190,7 +190,7 @@ type InputRecord struct {
 // its recorded level (or it has none), with its change count one higher,
 // in one fsynced transaction, which decides it; else it changes nothing.
 // It returns the record.
-func (l *Log) RecordInput(name string, high bool) (InputRecord, error) {
+func (l *Store) RecordInput(name string, high bool) (InputRecord, error) {
 	if err := l.writable(); err != nil {
 		return InputRecord{}, err
 	}

@@ -80,25 +80,25 @@ func TestWriteTrip(t *testing.T) {
 	if _, err := l.Write(Changes{States: []StateChange{trip}, Trip: &Trip{Scope: "s", Why: trip.Why}}); err != nil {
 		t.Fatal(err)
 	}
-	sc, _ := l.Scope("s")
+	sc, _ := l.ScopeRecord("s")
 	if sc.Trip() != trip.Why || sc.Output("heater").State != fence.StateOff || sc.Fence != (fence.Fence{Token: 7}) {
 		t.Errorf("after the trip: trip %q, heater %s, fence %s; want tripped, off, 7/0", sc.Trip(), sc.Output("heater").State, sc.Fence)
 	}
 	if _, err := l.Write(Changes{Trip: &Trip{Scope: "s"}}); err != nil {
 		t.Fatal(err)
 	}
-	if sc, _ := l.Scope("s"); sc.Trip() != "" || sc.Output("heater").State != fence.StateOff {
+	if sc, _ := l.ScopeRecord("s"); sc.Trip() != "" || sc.Output("heater").State != fence.StateOff {
 		t.Errorf("after the release: trip %q, heater %s; want none, off", sc.Trip(), sc.Output("heater").State)
 	}
 }
 
 // pulse admits a pulse command for door in scope s and returns its
 // recorded pulse.
-func pulse(t *testing.T, l *Log, id string, token uint64) (fence.Command, fence.Pulse) {
+func pulse(t *testing.T, l *Store, id string, token uint64) (fence.Command, fence.Pulse) {
 	t.Helper()
 	c := cmd(id, "door", token, 0, fence.StateOn)
 	c.Pulse = 300 * time.Millisecond
-	adm, err := l.Admit("s", c, fence.Rules{}, func(Scope) fence.Effect { return fence.PulseEffect(c, false) })
+	adm, err := l.Admit("s", c, fence.Rules{}, func(ScopeRecord) fence.Effect { return fence.PulseEffect(c, false) })
 	if err != nil || adm.Outcome != fence.Applied || adm.Output.Pulse == nil || adm.Output.Pulse.Status != fence.PulseRunning {
 		t.Fatalf("pulse %s = %+v, %v; want applied, running", id, adm, err)
 	}
@@ -166,7 +166,7 @@ func TestWriteRefusesWhatItCannotRecord(t *testing.T) {
 			t.Errorf("Write(%+v) = %v, %v; want an error saying %q", tt.w, ok, err, tt.want)
 		}
 	}
-	sc, _ := l.Scope("s")
+	sc, _ := l.ScopeRecord("s")
 	if sc.Output("pump").State != fence.StateNone || sc.Output("door").Pulse.Status != fence.PulseRunning || l.Err() != nil {
 		t.Errorf("after refused writes: pump %s, door %+v, store %v; want nothing written, store usable", sc.Output("pump").State, sc.Output("door"), l.Err())
 	}
@@ -208,33 +208,33 @@ func TestRecordInputDecidedInTransaction(t *testing.T) {
 // p-1 (token 5) runs.
 var storeWrites = []struct {
 	name     string
-	write    func(l *Log, p fence.Pulse) error
-	recorded func(l *Log) bool
+	write    func(l *Store, p fence.Pulse) error
+	recorded func(l *Store) bool
 }{
 	{"states",
-		func(l *Log, _ fence.Pulse) error {
+		func(l *Store, _ fence.Pulse) error {
 			_, err := l.Write(Changes{States: []StateChange{boot("s", "pump", fence.StateOn, "boot: on")}})
 			return err
 		},
-		func(l *Log) bool { out, _ := l.Output("s", "pump"); return out.State == fence.StateOn }},
+		func(l *Store) bool { out, _ := l.Output("s", "pump"); return out.State == fence.StateOn }},
 	{"trip",
-		func(l *Log, _ fence.Pulse) error {
+		func(l *Store, _ fence.Pulse) error {
 			_, err := l.Write(Changes{Trip: &Trip{Scope: "s", Why: "trip"}})
 			return err
 		},
-		func(l *Log) bool { sc, _ := l.Scope("s"); return sc.Trip() == "trip" }},
+		func(l *Store) bool { sc, _ := l.ScopeRecord("s"); return sc.Trip() == "trip" }},
 	{"pulse end",
-		func(l *Log, p fence.Pulse) error {
+		func(l *Store, p fence.Pulse) error {
 			_, err := l.Write(pulseEnd(p, "h", fence.PulseDone, "done"))
 			return err
 		},
-		func(l *Log) bool { out, _ := l.Output("s", "door"); return out.Pulse.Status == fence.PulseDone }},
+		func(l *Store) bool { out, _ := l.Output("s", "door"); return out.Pulse.Status == fence.PulseDone }},
 	{"input",
-		func(l *Log, _ fence.Pulse) error {
+		func(l *Store, _ fence.Pulse) error {
 			_, err := l.RecordInput("door", true)
 			return err
 		},
-		func(l *Log) bool {
+		func(l *Store) bool {
 			var v []byte
 			l.db.View(func(tx *bolt.Tx) error { v = tx.Bucket(bucketInputs).Get([]byte("door")); return nil })
 			return v != nil

@@ -47,7 +47,7 @@ type Source interface {
 }
 
 // AuditSource is where the API reads the audit trail: the gateway's
-// *fencelog.Log.
+// *fencelog.Store.
 type AuditSource interface {
 	FindAudit(q fencelog.AuditQuery) ([]fencelog.Entry, error)
 }

@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		create = fencelog.Fresh()
 	}
 	_, statErr := os.Lstat(cfg.Store)
-	var flog *fencelog.Log
+	var flog *fencelog.Store
 	var link *mqttlink.Link
 	var names []string
 	for _, a := range cfg.Actuators {
@@ -433,7 +433,7 @@ type source struct {
 type status struct {
 	cfg     *config.Config
 	opts    Options
-	store   *fencelog.Log
+	store   *fencelog.Store
 	link    *mqttlink.Link
 	bank    *actuator.Bank
 	started time.Time
@@ -449,7 +449,7 @@ func (s *status) readiness() httpapi.Readiness { return httpapi.ReadinessOf(s.St
 
 // stalled says why the decision path has stood still for longer than
 // limit: a store commit, or a scope held without progress; "" if neither.
-func stalled(flog *fencelog.Log, bank *actuator.Bank, limit time.Duration) string {
+func stalled(flog *fencelog.Store, bank *actuator.Bank, limit time.Duration) string {
 	if d := flog.CommitRunning(); d > limit {
 		return fmt.Sprintf("a commit of the fence store has run for %v", d.Round(time.Millisecond))
 	}

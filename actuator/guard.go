@@ -9,8 +9,11 @@ import (
 	"github.com/fencegate/fencegate/fencelog"
 )
 
-// scope is one fence scope's actuators and its lock.
-type scope struct {
+// guard is one fence scope as the bank keeps it: the scope's lock, the
+// actuators it orders, and the rules that act on all of them (the
+// dead-man, a trip). A scope is a name; its record is the store's; its
+// guard is this.
+type guard struct {
 	name    string
 	rules   fence.Rules
 	sem     chan struct{} // the scope's lock; a Handle waiting for it gives up when its ctx ends
@@ -37,7 +40,7 @@ type scope struct {
 	trip *InputLevel // the input level that trips the scope; nil if none
 }
 
-func (s *scope) lock(ctx context.Context) error {
+func (s *guard) lock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err // a free lock must not win over an ended context
 	}
@@ -59,17 +62,17 @@ func (s *scope) lock(ctx context.Context) error {
 	}
 }
 
-func (s *scope) unlock() {
+func (s *guard) unlock() {
 	s.moved.Store(0)
 	<-s.sem
 }
 
 // progress notes that the lock's holder moved on. The lock must be held.
-func (s *scope) progress() { s.moved.Store(int64(s.clock.Now().Sub(s.epoch)) + 1) }
+func (s *guard) progress() { s.moved.Store(int64(s.clock.Now().Sub(s.epoch)) + 1) }
 
 type output struct {
 	Spec
-	scope *scope
+	guard *guard
 	lock  *interlock // nil outside any interlock
 	start start      // the boot rule's decision
 	pin   Pin        // set by Start
@@ -136,7 +139,7 @@ func (b *Bank) Stalled(limit time.Duration) (scope string, held time.Duration) {
 
 // toSafe lists what sending sc to its safe state changes, by rec: every
 // output not at it (a pulse output rests off anyway).
-func (sc *scope) toSafe(rec fencelog.Scope) []fence.Set {
+func (sc *guard) toSafe(rec fencelog.ScopeRecord) []fence.Set {
 	var sets []fence.Set
 	for _, o := range sc.members {
 		if o.Kind != KindPulse && rec.Output(o.Name).State != sc.safeState() {
@@ -149,7 +152,7 @@ func (sc *scope) toSafe(rec fencelog.Scope) []fence.Set {
 // changesOf are sets as the store records them, set by the gateway's rule
 // outcome for why, the outcome as their holder; with trip, sc is recorded
 // tripped too, why.
-func changesOf(sc *scope, sets []fence.Set, outcome fence.Outcome, why string, trip bool) fencelog.Changes {
+func changesOf(sc *guard, sets []fence.Set, outcome fence.Outcome, why string, trip bool) fencelog.Changes {
 	var w fencelog.Changes
 	for _, set := range sets {
 		w.States = append(w.States, fencelog.StateChange{Scope: sc.name, Actuator: set.Actuator, State: set.State,
@@ -164,8 +167,8 @@ func changesOf(sc *scope, sets []fence.Set, outcome fence.Outcome, why string, t
 // setStates records sets (without touching the fence; with trip, the
 // scope tripped too, why), then drives them, and publishes the scope's
 // states. The scope's lock must be held.
-func (b *Bank) setStates(sc *scope, sets []fence.Set, outcome fence.Outcome, why string, trip bool) {
-	if _, err := b.log.Write(changesOf(sc, sets, outcome, why, trip)); err != nil {
+func (b *Bank) setStates(sc *guard, sets []fence.Set, outcome fence.Outcome, why string, trip bool) {
+	if _, err := b.store.Write(changesOf(sc, sets, outcome, why, trip)); err != nil {
 		b.opts.Logger.Error("record states", "scope", sc.name, "why", why, "err", err)
 		return
 	}
