@@ -60,12 +60,19 @@ import (
 	"github.com/fencegate/fencegate/wire"
 )
 
-// Handler is the fence core as the link sees it.
+// Handler is the fence core as the link sees it (package actuator's Bank).
 type Handler interface {
-	// Handle decides and carries out a well-formed command. An error means
-	// it was not decided (ctx ended while it waited): it is left
-	// unanswered and unacknowledged.
-	Handle(ctx context.Context, c fence.Command) (fence.Result, error)
+	// HandleBatch decides and carries out cmds, well-formed commands to
+	// one actuator in the order they came (the commands it admits share
+	// one commit), and answers a prefix of them, in their order: all of
+	// them, or, with an error, those before the first that was not decided
+	// (ctx ended while it waited). The commands not answered are left
+	// unacknowledged, so that the broker delivers them again.
+	HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.Result, error)
+	// MaxBatch is the most commands of an actuator HandleBatch takes at
+	// once: 1 for one it decides one at a time, so that the link looks at
+	// its door and its context between them.
+	MaxBatch(actuator string) int
 	// Reject answers a command that could not be parsed or must not be
 	// executed, for reason (a fence.Reason* code); nothing changes.
 	Reject(c fence.Command, reason string, err error) fence.Result
@@ -236,10 +243,7 @@ func (l *Link) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			batch := maxBatch
-			if bh, ok := l.h.(BatchHandler); ok {
-				batch = max(1, min(batch, bh.MaxBatch(name)))
-			}
+			batch := max(1, min(maxBatch, l.h.MaxBatch(name)))
 			if name == "" {
 				batch = 1 // the unknown actuators' queue holds many names
 			}
@@ -714,7 +718,7 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 		if !l.open() {
 			break // the door closed while they waited: not decided
 		}
-		res, err := l.handle(ctx, cmds[i:j])
+		res, err := l.h.HandleBatch(ctx, cmds[i:j])
 		results = append(results, res...)
 		if err != nil {
 			break // not decided: the broker delivers them again
@@ -757,44 +761,6 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 // maxBatch bounds the commands of one actuator that go to the core
 // together.
 const maxBatch = 64
-
-// errDoorClosed ends a batch whose door closed (another process serves
-// the gateway id): the commands left are not decided.
-var errDoorClosed = errors.New("mqttlink: the link takes no more commands")
-
-// BatchHandler is a Handler that decides several commands of one actuator
-// at once (package actuator's Bank): the commands it admits share one
-// commit. HandleBatch answers a prefix of cmds, in their order: all of
-// them, or, with an error, those before the first that was not decided
-// (ctx ended while it waited). MaxBatch is the most commands of an
-// actuator it takes at once (1 for one it decides one at a time, so that
-// the link looks at its door and its context between them).
-type BatchHandler interface {
-	Handler
-	HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.Result, error)
-	MaxBatch(actuator string) int
-}
-
-// handle decides cmds, well-formed commands to one actuator, in order, and
-// answers a prefix of them: all, unless the error says why the rest were
-// not decided.
-func (l *Link) handle(ctx context.Context, cmds []fence.Command) ([]fence.Result, error) {
-	if bh, ok := l.h.(BatchHandler); ok {
-		return bh.HandleBatch(ctx, cmds)
-	}
-	results := make([]fence.Result, 0, len(cmds))
-	for i, c := range cmds {
-		if i > 0 && !l.open() {
-			return results, errDoorClosed
-		}
-		res, err := l.h.Handle(ctx, c)
-		if err != nil {
-			return results, err
-		}
-		results = append(results, res)
-	}
-	return results, nil
-}
 
 // announce publishes the announcement, retained, without waiting for its
 // acknowledgement.
