@@ -32,20 +32,24 @@ func newServer(t *testing.T) (*httptest.Server, *actuator.Bank) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bank, err := actuator.New(l, []actuator.Spec{{Name: "pump", PinName: "GPIO17"}}, nil)
+	stream := &httpapi.Stream{}
+	bank, err := actuator.New(l, []actuator.Spec{{Name: "pump", PinName: "GPIO17"}}, &actuator.Options{Observer: &actuator.Observer{Decided: stream.Decided}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := bank.Start(sim.Pin); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(source{bank}, nil))
+	srv := httptest.NewServer(httpapi.New(source{bank, stream}, nil))
 	t.Cleanup(srv.Close)
 	return srv, bank
 }
 
-// source is the bank with a fixed gateway status.
-type source struct{ *actuator.Bank }
+// source is the bank and its event stream, with a fixed gateway status.
+type source struct {
+	*actuator.Bank
+	*httpapi.Stream
+}
 
 func (source) Status() httpapi.Status {
 	return httpapi.Status{GatewayID: "gw", Broker: httpapi.Broker{URL: "tcp://127.0.0.1:1", LastError: "connection refused"}}

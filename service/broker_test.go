@@ -16,9 +16,9 @@ import (
 
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/httpapi"
+	"github.com/fencegate/fencegate/service"
 	"github.com/fencegate/fencegate/tests/testctl"
 	"github.com/fencegate/fencegate/tests/testenv"
-	"github.com/fencegate/fencegate/service"
 	"github.com/fencegate/fencegate/wire"
 )
 

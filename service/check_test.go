@@ -12,8 +12,8 @@ import (
 
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fencelog"
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/service"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 func checkConfig(t *testing.T, store string) *config.Config {

@@ -14,9 +14,9 @@ import (
 
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/sign"
 	"github.com/fencegate/fencegate/tests/testctl"
 	"github.com/fencegate/fencegate/tests/testenv"
-	"github.com/fencegate/fencegate/sign"
 	"github.com/fencegate/fencegate/wire"
 )
 

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/config"
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/service"
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // envLoopbackChild tells a run of this test binary that it is the child of

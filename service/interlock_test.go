@@ -10,8 +10,8 @@ import (
 	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/tests/testctl"
 	"github.com/fencegate/fencegate/service"
+	"github.com/fencegate/fencegate/tests/testctl"
 	"github.com/fencegate/fencegate/wire"
 )
 

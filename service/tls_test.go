@@ -12,8 +12,8 @@ import (
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/service"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/wire"
 )
 
