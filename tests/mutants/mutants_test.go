@@ -322,6 +322,14 @@ var mutants = []mutant{
 		pkgs: []string{"./cmd/gateway"}, run: "TestSignedCommandsEndToEnd",
 	},
 	{
+		name: "trip-read-after-takeover",
+		why:  "the trip inputs are not read before the outputs are taken over: a scope tripped at start has its outputs taken over as the boot rule says, on for a moment",
+		file: "service/service.go",
+		old:  "\t\tg.tripAtStart,   // a tripped scope is taken over at its safe state\n",
+		new:  "",
+		pkgs: []string{"./service"}, run: "TestTripReadBeforeTakeOver",
+	},
+	{
 		name: "pasted-key-quoted",
 		why:  "a private key pasted into the configuration is quoted back by its syntax error",
 		file: "config/config.go",
