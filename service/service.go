@@ -5,9 +5,10 @@
 //
 // Start-up order matters for safety: the store is opened (never silently
 // created), the bank binds the actuators to their scopes and records the
-// boot rule's decision, the board takes over each line at the level that
-// decision gives, every output is driven there, and only then does the
-// gateway subscribe to commands.
+// boot rule's decision, the trip inputs are read before any output is
+// taken over, the board takes over each line at the level that decision
+// gives, every output is driven there, the API listens, and only then
+// does the gateway subscribe to commands. Run reads as that list.
 //
 // [Check] runs the same start-up steps without taking anything over, for
 // `gateway check`, so that a check says "ok" exactly when Run would start.
