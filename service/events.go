@@ -1,6 +1,7 @@
 package service
 
 import (
+	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/actuator"
@@ -16,8 +17,9 @@ import (
 //
 // A listener is added during start-up by the phase that makes it, before
 // the phase that starts its feeder: the lists are not changed once the
-// gateway runs, so feeding them takes no lock. No listener may block:
-// they run on the decision path, or in paho's goroutines.
+// gateway runs, so feeding them takes no lock. Only the event stream's
+// subscribers come and go (Subscribe). No listener may block: they run
+// on the decision path, or in paho's goroutines.
 type events struct {
 	committed []func(took time.Duration, writes int)
 	decided   []func(actuator.Event)
@@ -26,6 +28,43 @@ type events struct {
 	changed   []func([]fence.Output)
 	inputs    []func(wire.InputState)
 	lost      []func(error)
+
+	subMu sync.Mutex // guards subs
+	subs  map[chan actuator.Event]struct{}
+}
+
+// Subscribe implements httpapi.Source: a channel of decisions, for GET
+// /api/events, and a function that ends the subscription.
+func (ev *events) Subscribe(buf int) (<-chan actuator.Event, func()) {
+	ch := make(chan actuator.Event, buf)
+	ev.subMu.Lock()
+	if ev.subs == nil {
+		ev.subs = make(map[chan actuator.Event]struct{})
+	}
+	ev.subs[ch] = struct{}{}
+	ev.subMu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			ev.subMu.Lock()
+			delete(ev.subs, ch)
+			ev.subMu.Unlock()
+		})
+	}
+}
+
+// stream hands a decision to the event stream's subscribers. It never
+// blocks the decision: a subscriber that falls more than its buffer
+// behind misses events.
+func (ev *events) stream(e actuator.Event) {
+	ev.subMu.Lock()
+	defer ev.subMu.Unlock()
+	for ch := range ev.subs {
+		select {
+		case ch <- e:
+		default:
+		}
+	}
 }
 
 // observe adds the funcs of o (an actuator.Observer) that are set.

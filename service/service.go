@@ -116,7 +116,6 @@ type gateway struct {
 	events    events
 	metrics   *gwmetrics.Metrics
 	decisions *decisionLog
-	stream    httpapi.Stream
 
 	flog      *fencelog.Log  // openStore
 	bank      *actuator.Bank // bindBank
@@ -146,7 +145,7 @@ func newGateway(cfg *config.Config, opts Options) *gateway {
 	g.decisions = newDecisionLog(log.With("component", "decisions"), floodInterval)
 	g.events.committed = append(g.events.committed, g.metrics.OnCommit)
 	g.events.observe(g.metrics.Observer())
-	g.events.decided = append(g.events.decided, g.decisions.decided, g.stream.Decided)
+	g.events.decided = append(g.events.decided, g.decisions.decided, g.events.stream)
 	return g
 }
 
@@ -357,7 +356,7 @@ func (g *gateway) startHTTP() error {
 		g.info.HTTP = ln.Addr().String()
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", g.metrics.Handler())
-		mux.Handle("/", httpapi.New(source{g.bank, g.status, g.inputs, &g.stream}, g.log.With("component", "http")))
+		mux.Handle("/", httpapi.New(source{g.bank, g.status, g.inputs, &g.events}, g.log.With("component", "http")))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		g.stops = append(g.stops, func() {

@@ -21,7 +21,7 @@ type source struct {
 	*actuator.Bank
 	*status
 	*inputs
-	*httpapi.Stream
+	*events // the event stream
 }
 
 // status answers GET /api/status.
