@@ -117,11 +117,11 @@ type Observer struct {
 // Bank is the set of configured actuators. Its methods are safe for
 // concurrent use.
 type Bank struct {
-	log    *fencelog.Log
+	store  *fencelog.Store
 	opts   Options
 	outs   map[string]*output // immutable after New
 	order  []string           // actuator names in configuration order
-	scopes []*scope           // in order of their first actuator
+	scopes []*guard           // in order of their first actuator
 
 	startMu sync.Mutex
 	started bool
@@ -137,7 +137,7 @@ type Bank struct {
 
 // New checks the actuators and interlocks, binds every actuator to its
 // scope in the store (an actuator the configuration moved brings its old
-// scope's fence along, see fencelog.Log.Bind), and applies the boot rule:
+// scope's fence along, see fencelog.Store.Bind), and applies the boot rule:
 //
 //   - boot: last drives the recorded state; an actuator never commanded
 //     is recorded off;
@@ -151,15 +151,15 @@ type Bank struct {
 //
 // What the rule changes is recorded (fsynced, audited as "boot") before
 // New returns, and before any line is taken over.
-func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
-	b := &Bank{log: log, outs: make(map[string]*output)}
+func New(store *fencelog.Store, specs []Spec, opts *Options) (*Bank, error) {
+	b := &Bank{store: store, outs: make(map[string]*output)}
 	if opts != nil {
 		b.opts = *opts
 	}
 	if b.opts.Logger == nil {
 		b.opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	byScope := map[string]*scope{}
+	byScope := map[string]*guard{}
 	for _, s := range specs {
 		if s.Name == "" {
 			return nil, errors.New("actuator: empty actuator name")
@@ -180,11 +180,11 @@ func New(log *fencelog.Log, specs []Spec, opts *Options) (*Bank, error) {
 		}
 		sc := byScope[s.Scope]
 		if sc == nil {
-			sc = &scope{name: s.Scope, sem: make(chan struct{}, 1)}
+			sc = &guard{name: s.Scope, sem: make(chan struct{}, 1)}
 			byScope[s.Scope] = sc
 			b.scopes = append(b.scopes, sc)
 		}
-		o := &output{Spec: s, scope: sc}
+		o := &output{Spec: s, guard: sc}
 		sc.members = append(sc.members, o)
 		b.outs[s.Name] = o
 		b.order = append(b.order, s.Name)
@@ -269,13 +269,13 @@ func (b *Bank) Stop() {
 	b.pulseMu.Unlock()
 	for _, name := range running {
 		o := b.outs[name]
-		o.scope.lock(context.Background())
-		if cur, err := b.log.Output(o.Scope, o.Name); err == nil && cur.Pulse != nil && cur.Pulse.Status == fence.PulseRunning {
+		o.guard.lock(context.Background())
+		if cur, err := b.store.Output(o.Scope, o.Name); err == nil && cur.Pulse != nil && cur.Pulse.Status == fence.PulseRunning {
 			if rec, ok := b.endPulse(o, *cur.Pulse, fence.PulseInterrupted, pulseStopped); ok {
-				b.changedFrom(o.scope, rec)
+				b.changedFrom(o.guard, rec)
 			}
 		}
-		o.scope.unlock()
+		o.guard.unlock()
 	}
 	b.pulseWG.Wait() // the ends that had begun: done before the board closes
 }
@@ -286,5 +286,5 @@ func (b *Bank) Output(name string) (fence.Output, error) {
 	if !ok {
 		return fence.Output{}, fmt.Errorf("actuator: unknown actuator %q", name)
 	}
-	return b.log.Output(o.Scope, o.Name)
+	return b.store.Output(o.Scope, o.Name)
 }

@@ -23,7 +23,7 @@ import (
 // rig is a bank over a real bbolt store and the real sim board.
 type rig struct {
 	bank  *actuator.Bank
-	log   *fencelog.Log
+	log   *fencelog.Store
 	sim   *boards.Sim
 	store string
 }

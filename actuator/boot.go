@@ -33,7 +33,7 @@ func (b *Bank) boot() error {
 	for name, o := range b.outs {
 		scopes[name] = o.Scope
 	}
-	moved, err := b.log.Bind(scopes)
+	moved, err := b.store.Bind(scopes)
 	if err != nil {
 		return fmt.Errorf("actuator: %w", err)
 	}
@@ -46,7 +46,7 @@ func (b *Bank) boot() error {
 		changes = append(changes, fencelog.StateChange{Scope: o.Scope, Actuator: o.Name, State: s, Holder: "boot", Why: why})
 	}
 	for _, sc := range b.scopes {
-		rec, err := b.log.Scope(sc.name)
+		rec, err := b.store.ScopeRecord(sc.name)
 		if err != nil {
 			return fmt.Errorf("actuator: %w", err)
 		}
@@ -54,7 +54,7 @@ func (b *Bank) boot() error {
 			if p := rec.Output(o.Name).Pulse; p != nil && p.Status == fence.PulseRunning {
 				// A crash (or a stop) while it ran: a pulse is never resumed.
 				why := fmt.Sprintf("interrupted: the gateway stopped while this pulse of %v ran; it is not resumed", p.Width)
-				if rec, _, err = b.log.EndPulse(sc.name, o.Name, *p, fence.PulseInterrupted, why); err != nil {
+				if rec, _, err = b.store.EndPulse(sc.name, o.Name, *p, fence.PulseInterrupted, why); err != nil {
 					return fmt.Errorf("actuator: %w", err)
 				}
 				b.opts.Logger.Warn("pulse interrupted by a stop of the gateway; the output rests off", "actuator", o.Name, "fence", p.Fence.String(), "width", p.Width.String())
@@ -96,7 +96,7 @@ func (b *Bank) boot() error {
 			}
 		}
 	}
-	if err := b.log.SetStates(changes); err != nil {
+	if err := b.store.SetStates(changes); err != nil {
 		return fmt.Errorf("actuator: %w", err)
 	}
 	for _, o := range b.outs {
@@ -160,12 +160,12 @@ func (b *Bank) Start(pin func(name string) (Pin, error)) error {
 		}
 	}
 	for _, o := range deferred {
-		o.scope.lock(ctx)
+		o.guard.lock(ctx)
 		err := b.drive(o, fence.StateOn)
 		if err == nil {
-			b.changed(o.scope)
+			b.changed(o.guard)
 		}
-		o.scope.unlock()
+		o.guard.unlock()
 		if err != nil {
 			return fmt.Errorf("actuator: %s: drive on after the dead time of interlock %s: %w", o.Name, o.lock.Name, err)
 		}
@@ -180,9 +180,9 @@ func (b *Bank) Start(pin func(name string) (Pin, error)) error {
 	return nil
 }
 
-func (b *Bank) startScope(sc *scope) error {
+func (b *Bank) startScope(sc *guard) error {
 	now := time.Now()
-	rec, err := b.log.Scope(sc.name)
+	rec, err := b.store.ScopeRecord(sc.name)
 	if err != nil {
 		return fmt.Errorf("actuator: %w", err)
 	}

@@ -82,7 +82,7 @@ func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.R
 	if len(todo) == 0 {
 		return results, nil
 	}
-	if err := o.scope.lock(ctx); err != nil {
+	if err := o.guard.lock(ctx); err != nil {
 		return results[:todo[0]], err // the rejections before the first that waited are answered
 	}
 	var decided []fence.Result
@@ -93,11 +93,11 @@ func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.R
 		// pins, which the commands before it may have moved: one at a
 		// time, each planned after the one before it was driven.
 		for _, i := range todo {
-			o.scope.progress()
+			o.guard.progress()
 			decided = append(decided, b.handle(o, cmds[i:i+1])...)
 		}
 	}
-	o.scope.unlock()
+	o.guard.unlock()
 	for k, i := range todo {
 		results[i] = decided[k]
 		b.emit(cmds[i], o.Scope, decided[k])
@@ -162,7 +162,7 @@ func (b *Bank) handle(o *output, cmds []fence.Command) []fence.Result {
 		reqs[i] = fencelog.Request{Command: c, Plan: b.planner(o, c)}
 	}
 	start := time.Now()
-	adms, err := b.log.AdmitBatch(o.Scope, o.scope.rules, reqs)
+	adms, err := b.store.AdmitBatch(o.Scope, o.guard.rules, reqs)
 	if ob := b.opts.Observer; ob != nil && ob.Admitted != nil {
 		ob.Admitted(time.Since(start), len(cmds))
 	}
@@ -173,7 +173,7 @@ func (b *Bank) handle(o *output, cmds []fence.Command) []fence.Result {
 			continue
 		}
 		if adms[i].Outcome == fence.Applied {
-			b.alive(o.scope) // a sign of life from the holder: the fence rose
+			b.alive(o.guard) // a sign of life from the holder: the fence rose
 		}
 		results[i] = b.carryOut(o, c, adms[i])
 	}
@@ -185,7 +185,7 @@ func (b *Bank) handle(o *output, cmds []fence.Command) []fence.Result {
 func (b *Bank) notRecorded(o *output, c fence.Command, err error) fence.Result {
 	res := fence.Result{ID: c.ID, Actuator: c.Actuator, Command: c.Fence, Outcome: fence.Failed,
 		Error: "fence not recorded, nothing driven: " + err.Error()}
-	if cur, err := b.log.Output(o.Scope, o.Name); err == nil {
+	if cur, err := b.store.Output(o.Scope, o.Name); err == nil {
 		res.Fence, res.State = cur.Fence, cur.State
 	}
 	b.readBack(o, &res)
@@ -207,7 +207,7 @@ func (b *Bank) carryOut(o *output, c fence.Command, adm fencelog.Admission) fenc
 		res.Fence = orig.Fence
 		if orig.Refused != nil {
 			// The original was refused; so is its redelivery, the same way.
-			b.refuse(&res, orig.Refused, adm.Scope)
+			b.refuse(&res, orig.Refused, adm.Record)
 		} else if orig.Pulse > 0 {
 			// Never again: the redelivery is told how the pulse went.
 			status := orig.PulseStatus
@@ -226,8 +226,8 @@ func (b *Bank) carryOut(o *output, c fence.Command, adm fencelog.Admission) fenc
 			b.opts.AfterCommit(c)
 		}
 		if r := adm.Effect.Refusal; r != nil {
-			b.refuse(&res, r, adm.Scope)
-			b.changedFrom(o.scope, adm.Scope)
+			b.refuse(&res, r, adm.Record)
+			b.changedFrom(o.guard, adm.Record)
 			break
 		}
 		for i, set := range adm.Effect.Sets {
@@ -239,7 +239,7 @@ func (b *Bank) carryOut(o *output, c fence.Command, adm fencelog.Admission) fenc
 					res.Error += fmt.Sprintf("; %s was not driven %s (the interlock's other member may still be on)", rest[len(rest)-1].Actuator, rest[len(rest)-1].State)
 				}
 				b.opts.Logger.Error("drive failed", "actuator", target.Name, "pin", target.PinName, "state", set.State.String(), "err", err)
-				b.log.Record(fencelog.Entry{Scope: o.Scope, Actuator: o.Name, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
+				b.store.Record(fencelog.Entry{Scope: o.Scope, Actuator: o.Name, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
 					Command: c.Fence, State: c.State, Outcome: fence.Failed, Fence: res.Fence, Error: res.Error})
 				break
 			}
@@ -256,13 +256,13 @@ func (b *Bank) carryOut(o *output, c fence.Command, adm fencelog.Admission) fenc
 			}
 			if cut != "" {
 				if rec, ok := b.endPulse(o, *p, fence.PulseInterrupted, cut); ok {
-					adm.Scope = rec
+					adm.Record = rec
 					res.Pulse = rec.Output(o.Name).Pulse
 					res.State = fence.StateOff
 				}
 			}
 		}
-		b.changedFrom(o.scope, adm.Scope)
+		b.changedFrom(o.guard, adm.Record)
 	}
 	b.readBack(o, &res)
 	return res
@@ -288,7 +288,7 @@ func (b *Bank) readBack(o *output, res *fence.Result) {
 
 // refuse makes res the answer to a command that raised the fence but was
 // refused r.
-func (b *Bank) refuse(res *fence.Result, r *fence.Refusal, rec fencelog.Scope) {
+func (b *Bank) refuse(res *fence.Result, r *fence.Refusal, rec fencelog.ScopeRecord) {
 	res.Outcome = fence.Rejected
 	res.Reason = r.Reason
 	res.Error = r.Error
@@ -307,12 +307,12 @@ func (b *Bank) Reject(c fence.Command, reason string, err error) fence.Result {
 		Outcome: fence.Rejected, Reason: reason, Error: res.Error}
 	if o, ok := b.outs[c.Actuator]; ok {
 		e.Scope = o.Scope
-		if cur, err := b.log.Output(o.Scope, o.Name); err == nil {
+		if cur, err := b.store.Output(o.Scope, o.Name); err == nil {
 			res.Fence, res.State = cur.Fence, cur.State
 			e.Fence = cur.Fence
 		}
 	}
-	b.log.Record(e)
+	b.store.Record(e)
 	b.emit(c, e.Scope, res)
 	return res
 }

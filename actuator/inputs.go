@@ -29,7 +29,7 @@ func (b *Bank) TripAtStart(level func(input string) (bool, error)) error {
 		case high != sc.trip.High:
 			continue
 		}
-		rec, err := b.log.Scope(sc.name)
+		rec, err := b.store.ScopeRecord(sc.name)
 		if err != nil {
 			return fmt.Errorf("actuator: %w", err)
 		}
@@ -42,7 +42,7 @@ func (b *Bank) TripAtStart(level func(input string) (bool, error)) error {
 			}
 		}
 		b.opts.Logger.Warn("scope tripped at start: its outputs are taken over at the safe state; a reset command releases it once the input is cleared", "scope", sc.name, "why", why)
-		if err := b.log.SetTrip(sc.name, why, changesOf(sc, sc.toSafe(rec), fencelog.OutcomeTrip, why)); err != nil {
+		if err := b.store.SetTrip(sc.name, why, changesOf(sc, sc.toSafe(rec), fencelog.OutcomeTrip, why)); err != nil {
 			return fmt.Errorf("actuator: %w", err)
 		}
 	}
@@ -110,7 +110,7 @@ func (b *Bank) vetoOf(o *output) *fence.Refusal {
 // tripping says why sc's trip holds it now ("" if its input is not at
 // its trip level, or sc has no trip): an input that cannot be read holds
 // it too.
-func (b *Bank) tripping(sc *scope) string {
+func (b *Bank) tripping(sc *guard) string {
 	if sc.trip == nil {
 		return ""
 	}
@@ -149,14 +149,14 @@ func (b *Bank) InputChanged(name string, high bool) {
 // does nothing if it is not at its trip level), with its outputs at the
 // safe state, drives them, and publishes the scope, unless it is tripped
 // already. The scope's lock must be held.
-func (b *Bank) tripScope(sc *scope, why string) {
+func (b *Bank) tripScope(sc *guard, why string) {
 	if why == "" {
 		why = b.tripping(sc)
 	}
 	if why == "" {
 		return
 	}
-	rec, err := b.log.Scope(sc.name)
+	rec, err := b.store.ScopeRecord(sc.name)
 	if err != nil {
 		b.opts.Logger.Error("trip: read scope", "scope", sc.name, "err", err)
 		return

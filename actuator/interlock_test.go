@@ -32,7 +32,7 @@ func ventLock(bbm bool, dead time.Duration) *actuator.Options {
 type drives struct {
 	mu   sync.Mutex
 	list []drive
-	log  func() *fencelog.Log
+	log  func() *fencelog.Store
 }
 
 type drive struct {
@@ -45,7 +45,7 @@ type drive struct {
 func (d *drives) onDrive(name string, high bool) {
 	rec := map[string]fence.State{}
 	if l := d.log(); l != nil {
-		sc, _ := l.Scope("vent")
+		sc, _ := l.ScopeRecord("vent")
 		for _, n := range []string{"vent-open", "vent-close"} {
 			rec[n] = sc.Output(n).State
 		}
@@ -71,7 +71,7 @@ func newVentRig(t *testing.T, dir string, opts *actuator.Options) (*rig, *drives
 	t.Helper()
 	d := &drives{}
 	var r *rig
-	d.log = func() *fencelog.Log {
+	d.log = func() *fencelog.Store {
 		if r == nil {
 			return nil
 		}

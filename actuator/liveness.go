@@ -11,7 +11,7 @@ import (
 
 // safeState is the state sc's dead-man and trip send it to: off unless
 // its Safe says on.
-func (sc *scope) safeState() fence.State {
+func (sc *guard) safeState() fence.State {
 	if sc.safe.State == fence.StateOn {
 		return fence.StateOn
 	}
@@ -56,7 +56,7 @@ func (b *Bank) timer(t **time.Timer, d time.Duration, f func()) {
 
 // maxOnFired switches o off if it has been on for its max_on.
 func (b *Bank) maxOnFired(o *output) {
-	sc := o.scope
+	sc := o.guard
 	sc.lock(context.Background())
 	defer sc.unlock()
 	if o.onSince.IsZero() {
@@ -73,7 +73,7 @@ func (b *Bank) maxOnFired(o *output) {
 
 // alive notes a sign of life from sc's holder and arms its dead-man. The
 // scope's lock must be held.
-func (b *Bank) alive(sc *scope) {
+func (b *Bank) alive(sc *guard) {
 	if sc.safe.After <= 0 {
 		return
 	}
@@ -83,7 +83,7 @@ func (b *Bank) alive(sc *scope) {
 
 // deadmanFired sends sc to its safe state if no command raised its fence
 // for its dead-man's time.
-func (b *Bank) deadmanFired(sc *scope) {
+func (b *Bank) deadmanFired(sc *guard) {
 	sc.lock(context.Background())
 	defer sc.unlock()
 	if left := sc.safe.After - time.Since(sc.alive); left > 0 {
@@ -110,14 +110,14 @@ func (b *Bank) Disconnected(err error) {
 // goSafe drives sc's outputs to its safe state, offs first, recording
 // each that changes (the fence does not move). The scope's lock must be
 // held.
-func (b *Bank) goSafe(sc *scope, why string) {
+func (b *Bank) goSafe(sc *guard, why string) {
 	b.pulseMu.Lock()
 	stopped := b.stopped
 	b.pulseMu.Unlock()
 	if stopped {
 		return
 	}
-	rec, err := b.log.Scope(sc.name)
+	rec, err := b.store.ScopeRecord(sc.name)
 	if err != nil {
 		b.opts.Logger.Error("dead-man: read scope", "scope", sc.name, "err", err)
 		return

@@ -22,15 +22,15 @@ func (b *Bank) planner(o *output, c fence.Command) fencelog.Planner {
 	}
 	var stillTripped string
 	if c.Reset {
-		stillTripped = b.tripping(o.scope)
+		stillTripped = b.tripping(o.guard)
 	}
 	inner := b.stateRule(o, c)
-	return func(rec fencelog.Scope) fence.Effect {
+	return func(rec fencelog.ScopeRecord) fence.Effect {
 		if trip := rec.Trip(); trip != "" {
 			switch {
-			case c.State != fence.StateNone && c.State != o.scope.safeState() && o.Kind != KindPulse, c.Pulse > 0:
+			case c.State != fence.StateNone && c.State != o.guard.safeState() && o.Kind != KindPulse, c.Pulse > 0:
 				return fence.Effect{Refusal: &fence.Refusal{Reason: fence.ReasonTrip, Error: fmt.Sprintf(
-					"scope %s is held at its safe state (%s): %s; send a fence-only command with reset once that is cleared", o.Scope, o.scope.safeState(), trip)}}
+					"scope %s is held at its safe state (%s): %s; send a fence-only command with reset once that is cleared", o.Scope, o.guard.safeState(), trip)}}
 			case c.Reset && stillTripped != "":
 				return fence.Effect{Refusal: &fence.Refusal{Reason: fence.ReasonTrip, Error: fmt.Sprintf(
 					"scope %s cannot be reset: %s", o.Scope, stillTripped)}}
@@ -55,7 +55,7 @@ func (b *Bank) planner(o *output, c fence.Command) fencelog.Planner {
 func (b *Bank) stateRule(o *output, c fence.Command) fencelog.Planner {
 	if o.Kind == KindPulse && c.Pulse > 0 {
 		// A pulse output is on only while it pulses.
-		return func(rec fencelog.Scope) fence.Effect {
+		return func(rec fencelog.ScopeRecord) fence.Effect {
 			return fence.PulseEffect(c, rec.Output(o.Name).State == fence.StateOn)
 		}
 	}
@@ -72,7 +72,7 @@ func (b *Bank) stateRule(o *output, c fence.Command) fencelog.Planner {
 		pinOn[m] = err != nil || high == mo.level(fence.StateOn)
 	}
 	g := &o.lock.Interlock
-	return func(rec fencelog.Scope) fence.Effect {
+	return func(rec fencelog.ScopeRecord) fence.Effect {
 		return g.Effect(c, func(a string) bool { return rec.Output(a).State == fence.StateOn || pinOn[a] })
 	}
 }

@@ -30,13 +30,13 @@ func (b *Bank) pulseEnds(o *output, p fence.Pulse) bool {
 		// arrives before the end is recorded is refused busy, so the
 		// drive needs no lock; the record of the end, next, does.
 		why := fmt.Sprintf("done: on for %v, then back at rest", p.Width) + b.toRest(o)
-		o.scope.lock(context.Background())
-		defer o.scope.unlock()
+		o.guard.lock(context.Background())
+		defer o.guard.unlock()
 		b.pulseMu.Lock()
 		delete(b.pulses, o.Name)
 		b.pulseMu.Unlock()
 		if rec, ok := b.recordPulseEnd(o, p, fence.PulseDone, why); ok {
-			b.changedFrom(o.scope, rec)
+			b.changedFrom(o.guard, rec)
 		}
 	})
 	return true
@@ -45,7 +45,7 @@ func (b *Bank) pulseEnds(o *output, p fence.Pulse) bool {
 // endPulse drives o, whose pulse p runs, back to rest and records how the
 // pulse ended; ok is false if the record was not p running. The scope's
 // lock must be held.
-func (b *Bank) endPulse(o *output, p fence.Pulse, status, why string) (fencelog.Scope, bool) {
+func (b *Bank) endPulse(o *output, p fence.Pulse, status, why string) (fencelog.ScopeRecord, bool) {
 	return b.recordPulseEnd(o, p, status, why+b.toRest(o))
 }
 
@@ -65,8 +65,8 @@ func (b *Bank) toRest(o *output) string {
 
 // recordPulseEnd records how the pulse p of o ended; ok is false if the
 // record was not p running. The scope's lock must be held.
-func (b *Bank) recordPulseEnd(o *output, p fence.Pulse, status, why string) (fencelog.Scope, bool) {
-	rec, ok, err := b.log.EndPulse(o.Scope, o.Name, p, status, why)
+func (b *Bank) recordPulseEnd(o *output, p fence.Pulse, status, why string) (fencelog.ScopeRecord, bool) {
+	rec, ok, err := b.store.EndPulse(o.Scope, o.Name, p, status, why)
 	if err != nil {
 		b.opts.Logger.Error("record the end of a pulse", "actuator", o.Name, "err", err)
 		return rec, false

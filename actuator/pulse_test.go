@@ -19,7 +19,7 @@ import (
 // board; drives records every drive of a pin, with its time.
 type pulseRig struct {
 	bank    *actuator.Bank
-	log     *fencelog.Log
+	log     *fencelog.Store
 	sim     *boards.Sim
 	store   string
 	mu      sync.Mutex

@@ -52,11 +52,11 @@ type DeadmanStatus struct {
 
 // changed reports the scope's recorded states to Options.Changed. The
 // scope's lock must be held.
-func (b *Bank) changed(sc *scope) {
+func (b *Bank) changed(sc *guard) {
 	if b.opts.Changed == nil {
 		return
 	}
-	rec, err := b.log.Scope(sc.name)
+	rec, err := b.store.ScopeRecord(sc.name)
 	if err != nil {
 		b.opts.Logger.Error("read scope", "scope", sc.name, "err", err)
 		return
@@ -64,7 +64,7 @@ func (b *Bank) changed(sc *scope) {
 	b.changedFrom(sc, rec)
 }
 
-func (b *Bank) changedFrom(sc *scope, rec fencelog.Scope) {
+func (b *Bank) changedFrom(sc *guard, rec fencelog.ScopeRecord) {
 	if b.opts.Changed == nil {
 		return
 	}
@@ -86,7 +86,7 @@ func (b *Bank) Republish() {
 }
 
 // FindAudit returns the newest audit entries that q selects, oldest first.
-func (b *Bank) FindAudit(q fencelog.AuditQuery) ([]fencelog.Entry, error) { return b.log.FindAudit(q) }
+func (b *Bank) FindAudit(q fencelog.AuditQuery) ([]fencelog.Entry, error) { return b.store.FindAudit(q) }
 
 // Statuses returns every actuator's recorded state and read-back level, in
 // configuration order. Each scope is read under its lock, so it never shows
@@ -95,7 +95,7 @@ func (b *Bank) Statuses() ([]Status, error) {
 	out := make([]Status, 0, len(b.order))
 	for _, sc := range b.scopes {
 		sc.lock(context.Background())
-		rec, err := b.log.Scope(sc.name)
+		rec, err := b.store.ScopeRecord(sc.name)
 		if err != nil {
 			sc.unlock()
 			return nil, err

@@ -110,7 +110,7 @@ func TestTripHeldAcrossRestart(t *testing.T) {
 	}
 	stop()
 	r2, _ := newInputRig(t, r.store, heaterSpecs(actuator.BootOn), &actuator.Options{Trips: overheat}, ins)
-	rec, _ := r2.log.Scope("climate")
+	rec, _ := r2.log.ScopeRecord("climate")
 	out, _ := r2.bank.Output("heater")
 	m, _ := boards.ReadLatch(r2.sim.Path())
 	if rec.Trip() != "" && (out.State == fence.StateOn || m["GPIO23"]) {
@@ -154,7 +154,7 @@ func TestTripHoldsSafeOn(t *testing.T) {
 		t.Fatalf("vent %v after the trip, want on (the safe state)", out.State)
 	}
 	res := must(r.bank.Handle(context.Background(), command("v-1", "vent", 5, 0, fence.StateOff)))
-	rec, _ := r.log.Scope("air")
+	rec, _ := r.log.ScopeRecord("air")
 	if out, _ := r.bank.Output("vent"); rec.Trip() != "" && out.State != fence.StateOn {
 		t.Errorf("tripped scope (%q) left its safe state: an off answered %v, vent %v", rec.Trip(), res.Outcome, out.State)
 	}
@@ -182,7 +182,7 @@ func TestMomentaryTrip(t *testing.T) {
 	close(gate)
 	<-done
 	<-tripped
-	if rec, _ := r.log.Scope("climate"); rec.Trip() == "" {
+	if rec, _ := r.log.ScopeRecord("climate"); rec.Trip() == "" {
 		t.Error("InputChanged(overheat, high) did not trip the scope: the level was read again after the lock and had gone back")
 	}
 }

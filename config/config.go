@@ -55,7 +55,7 @@ type Config struct {
 	// may be on.
 	Interlocks []Interlock `yaml:"interlocks,omitempty"`
 	// Scopes set what a fence scope admits beyond its fence.
-	Scopes []Scope `yaml:"scopes,omitempty"`
+	Scopes []ScopeRules `yaml:"scopes,omitempty"`
 	// Inputs are digital inputs: published, and read by the rules that
 	// name them (an actuator's requires, a scope's trip).
 	Inputs []Input `yaml:"inputs,omitempty"`
@@ -176,9 +176,9 @@ type Interlock struct {
 	line int
 }
 
-// Scope configures one fence scope (a scope is named by its actuators'
+// ScopeRules configures one fence scope (a scope is named by its actuators'
 // scope keys, or by an actuator's name).
-type Scope struct {
+type ScopeRules struct {
 	Name string `yaml:"name"`
 	// MaxTokenJump, if not zero, rejects a token more than this above the
 	// scope's fence (reason token-jump), fence-only commands included.

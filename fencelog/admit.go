@@ -20,18 +20,18 @@ type Admission struct {
 	// Output is the commanded actuator's recorded state after the
 	// decision; its Fence is the scope's fence.
 	Output fence.Output
-	// Scope is the scope's record after the decision.
-	Scope Scope
+	// Record is the scope's record after the decision.
+	Record ScopeRecord
 }
 
 // Planner decides the effect of an admitted command from its scope's
 // record. Admit calls it inside the transaction that records the effect,
 // so the record it sees is the one the effect is recorded over. It must
 // be a pure function of its argument and what it captured.
-type Planner func(rec Scope) fence.Effect
+type Planner func(rec ScopeRecord) fence.Effect
 
 // rules returns r with its floor raised to the store's.
-func (l *Log) rules(r fence.Rules) fence.Rules {
+func (l *Store) rules(r fence.Rules) fence.Rules {
 	r.Floor = max(r.Floor, l.birth.Floor)
 	return r
 }
@@ -50,7 +50,7 @@ var testHookAdmitBetween func()
 // A non-nil error means nothing was recorded and nothing may be driven; the
 // caller answers failed. Stale and duplicate decisions write nothing
 // synchronously.
-func (l *Log) Admit(scope string, c fence.Command, rules fence.Rules, plan Planner) (Admission, error) {
+func (l *Store) Admit(scope string, c fence.Command, rules fence.Rules, plan Planner) (Admission, error) {
 	adms, err := l.AdmitBatch(scope, rules, []Request{{c, plan}})
 	if err != nil {
 		return Admission{}, err
@@ -74,7 +74,7 @@ type Request struct {
 // returns; a batch in which none passes writes nothing synchronously. A
 // non-nil error means nothing of the batch was recorded and nothing may be
 // driven.
-func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Admission, error) {
+func (l *Store) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Admission, error) {
 	if err := l.writable(); err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Adm
 	if !passes {
 		adms := make([]Admission, len(reqs))
 		for i, r := range reqs {
-			adms[i] = Admission{Decision: first[i], Output: rec.output(scope, r.Command.Actuator), Scope: Scope{scope, rec.Fence, rec}}
+			adms[i] = Admission{Decision: first[i], Output: rec.output(scope, r.Command.Actuator), Record: ScopeRecord{scope, rec.Fence, rec}}
 			l.Record(l.entry(scope, r.Command, adms[i]))
 		}
 		return adms, nil
@@ -128,9 +128,9 @@ func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Adm
 			if d.Outcome == fence.Applied {
 				plan := reqs[i].Plan
 				if plan == nil {
-					plan = func(Scope) fence.Effect { return fence.Plain(c) }
+					plan = func(ScopeRecord) fence.Effect { return fence.Plain(c) }
 				}
-				eff = plan(Scope{scope, rec.Fence, rec})
+				eff = plan(ScopeRecord{scope, rec.Fence, rec})
 				if i > 0 {
 					// The admissions before this one keep the outputs they saw.
 					rec.Outputs = maps.Clone(rec.Outputs)
@@ -160,7 +160,7 @@ func (l *Log) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]Adm
 				}
 				wrote = true
 			}
-			adm := Admission{Decision: d, Effect: eff, Output: rec.output(scope, c.Actuator), Scope: Scope{scope, rec.Fence, rec}}
+			adm := Admission{Decision: d, Effect: eff, Output: rec.output(scope, c.Actuator), Record: ScopeRecord{scope, rec.Fence, rec}}
 			adms = append(adms, adm)
 			entries = append(entries, l.entry(scope, c, adm))
 			for _, set := range eff.Sets {

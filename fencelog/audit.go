@@ -45,7 +45,7 @@ type Entry struct {
 // buffered and written with the next fence transaction or background flush.
 // Entry.At is set if zero. After Close it records nothing and returns
 // ErrClosed; on a read-only store, ErrReadOnly.
-func (l *Log) Record(e Entry) error {
+func (l *Store) Record(e Entry) error {
 	if e.At.IsZero() {
 		e.At = l.opts.Now().UTC()
 	}
@@ -73,7 +73,7 @@ func (l *Log) Record(e Entry) error {
 
 // Audit returns up to n of the newest audit entries, oldest first,
 // including buffered ones not yet written.
-func (l *Log) Audit(n int) ([]Entry, error) { return l.FindAudit(AuditQuery{Limit: n}) }
+func (l *Store) Audit(n int) ([]Entry, error) { return l.FindAudit(AuditQuery{Limit: n}) }
 
 // AuditOutcomes are the outcomes an audit entry may have: the answers'
 // and the gateway's own actions (boot, moved, interlock).
@@ -106,7 +106,7 @@ func (q AuditQuery) Match(e Entry) bool {
 // back, all of it if need be: times are the wall clock's, which a clock
 // step can make go backwards, so an entry older than Since does not end
 // the search.
-func (l *Log) FindAudit(q AuditQuery) ([]Entry, error) {
+func (l *Store) FindAudit(q AuditQuery) ([]Entry, error) {
 	l.mu.Lock()
 	var out []Entry
 	for i := len(l.pending) - 1; i >= 0 && len(out) < q.Limit; i-- {
@@ -137,14 +137,14 @@ func (l *Log) FindAudit(q AuditQuery) ([]Entry, error) {
 }
 
 // Flush writes buffered audit entries now.
-func (l *Log) Flush() error {
+func (l *Store) Flush() error {
 	if err := l.writable(); err != nil {
 		return err
 	}
 	return l.flush()
 }
 
-func (l *Log) flush() error {
+func (l *Store) flush() error {
 	pending := l.takePending()
 	if len(pending) == 0 {
 		return nil
@@ -155,7 +155,7 @@ func (l *Log) flush() error {
 	return nil
 }
 
-func (l *Log) flusher() {
+func (l *Store) flusher() {
 	defer close(l.done)
 	t := time.NewTicker(l.opts.AuditFlush)
 	defer t.Stop()
@@ -176,7 +176,7 @@ func (l *Log) flusher() {
 	}
 }
 
-func (l *Log) takePending() []Entry {
+func (l *Store) takePending() []Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.pending
@@ -184,7 +184,7 @@ func (l *Log) takePending() []Entry {
 	return p
 }
 
-func (l *Log) entry(scope string, c fence.Command, adm Admission) Entry {
+func (l *Store) entry(scope string, c fence.Command, adm Admission) Entry {
 	e := Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
 		Command: c.Fence, State: c.State, Outcome: adm.Outcome, Reason: adm.Reason, Fence: adm.Output.Fence, Error: adm.Error}
 	r := adm.Effect.Refusal
@@ -200,7 +200,7 @@ func (l *Log) entry(scope string, c fence.Command, adm Admission) Entry {
 }
 
 // appendAudit writes entries and trims the trail to AuditLimit.
-func (l *Log) appendAudit(tx *bolt.Tx, entries []Entry) error {
+func (l *Store) appendAudit(tx *bolt.Tx, entries []Entry) error {
 	b := tx.Bucket(bucketAudit)
 	var last uint64
 	for _, e := range entries {

@@ -24,7 +24,7 @@ func TestAdmitBatchIsAdmitInSequence(t *testing.T) {
 				if c.State != fence.StateOn {
 					return nil
 				}
-				return func(rec Scope) fence.Effect {
+				return func(rec ScopeRecord) fence.Effect {
 					states := rec.States()
 					return g.Effect(c, func(a string) bool { return states[a] == fence.StateOn })
 				}
@@ -90,8 +90,8 @@ func TestAdmitBatchIsAdmitInSequence(t *testing.T) {
 					passed++
 				}
 			}
-			for name, l := range map[string]*Log{"in sequence": one, "in batches": batched} {
-				sc, err := l.Scope("vent")
+			for name, l := range map[string]*Store{"in sequence": one, "in batches": batched} {
+				sc, err := l.ScopeRecord("vent")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -114,8 +114,8 @@ func admissionView(a Admission) string {
 		orig = appliedView(*a.Original)
 	}
 	return fmt.Sprintf("%v %s %s %s | %s %s %s fence %s | scope %s %v", a.Outcome, a.Reason, a.Error, orig,
-		o.State, o.Holder, o.Actuator, o.Fence, a.Scope.Fence, a.Scope.States()) + fmt.Sprintf(" | effect %v %+v", a.Effect.Sets, a.Effect.Refusal) +
-		" | window " + windowView(a.Scope.rec.Recent)
+		o.State, o.Holder, o.Actuator, o.Fence, a.Record.Fence, a.Record.States()) + fmt.Sprintf(" | effect %v %+v", a.Effect.Sets, a.Effect.Refusal) +
+		" | window " + windowView(a.Record.rec.Recent)
 }
 
 // windowView is a scope's window of remembered commands, for comparing.
@@ -138,7 +138,7 @@ func appliedView(a fence.AppliedCommand) string {
 	return fmt.Sprintf("%+v refused %s", a, refused)
 }
 
-func auditView(t *testing.T, l *Log) []string {
+func auditView(t *testing.T, l *Store) []string {
 	t.Helper()
 	es, err := l.Audit(1000)
 	if err != nil {

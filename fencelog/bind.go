@@ -14,7 +14,7 @@ import (
 // never let a token pass that the old fence had already refused. Bind
 // returns the actuators that moved, and writes (with fsync) only if
 // something changed.
-func (l *Log) Bind(scopes map[string]string) ([]string, error) {
+func (l *Store) Bind(scopes map[string]string) ([]string, error) {
 	if err := l.writable(); err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ var testHookCommitted func(writes int)
 // more than once (a batch with a failing write is run again write by
 // write); each run starts from a rolled-back state, so fn must set, not
 // accumulate, what it reports.
-func (l *Log) update(fn func(*bolt.Tx) error) error {
+func (l *Store) update(fn func(*bolt.Tx) error) error {
 	w := &write{fn: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
 	g := &l.commit
 	g.mu.Lock()
@@ -91,7 +91,7 @@ func (l *Log) update(fn func(*bolt.Tx) error) error {
 // quarter of what this commit took (at most 2 ms), in a goroutine of its
 // own, so that this batch's writers go on meanwhile. A lone writer never
 // waits: after a batch of one with nothing queued the lead ends.
-func (l *Log) lead() {
+func (l *Store) lead() {
 	g := &l.commit
 	g.mu.Lock()
 	batch := g.queue
@@ -113,7 +113,7 @@ func (l *Log) lead() {
 
 // pass waits for company (see lead), then hands the lead to the first
 // writer queued, or ends it if none is.
-func (l *Log) pass(n int, wait time.Duration) {
+func (l *Store) pass(n int, wait time.Duration) {
 	l.company(n, wait)
 	g := &l.commit
 	g.mu.Lock()
@@ -128,7 +128,7 @@ func (l *Log) pass(n int, wait time.Duration) {
 }
 
 // company waits until n writes are queued, or for d.
-func (l *Log) company(n int, d time.Duration) {
+func (l *Store) company(n int, d time.Duration) {
 	g := &l.commit
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -149,12 +149,12 @@ func (l *Log) company(n int, d time.Duration) {
 
 // commitBatch commits batch in one transaction and gives each write its
 // result.
-func (l *Log) commitBatch(batch []*write) {
+func (l *Store) commitBatch(batch []*write) {
 	failed := false
 	start := time.Now()
 	l.commit.running.Store(int64(start.Sub(epoch)) + 1)
 	defer l.commit.running.Store(0)
-	l.staged = make(map[string]scopeRecord)
+	l.staged = make(map[string]record)
 	err := l.db.Update(func(tx *bolt.Tx) error {
 		for _, w := range batch {
 			if err := w.fn(tx); err != nil {
@@ -217,7 +217,7 @@ type Stats struct {
 }
 
 // Stats returns the store's commit counts.
-func (l *Log) Stats() Stats {
+func (l *Store) Stats() Stats {
 	l.mu.Lock()
 	dropped := l.dropped
 	l.mu.Unlock()
@@ -227,7 +227,7 @@ func (l *Log) Stats() Stats {
 // CommitRunning returns how long the store's commit in progress has been
 // running; 0 if none is. A commit that runs for ever (a disk that stopped
 // answering) shows here, for the service manager's watchdog.
-func (l *Log) CommitRunning() time.Duration {
+func (l *Store) CommitRunning() time.Duration {
 	if began := l.commit.running.Load(); began != 0 {
 		return time.Since(epoch) - time.Duration(began-1)
 	}

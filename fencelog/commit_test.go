@@ -29,7 +29,7 @@ func holdCommits(t *testing.T, k int) (held <-chan int, release func()) {
 }
 
 // queued waits until n writes wait for the next commit.
-func queued(t *testing.T, l *Log, n int) {
+func queued(t *testing.T, l *Store, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		l.commit.mu.Lock()

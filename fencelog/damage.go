@@ -138,7 +138,7 @@ func walkBucket(b *bolt.Bucket, scopes bool) error {
 			return nil
 		}
 		if scopes {
-			var rec scopeRecord
+			var rec record
 			if err := json.Unmarshal(v, &rec); err != nil {
 				return fmt.Errorf("the record of scope %q cannot be read: %v", k, err)
 			}

@@ -13,7 +13,7 @@ import (
 // holds it to that), without its reflection: every applied command
 // rewrites its scope's record, window of recent commands included, and
 // json.Marshal took a sixth of the gateway's CPU under load.
-func encodeScope(rec scopeRecord) ([]byte, error) {
+func encodeScope(rec record) ([]byte, error) {
 	if rec.hasPulse() || rec.Trip != "" {
 		return json.Marshal(rec) // a pulse output's scope, a tripped one: rare enough
 	}
@@ -165,7 +165,7 @@ func encodeEntry(e Entry) ([]byte, error) {
 
 // hasPulse reports whether rec records a pulse, which encodeScope leaves
 // to encoding/json.
-func (rec scopeRecord) hasPulse() bool {
+func (rec record) hasPulse() bool {
 	for _, a := range rec.Recent {
 		if a.Pulse != 0 || a.PulseStatus != "" {
 			return true

@@ -19,7 +19,7 @@ func TestEncodeScopeIsJSONMarshal(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	str, u64, at := randomValues(rng)
 	for i := range 2000 {
-		rec := scopeRecord{Fence: fence.Fence{Token: u64(), Seq: u64()}}
+		rec := record{Fence: fence.Fence{Token: u64(), Seq: u64()}}
 		for range rng.IntN(fence.Window + 1) {
 			a := fence.AppliedCommand{ID: str(), Actuator: str(), Fence: fence.Fence{Token: u64(), Seq: u64()}, State: fence.State(rng.IntN(4))}
 			if rng.IntN(4) == 0 {
@@ -56,7 +56,7 @@ func TestEncodeScopeIsJSONMarshal(t *testing.T) {
 		}
 	}
 	// A time json.Marshal refuses is refused the same.
-	bad := scopeRecord{Outputs: map[string]outputRecord{"a": {ChangedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}}
+	bad := record{Outputs: map[string]outputRecord{"a": {ChangedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}}
 	_, werr := json.Marshal(bad)
 	if _, err := encodeScope(bad); (err == nil) != (werr == nil) {
 		t.Errorf("year 10000: encodeScope error %v, json.Marshal error %v", err, werr)
@@ -64,7 +64,7 @@ func TestEncodeScopeIsJSONMarshal(t *testing.T) {
 }
 
 func BenchmarkEncodeScope(b *testing.B) {
-	rec := scopeRecord{Fence: fence.Fence{Token: 42, Seq: 7}, Outputs: map[string]outputRecord{"pump": {State: fence.StateOn, Holder: "controller-b", ChangedAt: time.Now()}}}
+	rec := record{Fence: fence.Fence{Token: 42, Seq: 7}, Outputs: map[string]outputRecord{"pump": {State: fence.StateOn, Holder: "controller-b", ChangedAt: time.Now()}}}
 	for i := range fence.Window {
 		rec.Recent = append(rec.Recent, fence.AppliedCommand{ID: "cmd-" + string(rune('a'+i%26)), Actuator: "pump", Fence: fence.Fence{Token: 42, Seq: uint64(i)}, State: fence.StateOn})
 	}

@@ -5,7 +5,7 @@
 //
 // # Safety
 //
-// [Log.Admit] compares a command with the scope's fence and, if it passes,
+// [Store.Admit] compares a command with the scope's fence and, if it passes,
 // records the new fence and the intended state in one bbolt read-write
 // transaction whose commit is fsynced before Admit returns. A caller that
 // drives an output only after Admit returned Applied therefore never drives
@@ -13,7 +13,7 @@
 // transaction is authoritative: the read-only fast path that answers stale
 // and duplicate commands without writing can never admit anything.
 //
-// After a failed commit the Log refuses every further write with
+// After a failed commit the Store refuses every further write with
 // [ErrBroken]: whether a failed fsync left the data on disk cannot be known,
 // so the only safe continuation is to reopen the file (restart the process)
 // and read what is really there.
@@ -74,7 +74,7 @@ var (
 	ErrUnwritable = errors.New("fencelog: store cannot be written")
 )
 
-// Errors returned by a Log's methods.
+// Errors returned by a Store's methods.
 var (
 	// ErrBroken is returned by every write after a commit failed.
 	ErrBroken = errors.New("fencelog: store refused after a failed write; restart to reopen it")
@@ -116,7 +116,7 @@ type Birth struct {
 	// shows it): "--new: ...", "--floor 1200", "--floor-from-etcd URL:
 	// revision 1234". It is required: it is the record of the decision.
 	Why string
-	// At is when the store was created, as Log.Birth reports it; Open
+	// At is when the store was created, as Store.Birth reports it; Open
 	// ignores it when creating.
 	At time.Time
 }
@@ -167,8 +167,8 @@ type Options struct {
 	OnCommit func(took time.Duration, writes int)
 }
 
-// Log is an open store. Its methods are safe for concurrent use.
-type Log struct {
+// Store is an open store. Its methods are safe for concurrent use.
+type Store struct {
 	db    *bolt.DB
 	opts  Options
 	path  string
@@ -187,10 +187,10 @@ type Log struct {
 	// transaction. Only commits change it, after they committed; a scope
 	// not in it (never written, or damaged) is read from the store.
 	cmu   sync.RWMutex
-	cache map[string]scopeRecord
+	cache map[string]record
 	// staged holds the records the write transaction in progress wrote;
 	// only the committer touches it.
-	staged map[string]scopeRecord
+	staged map[string]record
 
 	mu      sync.Mutex // guards the fields below
 	pending []Entry
@@ -209,7 +209,7 @@ type Log struct {
 }
 
 // Open opens the store at path. See Options for creating one.
-func Open(path string, opts *Options) (*Log, error) {
+func Open(path string, opts *Options) (*Store, error) {
 	o := Options{}
 	if opts != nil {
 		o = *opts
@@ -336,7 +336,7 @@ func Open(path string, opts *Options) (*Log, error) {
 		return nil
 	})
 
-	l := &Log{db: db, opts: o, path: path, id: id, gateway: gateway, file: file, birth: birth, stop: make(chan struct{}), done: make(chan struct{}), brokenCh: make(chan struct{}),
+	l := &Store{db: db, opts: o, path: path, id: id, gateway: gateway, file: file, birth: birth, stop: make(chan struct{}), done: make(chan struct{}), brokenCh: make(chan struct{}),
 		cache: loadScopes(db), commit: committer{grew: make(chan struct{}, 1)}}
 	if o.AuditFlush > 0 {
 		go l.flusher()
@@ -470,34 +470,34 @@ func syncDir(dir string) error {
 }
 
 // Path returns the store's file name.
-func (l *Log) Path() string { return l.path }
+func (l *Store) Path() string { return l.path }
 
 // Gateway returns the gateway id the store recorded ("" for a store opened
 // read-only that has none yet).
-func (l *Log) Gateway() string { return l.gateway }
+func (l *Store) Gateway() string { return l.gateway }
 
 // ID returns the store's identity: random, made once when the store was
 // created (or first opened by a build that keeps one), and never changed.
 // Two gateways that answer for one gateway id with different stores are
 // told apart by it. Empty for a store opened read-only that has none yet.
-func (l *Log) ID() string { return l.id }
+func (l *Store) ID() string { return l.id }
 
 // Birth returns the floor decision the store was created with. A store
 // created before floors existed has floor 0 and no Why.
-func (l *Log) Birth() Birth { return l.birth }
+func (l *Store) Birth() Birth { return l.birth }
 
-// Broken returns a channel that is closed when a write fails and the Log
+// Broken returns a channel that is closed when a write fails and the Store
 // starts refusing writes. A gateway should then exit and be restarted.
-func (l *Log) Broken() <-chan struct{} { return l.brokenCh }
+func (l *Store) Broken() <-chan struct{} { return l.brokenCh }
 
 // Err returns ErrBroken (wrapping the original failure) once a write has
 // failed, ErrClosed after Close, and nil otherwise.
-func (l *Log) Err() error { return l.usable() }
+func (l *Store) Err() error { return l.usable() }
 
 // Close flushes buffered audit entries and closes the store. It may be
 // called more than once, also concurrently; every call returns the first
 // call's result once the store is closed.
-func (l *Log) Close() error {
+func (l *Store) Close() error {
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closing = true // Record refuses from now on
@@ -525,7 +525,7 @@ func (l *Log) Close() error {
 
 // sameFile reports, with ErrGone, a store whose path no longer names the
 // file Open opened. It costs one stat.
-func (l *Log) sameFile() error {
+func (l *Store) sameFile() error {
 	fi, err := os.Stat(l.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -540,7 +540,7 @@ func (l *Log) sameFile() error {
 	return nil
 }
 
-func (l *Log) usable() error {
+func (l *Store) usable() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -549,7 +549,7 @@ func (l *Log) usable() error {
 	return l.broken
 }
 
-func (l *Log) writable() error {
+func (l *Store) writable() error {
 	if err := l.usable(); err != nil {
 		return err
 	}
@@ -559,7 +559,7 @@ func (l *Log) writable() error {
 	return nil
 }
 
-func (l *Log) fail(op string, err error) error {
+func (l *Store) fail(op string, err error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed || errors.Is(err, bolt.ErrDatabaseNotOpen) {

@@ -20,7 +20,7 @@ import (
 // openLog creates a store in a temporary directory. At cleanup it closes
 // the log, reopens the file and checks that every record decodes and that
 // no remembered command lies above its scope's fence.
-func openLog(t *testing.T, opts *Options) (*Log, string) {
+func openLog(t *testing.T, opts *Options) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "fence.db")
 	o := Options{Create: Fresh(), AuditFlush: -1}
@@ -73,7 +73,7 @@ func cmd(id, act string, token, seq uint64, s fence.State) fence.Command {
 	return fence.Command{ID: id, Actuator: act, Holder: "h-" + id, Fence: fence.Fence{Token: token, Seq: seq}, State: s}
 }
 
-func admit(t *testing.T, l *Log, scope string, c fence.Command, want fence.Outcome) Admission {
+func admit(t *testing.T, l *Store, scope string, c fence.Command, want fence.Outcome) Admission {
 	t.Helper()
 	adm, err := l.Admit(scope, c, fence.Rules{}, nil)
 	if err != nil {
@@ -393,7 +393,7 @@ func TestDiskFull(t *testing.T) {
 	admit(t, l, "s", cmd("a", "x", 41, 0, fence.StateOn), fence.Stale)
 }
 
-func ExampleLog_Admit() {
+func ExampleStore_Admit() {
 	dir, _ := os.MkdirTemp("", "fencelog")
 	defer os.RemoveAll(dir)
 	l, _ := Open(filepath.Join(dir, "fence.db"), &Options{Create: Fresh()})
@@ -465,7 +465,7 @@ func TestAdmitEffects(t *testing.T) {
 	l, path := openLog(t, nil)
 	g := &fence.Interlock{Name: "vent", Members: []string{"open", "close"}}
 	plan := func(c fence.Command) Planner {
-		return func(rec Scope) fence.Effect {
+		return func(rec ScopeRecord) fence.Effect {
 			states := rec.States()
 			return g.Effect(c, func(a string) bool { return states[a] == fence.StateOn })
 		}
@@ -478,9 +478,9 @@ func TestAdmitEffects(t *testing.T) {
 	if err != nil || adm.Outcome != fence.Applied || adm.Effect.Refusal == nil || adm.Effect.Refusal.Blocker != "close" {
 		t.Fatalf("open on while close is on = %+v, %v; want applied with a refusal naming close", adm, err)
 	}
-	if adm.Scope.Fence != open.Fence || adm.Scope.Output("open").State != fence.StateNone || adm.Scope.Output("close").State != fence.StateOn {
+	if adm.Record.Fence != open.Fence || adm.Record.Output("open").State != fence.StateNone || adm.Record.Output("close").State != fence.StateOn {
 		t.Errorf("after the refusal: fence %s, open %s, close %s; want fence 42/0, open unset, close on",
-			adm.Scope.Fence, adm.Scope.Output("open").State, adm.Scope.Output("close").State)
+			adm.Record.Fence, adm.Record.Output("open").State, adm.Record.Output("close").State)
 	}
 	// The refused pair is now the fence: its holder's older token is stale.
 	admit(t, l, "vent", cmd("a-1", "close", 41, 1, fence.StateOff), fence.Stale)
@@ -501,7 +501,7 @@ func TestAdmitEffects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l2.Close()
-	sc, _ := l2.Scope("vent")
+	sc, _ := l2.ScopeRecord("vent")
 	if sc.Output("open").State != fence.StateOn || sc.Output("close").State != fence.StateOff || sc.Fence != open2.Fence {
 		t.Errorf("after reopen: open %s, close %s, fence %s; want on, off, 42/1", sc.Output("open").State, sc.Output("close").State, sc.Fence)
 	}

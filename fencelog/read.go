@@ -9,19 +9,19 @@ import (
 	"github.com/fencegate/fencegate/fence"
 )
 
-// Scope is a scope's record as one transaction read it.
-type Scope struct {
+// ScopeRecord is a scope's record as one transaction read it.
+type ScopeRecord struct {
 	Name  string
 	Fence fence.Fence
-	rec   scopeRecord
+	rec   record
 }
 
 // Output returns actuator's recorded state in the scope (State is
 // fence.StateNone if it was never recorded).
-func (s Scope) Output(actuator string) fence.Output { return s.rec.output(s.Name, actuator) }
+func (s ScopeRecord) Output(actuator string) fence.Output { return s.rec.output(s.Name, actuator) }
 
 // States returns the recorded state of every actuator with a record.
-func (s Scope) States() map[string]fence.State {
+func (s ScopeRecord) States() map[string]fence.State {
 	m := make(map[string]fence.State, len(s.rec.Outputs))
 	for a, o := range s.rec.Outputs {
 		m[a] = o.State
@@ -31,20 +31,20 @@ func (s Scope) States() map[string]fence.State {
 
 // Trip returns why the scope is held at its safe state by a trip; "" if
 // it is not.
-func (s Scope) Trip() string { return s.rec.Trip }
+func (s ScopeRecord) Trip() string { return s.rec.Trip }
 
-// Scope reads a scope's record.
-func (l *Log) Scope(name string) (Scope, error) {
+// ScopeRecord reads a scope's record.
+func (l *Store) ScopeRecord(name string) (ScopeRecord, error) {
 	rec, err := l.committed(name)
 	if err != nil {
-		return Scope{}, err
+		return ScopeRecord{}, err
 	}
-	return Scope{name, rec.Fence, rec}, nil
+	return ScopeRecord{name, rec.Fence, rec}, nil
 }
 
 // committed returns scope's record as the last commit left it. The record
 // shares its slices and maps with the cache: read it, never change it.
-func (l *Log) committed(scope string) (scopeRecord, error) {
+func (l *Store) committed(scope string) (record, error) {
 	l.cmu.RLock()
 	rec, ok := l.cache[scope]
 	l.cmu.RUnlock()
@@ -56,14 +56,14 @@ func (l *Log) committed(scope string) (scopeRecord, error) {
 		rec, err = readScope(tx, scope)
 		return err
 	}); err != nil {
-		return scopeRecord{}, fmt.Errorf("fencelog: read scope %q: %w", scope, err)
+		return record{}, fmt.Errorf("fencelog: read scope %q: %w", scope, err)
 	}
 	return rec, nil
 }
 
 // loadScopes reads every scope record that decodes, for the cache.
-func loadScopes(db *bolt.DB) map[string]scopeRecord {
-	m := make(map[string]scopeRecord)
+func loadScopes(db *bolt.DB) map[string]record {
+	m := make(map[string]record)
 	db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketScopes).ForEach(func(k, _ []byte) error {
 			if rec, err := readScope(tx, string(k)); err == nil {
@@ -77,7 +77,7 @@ func loadScopes(db *bolt.DB) map[string]scopeRecord {
 
 // Output returns the recorded state of actuator in scope. An actuator never
 // set has State fence.StateNone.
-func (l *Log) Output(scope, actuator string) (fence.Output, error) {
+func (l *Store) Output(scope, actuator string) (fence.Output, error) {
 	rec, err := l.committed(scope)
 	if err != nil {
 		return fence.Output{}, err
@@ -86,11 +86,11 @@ func (l *Log) Output(scope, actuator string) (fence.Output, error) {
 }
 
 // Fences returns every scope's fence.
-func (l *Log) Fences() (map[string]fence.Fence, error) {
+func (l *Store) Fences() (map[string]fence.Fence, error) {
 	m := make(map[string]fence.Fence)
 	err := l.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketScopes).ForEach(func(k, v []byte) error {
-			var rec scopeRecord
+			var rec record
 			if err := json.Unmarshal(v, &rec); err != nil {
 				return fmt.Errorf("scope %q: %w", k, err)
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 )
 
-type scopeRecord struct {
+type record struct {
 	Fence   fence.Fence             `json:"fence"`
 	Recent  []fence.AppliedCommand  `json:"recent,omitempty"`
 	Outputs map[string]outputRecord `json:"outputs,omitempty"`
@@ -39,8 +39,8 @@ func u64(v uint64) []byte {
 
 // readScope reads a scope's record. A fence below the store's floor (a
 // scope never commanded since the store was created) reads as the floor.
-func readScope(tx *bolt.Tx, scope string) (scopeRecord, error) {
-	var rec scopeRecord
+func readScope(tx *bolt.Tx, scope string) (record, error) {
+	var rec record
 	if v := tx.Bucket(bucketScopes).Get([]byte(scope)); v != nil {
 		if err := json.Unmarshal(v, &rec); err != nil {
 			return rec, fmt.Errorf("corrupt record for scope %q: %w", scope, err)
@@ -69,7 +69,7 @@ func atLeastFloor(tx *bolt.Tx, f fence.Fence) fence.Fence {
 // change: as this transaction wrote it, else as the last commit left it
 // (the cache: only commits change it, one at a time, so it is what tx
 // started from), else from the store. Its Outputs are a copy, to change.
-func (l *Log) txScope(tx *bolt.Tx, scope string) (scopeRecord, error) {
+func (l *Store) txScope(tx *bolt.Tx, scope string) (record, error) {
 	rec, ok := l.staged[scope]
 	if !ok {
 		l.cmu.RLock()
@@ -85,7 +85,7 @@ func (l *Log) txScope(tx *bolt.Tx, scope string) (scopeRecord, error) {
 
 // writeScope writes scope's record in tx, and stages it for the cache,
 // which takes it once tx committed.
-func (l *Log) writeScope(tx *bolt.Tx, scope string, rec scopeRecord) error {
+func (l *Store) writeScope(tx *bolt.Tx, scope string, rec record) error {
 	v, err := encodeScope(rec)
 	if err != nil {
 		return err
@@ -96,7 +96,7 @@ func (l *Log) writeScope(tx *bolt.Tx, scope string, rec scopeRecord) error {
 	return tx.Bucket(bucketScopes).Put([]byte(scope), v)
 }
 
-func (rec scopeRecord) output(scope, actuator string) fence.Output {
+func (rec record) output(scope, actuator string) fence.Output {
 	o := rec.Outputs[actuator]
 	return fence.Output{Actuator: actuator, Scope: scope, State: o.State, Fence: rec.Fence, Holder: o.Holder, ChangedAt: o.ChangedAt, Pulse: o.Pulse, Why: o.Why}
 }

@@ -27,16 +27,16 @@ type StateChange struct {
 
 // SetStates records states without touching any fence, in one fsynced
 // transaction; it is how the boot rule records what it decided.
-func (l *Log) SetStates(changes []StateChange) error { return l.setStates(changes, "", "") }
+func (l *Store) SetStates(changes []StateChange) error { return l.setStates(changes, "", "") }
 
 // SetTrip records that scope is held at its safe state by a trip, why,
 // together with the states the trip sets, in one fsynced transaction; the
 // fence is not touched. A command with fence.Effect.Reset releases it.
-func (l *Log) SetTrip(scope, why string, changes []StateChange) error {
+func (l *Store) SetTrip(scope, why string, changes []StateChange) error {
 	return l.setStates(changes, scope, why)
 }
 
-func (l *Log) setStates(changes []StateChange, tripScope, trip string) error {
+func (l *Store) setStates(changes []StateChange, tripScope, trip string) error {
 	if err := l.writable(); err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (l *Log) setStates(changes []StateChange, tripScope, trip string) error {
 	pending := l.takePending()
 	err := l.update(func(tx *bolt.Tx) error {
 		now := l.opts.Now().UTC()
-		recs := map[string]scopeRecord{}
+		recs := map[string]record{}
 		var audit []Entry
 		if trip != "" {
 			rec, err := l.txScope(tx, tripScope)
@@ -96,11 +96,11 @@ func (l *Log) setStates(changes []StateChange, tripScope, trip string) error {
 // redelivery is answered with it), and an audit entry with why. The fence
 // is not touched. If the output's record is not p running (it ended
 // already), nothing is written and ok is false.
-func (l *Log) EndPulse(scope, actuator string, p fence.Pulse, status, why string) (_ Scope, ok bool, _ error) {
+func (l *Store) EndPulse(scope, actuator string, p fence.Pulse, status, why string) (_ ScopeRecord, ok bool, _ error) {
 	if err := l.writable(); err != nil {
-		return Scope{}, false, err
+		return ScopeRecord{}, false, err
 	}
-	var out Scope
+	var out ScopeRecord
 	pending := l.takePending()
 	err := l.update(func(tx *bolt.Tx) error {
 		ok = false
@@ -110,7 +110,7 @@ func (l *Log) EndPulse(scope, actuator string, p fence.Pulse, status, why string
 		}
 		o, has := rec.Outputs[actuator]
 		if !has || o.Pulse == nil || o.Pulse.Status != fence.PulseRunning || o.Pulse.Fence != p.Fence || o.Pulse.ID != p.ID {
-			out = Scope{scope, rec.Fence, rec}
+			out = ScopeRecord{scope, rec.Fence, rec}
 			return l.appendAudit(tx, pending)
 		}
 		now := l.opts.Now().UTC()
@@ -128,12 +128,12 @@ func (l *Log) EndPulse(scope, actuator string, p fence.Pulse, status, why string
 			return err
 		}
 		ok = true
-		out = Scope{scope, rec.Fence, rec}
+		out = ScopeRecord{scope, rec.Fence, rec}
 		return l.appendAudit(tx, append(pending, Entry{At: now, Scope: scope, Actuator: actuator, ID: p.ID, Holder: o.Holder,
 			Command: p.Fence, State: fence.StateOff, Outcome: OutcomePulse, Fence: rec.Fence, Error: why}))
 	})
 	if err != nil {
-		return Scope{}, false, l.fail("end pulse", err)
+		return ScopeRecord{}, false, l.fail("end pulse", err)
 	}
 	return out, ok, nil
 }
@@ -149,7 +149,7 @@ type InputRecord struct {
 // RecordInput records that input name is at level high: if that is not
 // its recorded level (or it has none), with its change count one higher,
 // in one fsynced write; else it changes nothing. It returns the record.
-func (l *Log) RecordInput(name string, high bool) (InputRecord, error) {
+func (l *Store) RecordInput(name string, high bool) (InputRecord, error) {
 	if err := l.writable(); err != nil {
 		return InputRecord{}, err
 	}

@@ -99,7 +99,7 @@ type Options struct {
 	// Actuators are the names commands may address; commands for other
 	// names are rejected without a worker of their own.
 	Actuators []string
-	// Store is the identity of the fence store (fencelog.Log.ID), and
+	// Store is the identity of the fence store (fencelog.Store.ID), and
 	// Version the gateway's version: both go into this process's claim.
 	Store, Version string
 	// Logger receives connection events. Nil discards.

@@ -18,7 +18,7 @@ import (
 
 // openStore creates a fence store and a sim board beside it, closed when
 // t ends.
-func openStore(t *testing.T) (*fencelog.Log, *boards.Sim) {
+func openStore(t *testing.T) (*fencelog.Store, *boards.Sim) {
 	t.Helper()
 	store := filepath.Join(t.TempDir(), "fence.db")
 	flog, err := fencelog.Open(store, &fencelog.Options{Create: fencelog.Fresh()})

@@ -52,7 +52,7 @@ type inputs struct {
 	cfg    *config.Config
 	log    *slog.Logger
 	bank   *actuator.Bank
-	flog   *fencelog.Log
+	flog   *fencelog.Store
 	events *events
 
 	mu     sync.Mutex

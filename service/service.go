@@ -117,7 +117,7 @@ type gateway struct {
 	metrics   *gwmetrics.Metrics
 	decisions *decisionLog
 
-	flog      *fencelog.Log  // openStore
+	flog      *fencelog.Store  // openStore
 	bank      *actuator.Bank // bindBank
 	link      *mqttlink.Link // prepareLink
 	status    *status        // prepareLink

@@ -28,7 +28,7 @@ type source struct {
 type status struct {
 	cfg     *config.Config
 	opts    Options
-	store   *fencelog.Log
+	store   *fencelog.Store
 	link    *mqttlink.Link
 	bank    *actuator.Bank
 	started time.Time
@@ -44,7 +44,7 @@ func (s *status) readiness() httpapi.Readiness { return httpapi.ReadinessOf(s.St
 
 // stalled says why the decision path has stood still for longer than
 // limit: a store commit, or a scope held without progress; "" if neither.
-func stalled(flog *fencelog.Log, bank *actuator.Bank, limit time.Duration) string {
+func stalled(flog *fencelog.Store, bank *actuator.Bank, limit time.Duration) string {
 	if d := flog.CommitRunning(); d > limit {
 		return fmt.Sprintf("a commit of the fence store has run for %v", d.Round(time.Millisecond))
 	}

@@ -71,7 +71,7 @@ var Actuators = []Actuator{
 // Scopes are the simulator's scope rules: the sprinkler's dead-man sends
 // it off when its holder has raised no fence for SprinklerDeadman; the
 // overheat input trips the climate scope (fan and heater) to off.
-var Scopes = []config.Scope{
+var Scopes = []config.ScopeRules{
 	{Name: "sprinkler", Safe: &config.Safe{After: SprinklerDeadman, State: "off"}},
 	{Name: "climate", Trip: &config.Level{Input: "overheat", Level: "high"}, Safe: &config.Safe{State: "off"}},
 }

@@ -184,7 +184,7 @@ func brokerLossUnderLoad(t *testing.T, b *testenv.PersistentBroker, persistent b
 	// one drive per command applied.
 	// The audit is read until it has every command (or for 10 s): a read
 	// can miss the stale and duplicate entries the store is writing just
-	// then (fencelog.Log.Audit reads the buffered ones after the written
+	// then (fencelog.Store.Audit reads the buffered ones after the written
 	// ones, and the background flush moves them in between).
 	var audit []fencelog.Entry
 	var outcomes map[string][]fence.Outcome

@@ -9,8 +9,11 @@ import (
 	"github.com/fencegate/fencegate/fencelog"
 )
 
-// scope is one fence scope's actuators and its lock.
-type scope struct {
+// guard is one fence scope as the bank keeps it: the scope's lock, the
+// actuators it orders, and the rules that act on all of them (the
+// dead-man, a trip). A scope is a name; its record is the store's; its
+// guard is this.
+type guard struct {
 	name    string
 	rules   fence.Rules
 	sem     chan struct{} // the scope's lock; a Handle waiting for it gives up when its ctx ends
@@ -35,7 +38,7 @@ type scope struct {
 	trip *InputLevel // the input level that trips the scope; nil if none
 }
 
-func (s *scope) lock(ctx context.Context) error {
+func (s *guard) lock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err // a free lock must not win over an ended context
 	}
@@ -57,13 +60,13 @@ func (s *scope) lock(ctx context.Context) error {
 	}
 }
 
-func (s *scope) unlock() {
+func (s *guard) unlock() {
 	s.moved.Store(0)
 	<-s.sem
 }
 
 // progress notes that the lock's holder moved on. The lock must be held.
-func (s *scope) progress() { s.moved.Store(int64(time.Since(epoch)) + 1) }
+func (s *guard) progress() { s.moved.Store(int64(time.Since(epoch)) + 1) }
 
 // epoch is what the scopes' progress times count from: the monotonic
 // clock, which no step of the wall clock moves.
@@ -71,7 +74,7 @@ var epoch = time.Now()
 
 type output struct {
 	Spec
-	scope *scope
+	guard *guard
 	lock  *interlock // nil outside any interlock
 	start start      // the boot rule's decision
 	pin   Pin        // set by Start
@@ -138,7 +141,7 @@ func (b *Bank) Stalled(limit time.Duration) (scope string, held time.Duration) {
 
 // toSafe lists what sending sc to its safe state changes, by rec: every
 // output not at it (a pulse output rests off anyway).
-func (sc *scope) toSafe(rec fencelog.Scope) []fence.Set {
+func (sc *guard) toSafe(rec fencelog.ScopeRecord) []fence.Set {
 	var sets []fence.Set
 	for _, o := range sc.members {
 		if o.Kind != KindPulse && rec.Output(o.Name).State != sc.safeState() {
@@ -150,7 +153,7 @@ func (sc *scope) toSafe(rec fencelog.Scope) []fence.Set {
 
 // changesOf are sets as the store records them: set by the gateway for
 // why, the outcome as their holder.
-func changesOf(sc *scope, sets []fence.Set, outcome fence.Outcome, why string) []fencelog.StateChange {
+func changesOf(sc *guard, sets []fence.Set, outcome fence.Outcome, why string) []fencelog.StateChange {
 	changes := make([]fencelog.StateChange, 0, len(sets))
 	for _, set := range sets {
 		changes = append(changes, fencelog.StateChange{Scope: sc.name, Actuator: set.Actuator, State: set.State,
@@ -162,11 +165,11 @@ func changesOf(sc *scope, sets []fence.Set, outcome fence.Outcome, why string) [
 // setStates records sets (without touching the fence; with trip, the
 // scope tripped too, why), then drives them, and publishes the scope's
 // states. The scope's lock must be held.
-func (b *Bank) setStates(sc *scope, sets []fence.Set, outcome fence.Outcome, why string, trip bool) {
+func (b *Bank) setStates(sc *guard, sets []fence.Set, outcome fence.Outcome, why string, trip bool) {
 	changes := changesOf(sc, sets, outcome, why)
-	record := b.log.SetStates
+	record := b.store.SetStates
 	if trip {
-		record = func(ch []fencelog.StateChange) error { return b.log.SetTrip(sc.name, why, ch) }
+		record = func(ch []fencelog.StateChange) error { return b.store.SetTrip(sc.name, why, ch) }
 	}
 	if err := record(changes); err != nil {
 		b.opts.Logger.Error("record states", "scope", sc.name, "why", why, "err", err)
