@@ -90,7 +90,8 @@ type Options struct {
 	// is locked or its fence read: audited, nothing recorded or driven.
 	// It must not block.
 	Authorize func(c fence.Command, scope string) (reason string, err error)
-	// Observer, if set, is told what the bank does, for metrics.
+	// Observer, if set, is told what the bank does: its decisions (for the
+	// metrics, the log and the event stream) and its timings.
 	Observer *Observer
 	// Safe are, per scope name, the scopes' dead-men.
 	Safe map[string]Safe
@@ -106,7 +107,7 @@ type Options struct {
 // Observer receives the bank's measurements. Any of its funcs may be nil;
 // none may block: they run on the decision path.
 type Observer struct {
-	// Decided gets every answered command, as the event stream does.
+	// Decided gets every answered command.
 	Decided func(Event)
 	// Admitted gets each admission: its commands (one actuator's, taken
 	// together) and how long deciding and recording them took, the
@@ -128,9 +129,6 @@ type Bank struct {
 
 	startMu sync.Mutex
 	started bool
-
-	subMu sync.Mutex // guards subs
-	subs  map[chan Event]struct{}
 
 	inputs   map[string]Input // set by AttachInputs before Start
 	attached atomic.Bool      // Start attached the pins: input changes may drive them

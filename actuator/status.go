@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
 )
 
-// Event is one decision, as Subscribe delivers it.
+// Event is one decision, as Observer.Decided gets it.
 type Event struct {
 	At     time.Time // wall clock, for people only
 	Scope  string
@@ -132,38 +131,9 @@ func (b *Bank) Statuses() ([]Status, error) {
 	return out, nil
 }
 
-// Subscribe returns a channel of decisions and a function that ends the
-// subscription. Delivery never blocks a decision: a subscriber that falls
-// more than buf events behind misses events.
-func (b *Bank) Subscribe(buf int) (<-chan Event, func()) {
-	ch := make(chan Event, buf)
-	b.subMu.Lock()
-	if b.subs == nil {
-		b.subs = make(map[chan Event]struct{})
-	}
-	b.subs[ch] = struct{}{}
-	b.subMu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			b.subMu.Lock()
-			delete(b.subs, ch)
-			b.subMu.Unlock()
-		})
-	}
-}
-
 func (b *Bank) emit(c fence.Command, scope string, res fence.Result) {
 	e := Event{At: time.Now(), Scope: scope, Holder: c.Holder, State: c.State, Result: res}
 	if ob := b.opts.Observer; ob != nil && ob.Decided != nil {
 		ob.Decided(e)
-	}
-	b.subMu.Lock()
-	defer b.subMu.Unlock()
-	for ch := range b.subs {
-		select {
-		case ch <- e:
-		default:
-		}
 	}
 }

@@ -147,32 +147,42 @@ type Options struct {
 	OnInput func(InputEvent)
 }
 
+// Opening is a board whose inputs are open and whose outputs are not taken
+// over yet (OpenInputs): the inputs can be read before any output line
+// moves, so that a trip input decides the level at which its scope's
+// outputs are taken over.
+type Opening interface {
+	// Input returns an opened input, as Board.Input does.
+	Input(name string) (Input, error)
+	// TakeOver takes over the outputs, each at its initial level: lines
+	// are Options.Lines, the same pins in the same order, with the levels
+	// decided once the inputs were read. It returns the whole board; on an
+	// error it closes it.
+	TakeOver(lines []Line) (Board, error)
+	// Close releases the inputs, and the outputs if they were taken over.
+	Close() error
+}
+
 // Open opens the board a configuration names, with the given lines at
-// their initial levels.
+// their initial levels: OpenInputs, then TakeOver.
 func Open(o Options) (Board, error) {
+	op, err := OpenInputs(o)
+	if err != nil {
+		return nil, err
+	}
+	return op.TakeOver(o.Lines)
+}
+
+// OpenInputs opens the board a configuration names: it finds every line,
+// output or input, and opens the inputs, whose changes go to o.OnInput
+// from now on; but it takes over no output (o.Lines' levels are not
+// used): Opening.TakeOver does.
+func OpenInputs(o Options) (Opening, error) {
 	switch {
 	case o.Board == pinmap.Sim:
-		ins, err := simInputLines(o.Lines, o.Inputs)
+		s, err := openSim(o)
 		if err != nil {
 			return nil, err
-		}
-		if len(ins) > 0 {
-			if _, err := ReadSimInputs(InputPath(o.Store)); err != nil {
-				return nil, err
-			}
-		}
-		s, err := OpenSim(LatchPath(o.Store))
-		if err != nil {
-			return nil, err
-		}
-		if err := s.SetLevels(o.Lines); err != nil {
-			return nil, err
-		}
-		if len(ins) > 0 {
-			if err := s.openInputs(InputPath(o.Store), ins, o.OnInput, realInputClock()); err != nil {
-				s.Close()
-				return nil, err
-			}
 		}
 		return s, nil
 	case pinmap.IsRaspberryPi(o.Board):
@@ -180,9 +190,27 @@ func Open(o Options) (Board, error) {
 		if err != nil {
 			return nil, notHere(err)
 		}
-		return openRaspberryPi(model, o)
+		p, err := openRaspberryPi(model, o)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	return nil, notHere(fmt.Errorf("boards: unknown board %q (want one of %s)", o.Board, strings.Join(pinmap.Boards(), ", ")))
+}
+
+// sameLines checks that lines, to be taken over, are the outputs opened:
+// the same pins, in the same order.
+func sameLines(opened, lines []Line) error {
+	if len(lines) != len(opened) {
+		return fmt.Errorf("boards: %d output lines to take over, but the board was opened with %d", len(lines), len(opened))
+	}
+	for i := range lines {
+		if lines[i].Pin != opened[i].Pin {
+			return fmt.Errorf("boards: output line %d to take over is %s, but the board was opened with %s there", i, lines[i].Pin, opened[i].Pin)
+		}
+	}
+	return nil
 }
 
 // LatchPath returns the sim board's latch file for a fence store: next to
@@ -246,6 +274,8 @@ func bothWays(input, output, line string) error {
 var (
 	_ Board        = (*Sim)(nil)
 	_ Board        = (*RaspberryPi)(nil)
+	_ Opening      = (*Sim)(nil)
+	_ Opening      = (*RaspberryPi)(nil)
 	_ actuator.Pin = (*simPin)(nil)
 	_ actuator.Pin = (*rpiPin)(nil)
 	_ Input        = (*simInput)(nil)

@@ -468,3 +468,68 @@ func TestCheckPowerOnWarnings(t *testing.T) {
 		t.Errorf("mcp23017 warning %q", w)
 	}
 }
+
+// TestOpenInputsBeforeTakeOver: OpenInputs opens the inputs, which read
+// their level, and moves no output; TakeOver then takes the outputs over
+// at the levels it is given, once, and refuses lines the board was not
+// opened with (closing it).
+func TestOpenInputsBeforeTakeOver(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "fences.db")
+	before, err := OpenSim(LatchPath(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := before.SetLevels([]Line{{Pin: "GPIO17", InitialHigh: true}}); err != nil {
+		t.Fatal(err)
+	}
+	before.Close()
+	if err := SetSimInput(InputPath(store), "GPIO5", true); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Board: "sim", Store: store, Lines: []Line{{Pin: "GPIO17"}}, Inputs: []InputLine{{Pin: "GPIO5"}}}
+	op, err := OpenInputs(o)
+	if err != nil {
+		t.Fatalf("OpenInputs: %v", err)
+	}
+	defer op.Close()
+	in, err := op.Input("GPIO5")
+	if err != nil {
+		t.Fatalf("Input(GPIO5) before TakeOver: %v", err)
+	}
+	if high, err := in.Level(); err != nil || !high {
+		t.Errorf("GPIO5 before TakeOver: %v, %v; want high", high, err)
+	}
+	if m, err := ReadLatch(LatchPath(store)); err != nil || !m["GPIO17"] {
+		t.Errorf("latch after OpenInputs = %v, %v; want GPIO17 still high: no output is taken over before TakeOver", m, err)
+	}
+	b, err := op.TakeOver([]Line{{Pin: "GPIO17", InitialHigh: false}})
+	if err != nil {
+		t.Fatalf("TakeOver: %v", err)
+	}
+	if m, err := ReadLatch(LatchPath(store)); err != nil || m["GPIO17"] {
+		t.Errorf("latch after TakeOver = %v, %v; want GPIO17 low, its level given", m, err)
+	}
+	if _, err := b.Input("GPIO5"); err != nil {
+		t.Errorf("the board TakeOver returned lost its input: %v", err)
+	}
+
+	for _, bad := range []struct {
+		lines []Line
+		frag  string
+	}{
+		{[]Line{{Pin: "GPIO27"}}, "output line 0 to take over is GPIO27, but the board was opened with GPIO17 there"},
+		{nil, "0 output lines to take over, but the board was opened with 1"},
+	} {
+		op, err := OpenInputs(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := op.TakeOver(bad.lines); err == nil || !strings.Contains(err.Error(), bad.frag) {
+			t.Errorf("TakeOver(%v) = %v, want an error saying %q", bad.lines, err, bad.frag)
+		}
+		if m, _ := ReadLatch(LatchPath(store)); len(m) != 1 {
+			t.Errorf("a refused TakeOver(%v) wrote the latch: %v", bad.lines, m)
+		}
+		op.Close()
+	}
+}

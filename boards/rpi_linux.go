@@ -43,6 +43,9 @@ type RaspberryPi struct {
 	ins     []*heldRequest     // the input requests, one per chip
 	inIndex map[string]lineRef // canonical name → its input request and bit
 
+	opened  []Line       // the outputs OpenInputs was given, for TakeOver
+	pending []*chipLines // their chips' lines, until TakeOver requests them
+
 	onInput   func(InputEvent)
 	deliverMu sync.Mutex  // serialises onInput
 	closed    atomic.Bool // set by Close: no more onInput
@@ -73,29 +76,26 @@ var initErr error
 // active-low output, whose high is off, and most for two of them in one
 // interlock (a motor's two directions on solid-state relays or an H-bridge).
 func OpenRaspberryPi(model pinmap.Model, outs []Line) (*RaspberryPi, error) {
-	return openRaspberryPi(model, Options{Lines: outs})
+	p, err := openRaspberryPi(model, Options{Lines: outs})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.TakeOver(outs); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
-// openRaspberryPi requests o's outputs (as OpenRaspberryPi) and inputs, and
-// starts reporting the inputs' changes to o.OnInput. Every line is found
-// before any is requested.
+// openRaspberryPi finds o's outputs and inputs, requests the inputs and
+// starts reporting their changes to o.OnInput (OpenInputs); TakeOver
+// requests the outputs. Every line is found before any is requested.
 func openRaspberryPi(model pinmap.Model, o Options) (*RaspberryPi, error) {
 	header, groups, inGroups, err := resolveLines(model, o.Lines, o.Inputs)
 	if err != nil {
 		return nil, err
 	}
-	p := &RaspberryPi{Model: model, Chip: header.Label(), index: map[string]lineRef{}, inIndex: map[string]lineRef{}, onInput: o.OnInput}
-	for _, g := range groups {
-		req, err := requestOutputs(g.chip.Path(), g.offsets, g.high)
-		if err != nil {
-			p.Close()
-			return nil, fmt.Errorf("boards: request %s on %s: %w (is another program using these lines?)", strings.Join(g.names, ", "), g.chip.Label(), err)
-		}
-		for i, name := range g.names {
-			p.index[name] = lineRef{req: len(p.reqs), bit: 1 << i}
-		}
-		p.reqs = append(p.reqs, &heldRequest{chip: g.chip.Label(), req: req})
-	}
+	p := &RaspberryPi{Model: model, Chip: header.Label(), index: map[string]lineRef{}, inIndex: map[string]lineRef{}, onInput: o.OnInput,
+		opened: o.Lines, pending: groups}
 	var watches []func()
 	for _, g := range inGroups {
 		req, err := requestInputs(g.chip.Path(), g.offsets, g.settings())
@@ -118,11 +118,42 @@ func openRaspberryPi(model pinmap.Model, o Options) (*RaspberryPi, error) {
 		w := newInputWatch(g, levels)
 		watches = append(watches, func() { p.watch(req, w) })
 	}
-	// The goroutines start once every request is made: a failed open
+	// The goroutines start once every input is requested: a failed open
 	// reports nothing.
 	for _, watch := range watches {
 		p.watchers.Add(1)
 		go watch()
+	}
+	return p, nil
+}
+
+// TakeOver implements Opening: it requests the outputs of each chip in
+// one line request, with their initial levels.
+func (p *RaspberryPi) TakeOver(lines []Line) (Board, error) {
+	if err := sameLines(p.opened, lines); err != nil {
+		p.Close()
+		return nil, err
+	}
+	groups := p.pending
+	p.pending = nil
+	for _, g := range groups {
+		var high uint64
+		for bit, i := range g.lines {
+			if lines[i].InitialHigh {
+				high |= 1 << bit
+			}
+		}
+		req, err := requestOutputs(g.chip.Path(), g.offsets, high)
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("boards: request %s on %s: %w (is another program using these lines?)", strings.Join(g.names, ", "), g.chip.Label(), err)
+		}
+		p.mu.Lock()
+		for i, name := range g.names {
+			p.index[name] = lineRef{req: len(p.reqs), bit: 1 << i}
+		}
+		p.reqs = append(p.reqs, &heldRequest{chip: g.chip.Label(), req: req})
+		p.mu.Unlock()
 	}
 	return p, nil
 }
@@ -132,7 +163,6 @@ type chipLines struct {
 	chip    *gpioioctl.GPIOChip
 	names   []string // canonical names, as Pin and Input take them
 	offsets []uint32
-	high    uint64      // outputs: the initial levels
 	lines   []int       // outputs: index in the lines resolveLines was given
 	inputs  []inputLine // inputs
 }
@@ -243,9 +273,6 @@ func resolveLines(model pinmap.Model, lines []Line, ins []InputLine) (_ *gpioioc
 		g, _, err := f.find(l.Pin, false, &groups)
 		if err != nil {
 			return nil, nil, nil, err
-		}
-		if l.InitialHigh {
-			g.high |= 1 << len(g.lines)
 		}
 		g.lines = append(g.lines, i)
 	}

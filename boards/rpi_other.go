@@ -33,6 +33,9 @@ func (p *RaspberryPi) String() string { return p.Model.Name }
 // Pin implements Board; it always fails.
 func (p *RaspberryPi) Pin(string) (actuator.Pin, error) { return nil, errNotLinux }
 
+// TakeOver implements Opening; it always fails.
+func (p *RaspberryPi) TakeOver([]Line) (Board, error) { return nil, errNotLinux }
+
 // Input implements Board; it always fails.
 func (p *RaspberryPi) Input(string) (Input, error) { return nil, errNotLinux }
 

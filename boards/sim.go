@@ -40,12 +40,53 @@ type Sim struct {
 	at map[string]int64
 	// inputs are the opened inputs (siminputs.go); nil if none.
 	inputs *simInputs
+	// opened are the outputs OpenInputs was given, for TakeOver.
+	opened []Line
 }
 
 // OpenSim opens (or creates) the latch file at path.
 func OpenSim(path string) (*Sim, error) {
 	s := &Sim{path: path, faults: make(map[string]error), drives: make(map[string]uint64)}
 	if _, err := ReadLatch(path); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// openSim opens the sim board's latch and inputs (OpenInputs).
+func openSim(o Options) (*Sim, error) {
+	ins, err := simInputLines(o.Lines, o.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	if len(ins) > 0 {
+		if _, err := ReadSimInputs(InputPath(o.Store)); err != nil {
+			return nil, err
+		}
+	}
+	s, err := OpenSim(LatchPath(o.Store))
+	if err != nil {
+		return nil, err
+	}
+	s.opened = o.Lines
+	if len(ins) > 0 {
+		if err := s.openInputs(InputPath(o.Store), ins, o.OnInput, realInputClock()); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// TakeOver implements Opening: it sets the outputs' levels in one write
+// of the latch (SetLevels).
+func (s *Sim) TakeOver(lines []Line) (Board, error) {
+	err := sameLines(s.opened, lines)
+	if err == nil {
+		err = s.SetLevels(lines)
+	}
+	if err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil

@@ -32,20 +32,34 @@ func newServer(t *testing.T) (*httptest.Server, *actuator.Bank) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bank, err := actuator.New(l, []actuator.Spec{{Name: "pump", Scope: "pump", PinName: "GPIO17"}}, nil)
+	decided := make(chan actuator.Event, 256)
+	bank, err := actuator.New(l, []actuator.Spec{{Name: "pump", Scope: "pump", PinName: "GPIO17"}}, &actuator.Options{Observer: &actuator.Observer{
+		Decided: func(e actuator.Event) {
+			select {
+			case decided <- e:
+			default: // as the gateway's stream: a decision never waits for it
+			}
+		}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := bank.Start(sim.Pin); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(source{bank}, l, nil))
+	srv := httptest.NewServer(httpapi.New(source{bank, decided}, l, nil))
 	t.Cleanup(srv.Close)
 	return srv, bank
 }
 
-// source is the bank with a fixed gateway status.
-type source struct{ *actuator.Bank }
+// source is the bank and its decisions, with a fixed gateway status.
+type source struct {
+	*actuator.Bank
+	decided chan actuator.Event
+}
+
+// Subscribe implements httpapi.Source: the one subscriber (of one test)
+// gets every decision.
+func (s source) Subscribe(int) (<-chan actuator.Event, func()) { return s.decided, func() {} }
 
 func (source) Status() httpapi.Status {
 	return httpapi.Status{GatewayID: "gw", Broker: httpapi.Broker{URL: "tcp://127.0.0.1:1", LastError: "connection refused"}}

@@ -41,7 +41,8 @@ func TestExamplesUseExportedMetrics(t *testing.T) {
 	if err := os.WriteFile(store, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	m := New(Sources{Actuators: []string{"pump"}, Store: func() fencelog.Stats { return fencelog.Stats{} }, StorePath: store,
+	m := New([]string{"pump"})
+	m.Read(Sources{Store: func() fencelog.Stats { return fencelog.Stats{} }, StorePath: store,
 		Fences: func() (map[string]fence.Fence, error) { return map[string]fence.Fence{"pump": {Token: 1}}, nil },
 		Broker: func() Broker { return Broker{} }, Version: "test"})
 	ob := m.Observer()

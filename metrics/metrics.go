@@ -24,10 +24,6 @@ import (
 
 // Sources are what the metrics read when they are scraped.
 type Sources struct {
-	// Actuators are the configured actuators' names. A command to any other
-	// name is counted under actuator "(unknown)": names come from the
-	// network, and each would be a series of its own.
-	Actuators []string
 	// Store returns the store's commit counts; StorePath is its file.
 	Store     func() fencelog.Stats
 	StorePath string
@@ -65,10 +61,14 @@ type Metrics struct {
 // one before.
 var durations = prometheus.ExponentialBuckets(50e-6, 2, 17)
 
-// New makes the metrics of one gateway.
-func New(src Sources) *Metrics {
+// New makes the metrics of one gateway whose configured actuators are
+// actuators: the counts that its hooks (Observer, OnCommit) feed from
+// now on. A command to any other name is counted under actuator
+// "(unknown)": names come from the network, and each would be a series
+// of its own. Read adds the metrics read when they are scraped.
+func New(actuators []string) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), known: map[string]bool{}}
-	for _, a := range src.Actuators {
+	for _, a := range actuators {
 		m.known[a] = true
 	}
 	m.commands = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -91,10 +91,13 @@ func New(src Sources) *Metrics {
 		Buckets: durations,
 	}, []string{"actuator"})
 	m.reg.MustRegister(m.commands, m.admit, m.commit, m.drive,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&scrape{src: src})
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// Read adds the metrics read from src when they are scraped: once, when
+// every source is there, before the metrics are served.
+func (m *Metrics) Read(src Sources) { m.reg.MustRegister(&scrape{src: src}) }
 
 // Observer is the bank's hook into the metrics (actuator.Options.Observer).
 func (m *Metrics) Observer() *actuator.Observer {

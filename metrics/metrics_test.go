@@ -20,19 +20,17 @@ import (
 // real store.
 func TestMetrics(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fence.db")
-	var m *Metrics
-	var onCommit func(time.Duration, int)
-	l, err := fencelog.Open(path, &fencelog.Options{Create: fencelog.Fresh(), OnCommit: func(d time.Duration, n int) { onCommit(d, n) }})
+	m := New([]string{"pump"})
+	l, err := fencelog.Open(path, &fencelog.Options{Create: fencelog.Fresh(), OnCommit: m.OnCommit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	m = New(Sources{Actuators: []string{"pump"}, Store: l.Stats, StorePath: path, Fences: l.Fences,
+	m.Read(Sources{Store: l.Stats, StorePath: path, Fences: l.Fences,
 		Broker: func() Broker {
 			return Broker{Connected: true, Subscribed: true, Connects: 2, FailedAttempts: 3, LastError: "refused"}
 		},
 		Version: "v1.2.3"})
-	onCommit = m.OnCommit
 	if _, err := l.Admit("pump", fence.Command{ID: "b-1", Actuator: "pump", Fence: fence.Fence{Token: 42, Seq: 7}, State: fence.StateOn}, fence.Rules{}, nil); err != nil {
 		t.Fatal(err)
 	}

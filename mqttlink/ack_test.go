@@ -22,14 +22,16 @@ type stopHandler struct {
 	seen   []string
 }
 
-func (h *stopHandler) Handle(ctx context.Context, c fence.Command) (fence.Result, error) {
-	h.mu.Lock()
-	h.seen = append(h.seen, c.ID)
-	h.mu.Unlock()
-	if c.ID == h.stopAt {
-		h.cancel()
+func (h *stopHandler) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.Result, error) {
+	for _, c := range cmds {
+		h.mu.Lock()
+		h.seen = append(h.seen, c.ID)
+		h.mu.Unlock()
+		if c.ID == h.stopAt {
+			h.cancel()
+		}
 	}
-	return h.countHandler.Handle(ctx, c)
+	return h.countHandler.HandleBatch(ctx, cmds)
 }
 
 // TestAnsweredIsAcknowledged: a command the gateway decided and answered

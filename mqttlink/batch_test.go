@@ -35,8 +35,7 @@ func (h *batchHandler) HandleBatch(ctx context.Context, cmds []fence.Command) ([
 	var res []fence.Result
 	for _, c := range cmds {
 		ids = append(ids, c.ID)
-		r, _ := h.countHandler.Handle(ctx, c)
-		res = append(res, r)
+		res = append(res, h.countHandler.apply(c))
 	}
 	h.mu.Lock()
 	h.batches = append(h.batches, ids)

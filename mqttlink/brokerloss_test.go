@@ -29,15 +29,15 @@ func newRecorder(h Handler) *recorder {
 	return &recorder{Handler: h, got: map[string][]fence.Outcome{}, changed: make(chan struct{})}
 }
 
-func (r *recorder) Handle(ctx context.Context, c fence.Command) (fence.Result, error) {
-	res, err := r.Handler.Handle(ctx, c)
-	if err == nil {
-		r.mu.Lock()
-		r.got[c.ID] = append(r.got[c.ID], res.Outcome)
-		close(r.changed)
-		r.changed = make(chan struct{})
-		r.mu.Unlock()
+func (r *recorder) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.Result, error) {
+	res, err := r.Handler.HandleBatch(ctx, cmds)
+	r.mu.Lock()
+	for i, x := range res {
+		r.got[cmds[i].ID] = append(r.got[cmds[i].ID], x.Outcome)
 	}
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
 	return res, err
 }
 

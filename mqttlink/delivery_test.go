@@ -28,18 +28,22 @@ func newLogHandler() *logHandler {
 	return &logHandler{before: map[string]func(context.Context) error{}, changed: make(chan struct{})}
 }
 
-func (h *logHandler) Handle(ctx context.Context, c fence.Command) (fence.Result, error) {
-	if f := h.before[c.ID]; f != nil {
-		if err := f(ctx); err != nil {
-			return fence.Result{}, err
+func (h *logHandler) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.Result, error) {
+	var res []fence.Result
+	for _, c := range cmds {
+		if f := h.before[c.ID]; f != nil {
+			if err := f(ctx); err != nil {
+				return res, err
+			}
 		}
+		h.mu.Lock()
+		h.ids = append(h.ids, c.ID)
+		close(h.changed)
+		h.changed = make(chan struct{})
+		h.mu.Unlock()
+		res = append(res, h.countHandler.apply(c))
 	}
-	h.mu.Lock()
-	h.ids = append(h.ids, c.ID)
-	close(h.changed)
-	h.changed = make(chan struct{})
-	h.mu.Unlock()
-	return h.countHandler.Handle(ctx, c)
+	return res, nil
 }
 
 // waitFor waits until the core got id, and returns the ids so far.

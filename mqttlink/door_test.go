@@ -134,16 +134,29 @@ func TestNoCommandAfterConflict(t *testing.T) {
 }
 
 // countHandler answers every command applied and counts them, and the
-// distinct ids among them.
+// distinct ids among them. It takes one command at a time (MaxBatch), as
+// the bank does an interlocked output's, so that the link looks at its
+// door between them.
 type countHandler struct {
 	n   atomic.Int64
 	ids sync.Map
 }
 
-func (h *countHandler) Handle(_ context.Context, c fence.Command) (fence.Result, error) {
+func (h *countHandler) HandleBatch(_ context.Context, cmds []fence.Command) ([]fence.Result, error) {
+	res := make([]fence.Result, len(cmds))
+	for i, c := range cmds {
+		res[i] = h.apply(c)
+	}
+	return res, nil
+}
+
+func (h *countHandler) MaxBatch(string) int { return 1 }
+
+// apply answers c applied, and counts it.
+func (h *countHandler) apply(c fence.Command) fence.Result {
 	h.n.Add(1)
 	h.ids.Store(c.ID, true)
-	return fence.Result{ID: c.ID, Actuator: c.Actuator, Outcome: fence.Applied}, nil
+	return fence.Result{ID: c.ID, Actuator: c.Actuator, Outcome: fence.Applied}
 }
 
 func (h *countHandler) distinct() int {

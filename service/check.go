@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -90,11 +89,7 @@ func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
 		add("store", fmt.Sprintf("%s: a fencegate store (id %s), %s, %s", cfg.Store, l.ID(), describeFloor(l.Birth()), describeFences(fences)), nil)
 	}
 
-	var lines []boards.Line
-	for _, a := range cfg.Actuators {
-		lines = append(lines, boards.Line{Pin: a.Output(), ActiveLow: a.ActiveLow})
-	}
-	if r, err := boards.Check(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: lines, Inputs: inputLines(cfg)}); err != nil {
+	if r, err := boards.Check(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: outputLines(cfg), Inputs: inputLines(cfg)}); err != nil {
 		add("board", cfg.Board, err)
 	} else {
 		add("board", r.Board, nil)
@@ -106,8 +101,8 @@ func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
 
 	if addr := cfg.HTTPAddr(); addr == "" {
 		add("http", "disabled", nil)
-	} else if ln, err := net.Listen("tcp", addr); err != nil {
-		add("http", addr, fmt.Errorf("%w (is a gateway already running? set http: to another address, or \"\" to disable)", err))
+	} else if ln, err := listenHTTP(addr); err != nil {
+		add("http", addr, err)
 	} else {
 		ln.Close()
 		add("http", addr+": free", nil)

@@ -5,9 +5,10 @@
 //
 // Start-up order matters for safety: the store is opened (never silently
 // created), the bank binds the actuators to their scopes and records the
-// boot rule's decision, the board takes over each line at the level that
-// decision gives, every output is driven there, and only then does the
-// gateway subscribe to commands.
+// boot rule's decision, the trip inputs are read before any output is
+// taken over, the board takes over each line at the level that decision
+// gives, every output is driven there, the API listens, and only then
+// does the gateway subscribe to commands. Run reads as that list.
 //
 // [Check] runs the same start-up steps without taking anything over, for
 // `gateway check`, so that a check says "ok" exactly when Run would start.
@@ -22,8 +23,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
-	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,205 +79,353 @@ var ErrConflict = mqttlink.ErrConflict
 // Run runs the gateway until ctx is done. It returns an error if start-up
 // fails or the store breaks (a failed write), so that a supervisor restarts
 // the process and the store is read afresh.
+//
+// Start-up is a sequence of phases of one gateway, each using only what
+// the phases before it set; what they started stops in reverse order.
 func Run(ctx context.Context, cfg *config.Config, opts Options) error {
+	g := newGateway(cfg, opts)
+	defer g.stop()
+	for _, phase := range []func() error{
+		g.openStore,     // opened, never silently created
+		g.bindBank,      // the boot rule decides each output's state
+		g.prepareLink,   // the MQTT link, which connects only in serve
+		g.openInputs,    // the board's inputs; no output is taken over yet
+		g.tripAtStart,   // a tripped scope is taken over at its safe state
+		g.takeOverBoard, // each line at the level the boot rule decided
+		g.driveOutputs,  // every output driven there
+		g.startHTTP,     // the API listens
+	} {
+		if err := phase(); err != nil {
+			return err
+		}
+	}
+	return g.serve(ctx) // only now subscribe to commands
+}
+
+// gateway is a gateway being started, run and stopped. Its fields are set
+// by newGateway and by the phases, in Run's order.
+type gateway struct {
+	cfg    *config.Config
+	opts   Options
+	log    *slog.Logger
+	topics wire.Topics
+	info   Info // completed by the phases; Ready and Listening get it
+
+	// Set by newGateway: the fan-out and the listeners that need nothing
+	// else, so that they follow the gateway from its first commit.
+	events    events
+	metrics   *gwmetrics.Metrics
+	decisions *decisionLog
+
+	store     *fencelog.Store // openStore
+	bank      *actuator.Bank  // bindBank
+	link      *mqttlink.Link  // prepareLink
+	status    *status         // prepareLink
+	inputs    *inputs         // openInputs
+	opening   boards.Opening  // openInputs
+	board     boards.Board    // takeOverBoard
+	started   atomic.Bool     // driveOutputs: the board's input changes count from then on
+	readyOnce sync.Once
+
+	stops []func() // what the phases started, for stop
+}
+
+func newGateway(cfg *config.Config, opts Options) *gateway {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := checkStoreDir(cfg.Store); err != nil {
-		return err
-	}
-	var create *fencelog.Birth
-	if opts.Init {
-		create = fencelog.Fresh()
-	}
-	_, statErr := os.Lstat(cfg.Store)
-	var flog *fencelog.Store
-	var link *mqttlink.Link
+	g := &gateway{cfg: cfg, opts: opts, log: log, topics: wire.Topics{Prefix: cfg.MQTT.TopicPrefix, GatewayID: cfg.ID},
+		info: Info{Store: cfg.Store}}
 	var names []string
 	for _, a := range cfg.Actuators {
 		names = append(names, a.Name)
 	}
-	mets := gwmetrics.New(gwmetrics.Sources{
-		Actuators: names,
-		Store:     func() fencelog.Stats { return flog.Stats() },
-		StorePath: cfg.Store,
-		Fences:    func() (map[string]fence.Fence, error) { return flog.Fences() },
-		Broker: func() gwmetrics.Broker {
-			st := link.Status()
-			return gwmetrics.Broker{Connected: st.Connected, Subscribed: st.Subscribed, Connects: st.Connects,
-				FailedAttempts: st.FailedAttempts, LastError: st.LastError, LastErrorAt: st.LastErrorAt}
-		},
-		Version: opts.Version,
-	})
-	flog, err := fencelog.Open(cfg.Store, &fencelog.Options{Create: create, Gateway: cfg.ID, Logger: log.With("component", "fencelog"),
-		CommitDelay: opts.CommitDelay, OnCommit: mets.OnCommit})
-	if err != nil {
-		return err
-	}
-	if create != nil && errors.Is(statErr, fs.ErrNotExist) {
-		log.Warn("created a new fence store as gateway init --new does: floor 0, every token passes until a command raises a fence; "+
-			"if a controller may hold a token for this gateway, stop and create the store with gateway init --floor-from-etcd or --floor instead",
-			"store", cfg.Store)
-	}
-	defer flog.Close()
-	info := Info{Store: cfg.Store}
+	g.metrics = gwmetrics.New(names)
+	g.decisions = newDecisionLog(log.With("component", "decisions"), floodInterval)
+	g.events.committed = append(g.events.committed, g.metrics.OnCommit)
+	g.events.observe(g.metrics.Observer())
+	g.events.decided = append(g.events.decided, g.decisions.decided, g.events.stream)
+	return g
+}
 
-	decisions := newDecisionLog(log.With("component", "decisions"), floodInterval)
-	observer := mets.Observer()
-	counted := observer.Decided
-	observer.Decided = func(e actuator.Event) {
-		counted(e)
-		decisions.decided(e)
+// stop stops what the phases started, in reverse order.
+func (g *gateway) stop() {
+	for i := len(g.stops) - 1; i >= 0; i-- {
+		g.stops[i]()
 	}
-	bank, err := actuator.New(flog, cfg.Specs(), &actuator.Options{
-		Logger:      log.With("component", "actuator"),
-		Interlocks:  cfg.Locks(),
-		Rules:       cfg.Rules(),
-		Safe:        cfg.SafeRules(),
-		Trips:       cfg.Trips(),
-		AfterCommit: opts.AfterCommit,
-		Changed:     func(o []fence.Output) { link.Changed(o) },
-		Authorize:   authorize(cfg, log),
-		Observer:    observer,
+}
+
+// openStore opens the fence store. It creates a missing one only for
+// Options.Init (gateway run --init), never silently.
+func (g *gateway) openStore() error {
+	if err := checkStoreDir(g.cfg.Store); err != nil {
+		return err
+	}
+	var create *fencelog.Birth
+	if g.opts.Init {
+		create = fencelog.Fresh()
+	}
+	_, statErr := os.Lstat(g.cfg.Store)
+	store, err := fencelog.Open(g.cfg.Store, &fencelog.Options{Create: create, Gateway: g.cfg.ID, Logger: g.log.With("component", "fencelog"),
+		CommitDelay: g.opts.CommitDelay, OnCommit: g.events.commit})
+	if err != nil {
+		return err
+	}
+	g.store = store
+	g.stops = append(g.stops, func() { store.Close() })
+	if create != nil && errors.Is(statErr, fs.ErrNotExist) {
+		g.log.Warn("created a new fence store as gateway init --new does: floor 0, every token passes until a command raises a fence; "+
+			"if a controller may hold a token for this gateway, stop and create the store with gateway init --floor-from-etcd or --floor instead",
+			"store", g.cfg.Store)
+	}
+	return nil
+}
+
+// bindBank binds every actuator to its scope in the store and records the
+// boot rule's decision; the bank's decisions and state changes feed the
+// gateway's events, and a lost broker its dead-man.
+func (g *gateway) bindBank() error {
+	bank, err := actuator.New(g.store, g.cfg.Specs(), &actuator.Options{
+		Logger:      g.log.With("component", "actuator"),
+		Interlocks:  g.cfg.Locks(),
+		Rules:       g.cfg.Rules(),
+		Safe:        g.cfg.SafeRules(),
+		Trips:       g.cfg.Trips(),
+		AfterCommit: g.opts.AfterCommit,
+		Changed:     g.events.change,
+		Authorize:   authorize(g.cfg, g.log),
+		Observer:    g.events.observer(),
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("signed commands", "policy", cfg.Signing())
-	topics := wire.Topics{Prefix: cfg.MQTT.TopicPrefix, GatewayID: cfg.ID}
-	sec, err := cfg.MQTT.Security()
+	g.bank = bank
+	// Lost must not block: the dead-man runs in a goroutine of its own.
+	g.events.lost = append(g.events.lost, func(err error) { go bank.Disconnected(err) })
+	g.log.Info("signed commands", "policy", g.cfg.Signing())
+	return nil
+}
+
+// prepareLink makes the MQTT link, which publishes the bank's states and
+// the inputs' levels, retained, once it connects (in serve).
+func (g *gateway) prepareLink() error {
+	sec, err := g.cfg.MQTT.Security()
 	if err != nil {
 		return err
 	}
-	for _, w := range cfg.Warnings() {
-		log.Warn("configuration warning", "component", "config", "warning", w)
+	for _, w := range g.cfg.Warnings() {
+		g.log.Warn("configuration warning", "component", "config", "warning", w)
 	}
-	var announce *mqttlink.Announcement
-	if ha := cfg.HomeAssistant; ha != nil {
-		d, err := hass.New(hass.Options{Prefix: ha.DiscoveryPrefix, Topics: topics, Version: opts.Version, Actuators: names})
-		if err != nil {
-			return err
-		}
-		announce = &mqttlink.Announcement{Topic: d.Topic, Payload: d.Payload, BirthTopic: d.BirthTopic, BirthPayload: d.BirthPayload}
-		log.Info("Home Assistant discovery", "topic", d.Topic, "birth", d.BirthTopic)
+	announce, err := g.announcement()
+	if err != nil {
+		return err
 	}
-	var readyOnce sync.Once
-	st := &status{cfg: cfg, opts: opts, store: flog, bank: bank, started: time.Now().UTC()}
-	link = mqttlink.New(mqttlink.Options{
-		Broker:    cfg.MQTT.Broker,
-		Topics:    topics,
-		ClientID:  cfg.MQTT.ClientID,
-		Username:  cfg.MQTT.Username,
+	g.link = mqttlink.New(mqttlink.Options{
+		Broker:    g.cfg.MQTT.Broker,
+		Topics:    g.topics,
+		ClientID:  g.cfg.MQTT.ClientID,
+		Username:  g.cfg.MQTT.Username,
 		Password:  sec.Password,
 		TLS:       sec.TLS,
 		Settings:  sec.Settings,
-		Actuators: bank.Names(),
-		Store:     flog.ID(),
-		Version:   opts.Version,
-		Logger:    log.With("component", "mqttlink"),
+		Actuators: g.bank.Names(),
+		Store:     g.store.ID(),
+		Version:   g.opts.Version,
+		Logger:    g.log.With("component", "mqttlink"),
 		Announce:  announce,
-		Lost:      func(err error) { go bank.Disconnected(err) },
-		Ready: func() {
-			readyOnce.Do(func() {
-				log.Info("gateway ready", "id", cfg.ID, "subscribed", topics.SetFilter())
-				supervise.Ready(st.readiness().String())
-				if opts.Ready != nil {
-					opts.Ready(info)
-				}
-			})
-		},
-	}, bank)
-	st.link = link
+		Lost:      g.events.lose,
+		Ready:     g.ready,
+	}, g.bank)
+	g.events.changed = append(g.events.changed, g.link.Changed)
+	g.events.inputs = append(g.events.inputs, g.link.InputChanged)
+	g.status = &status{cfg: g.cfg, opts: g.opts, store: g.store, bank: g.bank, link: g.link, started: time.Now().UTC()}
+	return nil
+}
 
-	if err := tripAtStart(cfg, bank); err != nil {
-		return err
+// announcement is the Home Assistant discovery the link publishes, if
+// configured; nil if not.
+func (g *gateway) announcement() (*mqttlink.Announcement, error) {
+	ha := g.cfg.HomeAssistant
+	if ha == nil {
+		return nil, nil
 	}
-	ins := &inputs{cfg: cfg, log: log.With("component", "inputs"), bank: bank, link: link}
-	var started atomic.Bool
-	board, err := openBoard(cfg, bank, func(e boards.InputEvent) {
-		if started.Load() {
-			ins.changed(e)
+	d, err := hass.New(hass.Options{Prefix: ha.DiscoveryPrefix, Topics: g.topics, Version: g.opts.Version, Actuators: g.bank.Names()})
+	if err != nil {
+		return nil, err
+	}
+	g.log.Info("Home Assistant discovery", "topic", d.Topic, "birth", d.BirthTopic)
+	return &mqttlink.Announcement{Topic: d.Topic, Payload: d.Payload, BirthTopic: d.BirthTopic, BirthPayload: d.BirthPayload}, nil
+}
+
+// ready tells the log, the supervisor and Options.Ready, once, that the
+// gateway takes commands (the link calls it on each connection).
+func (g *gateway) ready() {
+	g.readyOnce.Do(func() {
+		g.log.Info("gateway ready", "id", g.cfg.ID, "subscribed", g.topics.SetFilter())
+		supervise.Ready(g.status.readiness().String())
+		if g.opts.Ready != nil {
+			g.opts.Ready(g.info)
 		}
 	})
+}
+
+// openInputs opens the board's inputs, and finds its outputs without
+// taking any over.
+func (g *gateway) openInputs() error {
+	g.inputs = &inputs{cfg: g.cfg, log: g.log.With("component", "inputs"), bank: g.bank, events: &g.events}
+	op, err := boards.OpenInputs(boards.Options{Board: g.cfg.Board, Store: g.cfg.Store, Lines: outputLines(g.cfg), Inputs: inputLines(g.cfg),
+		OnInput: g.inputChanged})
 	if err != nil {
 		return err
 	}
-	defer board.Close()
-	if err := bank.AttachInputs(func(name string) (actuator.Input, error) { return inputOf(cfg, board, name) }); err != nil {
-		return err
-	}
-	log.Info("board opened", "board", board.String())
-	if cfg.Board == config.BoardSim {
-		info.Latch = boards.LatchPath(cfg.Store)
-	}
-	started.Store(true) // changes from now on (the bank acts on them once Start attached the pins)
-	if err := bank.Start(board.Pin); err != nil {
-		return err
-	}
-	defer bank.Stop() // a running pulse ends at rest, before the board is closed
-	if err := ins.start(board); err != nil {
-		return err
-	}
-	log.Info("outputs reconciled", "store", cfg.Store, "actuators", len(cfg.Actuators))
+	g.opening = op
+	g.stops = append(g.stops, func() { op.Close() })
+	return nil
+}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// inputChanged takes the board's input changes once the outputs are
+// driven (driveOutputs); before, Start reads the trip inputs itself, and
+// every input's level is published as it is then.
+func (g *gateway) inputChanged(e boards.InputEvent) {
+	if g.started.Load() {
+		g.inputs.changed(e)
+	}
+}
 
-	if addr := cfg.HTTPAddr(); addr != "" {
-		ln, err := net.Listen("tcp", addr)
+// tripAtStart reads the trip inputs before the outputs are taken over, so
+// that a scope tripped now has its outputs taken over at its safe state
+// (actuator.Bank.TripAtStart).
+func (g *gateway) tripAtStart() error {
+	return g.bank.TripAtStart(func(name string) (bool, error) {
+		i, err := inputOf(g.cfg, g.opening, name)
 		if err != nil {
-			return fmt.Errorf("service: http %s: %w (set http: to another address, or \"\" to disable)", addr, err)
+			return false, err
 		}
-		info.HTTP = ln.Addr().String()
+		return i.Level()
+	})
+}
+
+// takeOverBoard takes over every output line at the level the bank's boot
+// rule decided, and gives the bank the inputs its rules read.
+func (g *gateway) takeOverBoard() error {
+	var lines []boards.Line
+	for _, l := range g.bank.Lines() {
+		lines = append(lines, boards.Line{Pin: l.Pin, InitialHigh: l.High})
+	}
+	board, err := g.opening.TakeOver(lines)
+	if err != nil {
+		return err
+	}
+	g.board = board
+	if err := g.bank.AttachInputs(func(name string) (actuator.Input, error) { return inputOf(g.cfg, board, name) }); err != nil {
+		return err
+	}
+	g.log.Info("board opened", "board", board.String())
+	if g.cfg.Board == config.BoardSim {
+		g.info.Latch = boards.LatchPath(g.cfg.Store)
+	}
+	return nil
+}
+
+// driveOutputs drives every output as the boot rule decided, and publishes
+// every input's level.
+func (g *gateway) driveOutputs() error {
+	g.started.Store(true) // changes from now on (the bank acts on them once Start attached the pins)
+	if err := g.bank.Start(g.board.Pin); err != nil {
+		return err
+	}
+	g.stops = append(g.stops, g.bank.Stop) // a running pulse ends at rest, before the board is closed
+	if err := g.inputs.start(g.board); err != nil {
+		return err
+	}
+	g.log.Info("outputs reconciled", "store", g.cfg.Store, "actuators", len(g.cfg.Actuators))
+	return nil
+}
+
+// startHTTP serves the JSON API, the dashboard and the metrics, unless
+// the configuration disables it.
+func (g *gateway) startHTTP() error {
+	g.metrics.Read(gwmetrics.Sources{Store: g.store.Stats, StorePath: g.cfg.Store, Fences: g.store.Fences,
+		Broker: func() gwmetrics.Broker { return brokerMetrics(g.link.Status()) }, Version: g.opts.Version})
+	if addr := g.cfg.HTTPAddr(); addr != "" {
+		ln, err := listenHTTP(addr)
+		if err != nil {
+			return fmt.Errorf("service: http %s: %w", addr, err)
+		}
+		g.info.HTTP = ln.Addr().String()
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", mets.Handler())
-		mux.Handle("/", httpapi.New(source{bank, st, ins}, flog, log.With("component", "http")))
+		mux.Handle("GET /metrics", g.metrics.Handler())
+		mux.Handle("/", httpapi.New(source{g.bank, g.status, g.inputs, &g.events}, g.store, g.log.With("component", "http")))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
-		defer func() {
+		g.stops = append(g.stops, func() {
 			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer scancel()
 			srv.Shutdown(sctx)
-		}()
-		log.Info("HTTP API listening", "url", "http://"+info.HTTP+"/api/status")
+		})
+		g.log.Info("HTTP API listening", "url", "http://"+g.info.HTTP+"/api/status")
 	}
-	if opts.Listening != nil {
-		opts.Listening(info)
+	if g.opts.Listening != nil {
+		g.opts.Listening(g.info)
 	}
+	return nil
+}
 
-	if wd := supervise.Watchdog(); wd > 0 {
-		for _, g := range cfg.Locks() {
-			if g.DeadTime+stallMargin > supervise.StallLimit(wd) {
-				log.Warn("WatchdogSec is too short for this interlock's dead time: a command waiting out the dead time (and its commit) may stop the watchdog's pings and have systemd restart the gateway; "+
-					"set WatchdogSec to at least twice the dead time plus 10 s", "interlock", g.Name, "dead_time", g.DeadTime.String(), "watchdog", wd.String())
-			}
-		}
+// listenHTTP listens on the API's address (Run and Check).
+func listenHTTP(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w (is a gateway already running? set http: to another address, or \"\" to disable)", err)
 	}
-	go decisions.run(ctx)
+	return ln, nil
+}
+
+// serve connects to the broker and takes commands until ctx is done or
+// the store refuses a write.
+func (g *gateway) serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g.warnWatchdog()
+	go g.decisions.run(ctx)
 	go supervise.Run(ctx, supervise.Options{
-		Status:  func() string { return st.readiness().String() },
-		Stalled: func(limit time.Duration) string { return stalled(flog, bank, limit) },
-		Logger:  log.With("component", "supervise"),
+		Status:  func() string { return g.status.readiness().String() },
+		Stalled: func(limit time.Duration) string { return stalled(g.store, g.bank, limit) },
+		Logger:  g.log.With("component", "supervise"),
 	})
 	defer supervise.Stopping()
 
 	go func() {
 		select {
-		case <-flog.Broken():
-			log.Error("fence store refused a write; stopping so that the supervisor restarts the gateway", "err", flog.Err())
+		case <-g.store.Broken():
+			g.log.Error("fence store refused a write; stopping so that the supervisor restarts the gateway", "err", g.store.Err())
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 
-	if err := link.Run(ctx); err != nil {
+	if err := g.link.Run(ctx); err != nil {
 		return err
 	}
-	if err := flog.Err(); errors.Is(err, fencelog.ErrBroken) {
+	if err := g.store.Err(); errors.Is(err, fencelog.ErrBroken) {
 		return err
 	}
 	return nil
+}
+
+// warnWatchdog warns of a systemd watchdog too short for an interlock's
+// dead time.
+func (g *gateway) warnWatchdog() {
+	wd := supervise.Watchdog()
+	if wd <= 0 {
+		return
+	}
+	for _, l := range g.cfg.Locks() {
+		if l.DeadTime+stallMargin > supervise.StallLimit(wd) {
+			g.log.Warn("WatchdogSec is too short for this interlock's dead time: a command waiting out the dead time (and its commit) may stop the watchdog's pings and have systemd restart the gateway; "+
+				"set WatchdogSec to at least twice the dead time plus 10 s", "interlock", l.Name, "dead_time", l.DeadTime.String(), "watchdog", wd.String())
+		}
+	}
 }
 
 // authorize is the bank's check of signed commands: the configuration's
@@ -293,222 +440,4 @@ func authorize(cfg *config.Config, log *slog.Logger) func(fence.Command, string)
 		}
 		return reason, err
 	}
-}
-
-// openBoard opens the configured board with every line at the level the
-// bank's boot rule decided.
-func openBoard(cfg *config.Config, bank *actuator.Bank, onInput func(boards.InputEvent)) (boards.Board, error) {
-	var lines []boards.Line
-	for _, l := range bank.Lines() {
-		lines = append(lines, boards.Line{Pin: l.Pin, InitialHigh: l.High})
-	}
-	return boards.Open(boards.Options{Board: cfg.Board, Store: cfg.Store, Lines: lines, Inputs: inputLines(cfg), OnInput: onInput})
-}
-
-// tripAtStart reads the trip inputs before the outputs are taken over, on
-// a board opened for the inputs alone and closed again, so that a scope
-// tripped now has its outputs taken over at its safe state
-// (actuator.Bank.TripAtStart).
-func tripAtStart(cfg *config.Config, bank *actuator.Bank) error {
-	if len(cfg.Trips()) == 0 {
-		return nil
-	}
-	b, err := boards.Open(boards.Options{Board: cfg.Board, Store: cfg.Store, Inputs: inputLines(cfg)})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	return bank.TripAtStart(func(name string) (bool, error) {
-		i, err := inputOf(cfg, b, name)
-		if err != nil {
-			return false, err
-		}
-		return i.Level()
-	})
-}
-
-// inputOf returns the board's input that the configuration names name.
-func inputOf(cfg *config.Config, b boards.Board, name string) (boards.Input, error) {
-	for _, in := range cfg.Inputs {
-		if in.Name == name {
-			return b.Input(in.Output())
-		}
-	}
-	return nil, fmt.Errorf("no input %q in the configuration", name)
-}
-
-// inputLines are the configuration's inputs as boards take them.
-func inputLines(cfg *config.Config) []boards.InputLine {
-	var out []boards.InputLine
-	for _, in := range cfg.Inputs {
-		out = append(out, boards.InputLine{Pin: in.Output(), Pull: boards.Pull(in.Pull), Debounce: in.Debounce, Edge: boards.Edge(in.Edge)})
-	}
-	return out
-}
-
-// inputs carries the board's inputs to the bank (trips, and each
-// input's recorded change count) and the link (its retained level).
-type inputs struct {
-	cfg  *config.Config
-	log  *slog.Logger
-	bank *actuator.Bank
-	link *mqttlink.Link
-
-	mu     sync.Mutex
-	latest map[string]wire.InputState
-}
-
-// Inputs implements httpapi.InputSource: the inputs as last published.
-func (ins *inputs) Inputs() []httpapi.Input {
-	ins.mu.Lock()
-	defer ins.mu.Unlock()
-	out := []httpapi.Input{}
-	for _, in := range ins.cfg.Inputs {
-		s := ins.latest[in.Name]
-		pull := in.Pull
-		if pull == "" {
-			pull = "none"
-		}
-		out = append(out, httpapi.Input{Name: in.Name, Pin: in.Output(), Pull: pull, Level: s.Level, Seq: s.Seq, ChangedAt: s.ChangedAt})
-	}
-	return out
-}
-
-// changed handles a change the board reported (in order per input).
-func (ins *inputs) changed(e boards.InputEvent) {
-	name := ins.cfg.Inputs[e.Input].Name
-	ins.log.Info("input changed", "input", name, "level", levelWord(e.High))
-	ins.publish(name, e.High)
-}
-
-// publish tells the bank the input's level, which records it, and
-// publishes it.
-func (ins *inputs) publish(name string, high bool) {
-	rec, err := ins.bank.InputChanged(name, high)
-	if err != nil {
-		ins.log.Error("record input", "input", name, "err", err)
-		return
-	}
-	st := wire.InputState{Input: name, Level: levelWord(high), Seq: rec.Seq, ChangedAt: rec.ChangedAt}
-	ins.mu.Lock()
-	if ins.latest == nil {
-		ins.latest = map[string]wire.InputState{}
-	}
-	ins.latest[name] = st
-	ins.mu.Unlock()
-	ins.link.InputChanged(st)
-}
-
-// start publishes every input's level as it is now.
-func (ins *inputs) start(board boards.Board) error {
-	for _, in := range ins.cfg.Inputs {
-		i, err := board.Input(in.Output())
-		if err != nil {
-			return err
-		}
-		high, err := i.Level()
-		if err != nil {
-			return fmt.Errorf("service: input %s: %w", in.Name, err)
-		}
-		ins.publish(in.Name, high)
-	}
-	return nil
-}
-
-func levelWord(high bool) string {
-	if high {
-		return "high"
-	}
-	return "low"
-}
-
-// source is what the HTTP API reads: the bank, and the gateway's status.
-type source struct {
-	*actuator.Bank
-	*status
-	*inputs
-}
-
-// status answers GET /api/status.
-type status struct {
-	cfg     *config.Config
-	opts    Options
-	store   *fencelog.Store
-	link    *mqttlink.Link
-	bank    *actuator.Bank
-	started time.Time
-}
-
-// stallMargin is what a command's own work (its commit, its drives) may
-// add to an interlock's dead time before the watchdog takes its scope for
-// stuck.
-const stallMargin = 5 * time.Second
-
-// readiness judges the gateway's status (GET /readyz).
-func (s *status) readiness() httpapi.Readiness { return httpapi.ReadinessOf(s.Status()) }
-
-// stalled says why the decision path has stood still for longer than
-// limit: a store commit, or a scope held without progress; "" if neither.
-func stalled(flog *fencelog.Store, bank *actuator.Bank, limit time.Duration) string {
-	if d := flog.CommitRunning(); d > limit {
-		return fmt.Sprintf("a commit of the fence store has run for %v", d.Round(time.Millisecond))
-	}
-	if sc, d := bank.Stalled(limit); sc != "" {
-		return fmt.Sprintf("scope %s has been held for %v without progress", sc, d.Round(time.Millisecond))
-	}
-	return ""
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-// Status implements httpapi.Source.
-func (s *status) Status() httpapi.Status {
-	return httpapi.Status{
-		GatewayID:     s.cfg.ID,
-		Version:       s.opts.Version,
-		Started:       s.started,
-		Board:         s.cfg.Board,
-		Store:         s.cfg.Store,
-		StoreID:       s.store.ID(),
-		StoreFloor:    s.store.Birth().Floor,
-		StoreFloorWhy: s.store.Birth().Why,
-		StoreCommits:  s.store.Stats(),
-		StoreError:    errText(s.store.Err()),
-		Reconciled:    s.bank.Started(),
-		Broker:        broker(s.link.Status()),
-		Topics:        wire.Topics{Prefix: s.cfg.MQTT.TopicPrefix, GatewayID: s.cfg.ID}.SetFilter(),
-		Runtime:       readRuntime(),
-	}
-}
-
-// runtimeMetrics are the runtime/metrics samples of httpapi.Runtime, in
-// its fields' order.
-var runtimeMetrics = []string{"/memory/classes/heap/objects:bytes", "/gc/heap/live:bytes"}
-
-// readRuntime reads the process's goroutines and heap without stopping the
-// world (runtime.ReadMemStats would). A metric this Go release lacks reads
-// as 0.
-func readRuntime() httpapi.Runtime {
-	samples := make([]metrics.Sample, len(runtimeMetrics))
-	for i, name := range runtimeMetrics {
-		samples[i].Name = name
-	}
-	metrics.Read(samples)
-	u := func(s metrics.Sample) uint64 {
-		if s.Value.Kind() != metrics.KindUint64 {
-			return 0
-		}
-		return s.Value.Uint64()
-	}
-	return httpapi.Runtime{Goroutines: runtime.NumGoroutine(), HeapBytes: u(samples[0]), HeapLiveBytes: u(samples[1])}
-}
-
-func broker(m mqttlink.Status) httpapi.Broker {
-	return httpapi.Broker{URL: m.Broker, ClientID: m.ClientID, Connected: m.Connected, Since: m.Since, Subscribed: m.Subscribed,
-		LastError: m.LastError, LastErrorAt: m.LastErrorAt, Failures: m.Failures, Conflict: m.Conflict}
 }

@@ -317,9 +317,17 @@ var mutants = []mutant{
 		name: "policy-not-wired",
 		why:  "the gateway decides commands without its signature policy",
 		file: "service/service.go",
-		old:  "\t\tAuthorize:   authorize(cfg, log),\n",
+		old:  "\t\tAuthorize:   authorize(g.cfg, g.log),\n",
 		new:  "",
 		pkgs: []string{"./cmd/gateway"}, run: "TestSignedCommandsEndToEnd",
+	},
+	{
+		name: "trip-read-after-takeover",
+		why:  "the trip inputs are not read before the outputs are taken over: a scope tripped at start has its outputs taken over as the boot rule says, on for a moment",
+		file: "service/service.go",
+		old:  "\t\tg.tripAtStart,   // a tripped scope is taken over at its safe state\n",
+		new:  "",
+		pkgs: []string{"./service"}, run: "TestTripReadBeforeTakeOver",
 	},
 	{
 		name: "pasted-key-quoted",
@@ -348,7 +356,7 @@ var mutants = []mutant{
 	{
 		name: "password-not-sent",
 		why:  "the gateway connects without the password it read",
-		file: "mqttlink/link.go",
+		file: "mqttlink/connect.go",
 		old:  "\t\tSetPassword(l.opts.Password).\n",
 		new:  "",
 		pkgs: []string{"./service"}, run: "TestBrokerTLS/^good$",
@@ -389,7 +397,7 @@ var mutants = []mutant{
 	{
 		name: "ha-birth-ignored",
 		why:  "the gateway does not answer Home Assistant's birth message: after Home Assistant restarts without the retained discovery, the actuators are gone from it",
-		file: "mqttlink/link.go",
+		file: "mqttlink/connect.go",
 		old:  "\t\t\tif string(m.Payload()) == a.BirthPayload {\n",
 		new:  "\t\t\tif false && string(m.Payload()) == a.BirthPayload {\n",
 		pkgs: []string{"./cmd/gateway"}, run: "TestHomeAssistantDiscovery",
@@ -565,8 +573,8 @@ var mutants = []mutant{
 		name: "broken-store-keeps-running",
 		why:  "after a failed commit the gateway runs on instead of stopping for its supervisor to reopen the store",
 		file: "service/service.go",
-		old:  "\"err\", flog.Err())\n\t\t\tcancel()",
-		new:  "\"err\", flog.Err())",
+		old:  "\"err\", g.flog.Err())\n\t\t\tcancel()",
+		new:  "\"err\", g.flog.Err())",
 		pkgs: []string{"./cmd/gateway"}, run: "TestStoreGoneWhileRunning/^deleted$",
 	},
 	{
@@ -581,7 +589,7 @@ var mutants = []mutant{
 		name: "store-silently-created",
 		why:  "gateway run creates a missing store (floor 0) instead of refusing: every old token passes again",
 		file: "service/service.go",
-		old:  "\tif opts.Init {\n",
+		old:  "\tif g.opts.Init {\n",
 		new:  "\tif true {\n",
 		pkgs: []string{"./service", "./cmd/gateway"}, run: "TestStoreNeverSilentlyCreated|TestCLIErrors",
 	},
@@ -728,7 +736,7 @@ var mutants = []mutant{
 	{
 		name: "retained-check-removed",
 		why:  "a command delivered with the retain flag (a stored retained message) is decided",
-		file: "mqttlink/link.go",
+		file: "mqttlink/serve.go",
 		old:  "\t\tcase ms[i].Retained():\n",
 		new:  "\t\tcase false && ms[i].Retained():\n",
 		pkgs: []string{"./mqttlink"}, run: "TestRetainedCommandRefused",
@@ -736,7 +744,7 @@ var mutants = []mutant{
 	{
 		name: "ack-before-decide",
 		why:  "a command is acknowledged when the worker takes it, before it is decided: a stop or crash loses it",
-		file: "mqttlink/link.go",
+		file: "mqttlink/serve.go",
 		old:  "\tl.serving.RLock()\n\tdefer l.serving.RUnlock()\n\tif ctx.Err() != nil {\n\t\treturn // stopping: not decided\n",
 		new:  "\tfor _, m := range ms {\n\t\tm.Ack()\n\t}\n\tl.serving.RLock()\n\tdefer l.serving.RUnlock()\n\tif ctx.Err() != nil {\n\t\treturn // stopping: not decided\n",
 		pkgs: []string{"./mqttlink"}, run: "TestUndecidedCommandDeliveredAgain",
@@ -744,7 +752,7 @@ var mutants = []mutant{
 	{
 		name: "actuator-order-lost",
 		why:  "each command is handled in a goroutine of its own: one actuator's commands can overtake each other",
-		file: "mqttlink/link.go",
+		file: "mqttlink/delivery.go",
 		old:  "\t\tif work.put(name, m) {\n",
 		new:  "\t\tif _, known := work.queues[name]; known && name != \"\" {\n\t\t\tgo l.serve(ctx, name, []mqtt.Message{m})\n\t\t\treturn\n\t\t}\n\t\tif work.put(name, m) {\n",
 		pkgs: []string{"./mqttlink"}, run: "TestActuatorOrder",
@@ -752,7 +760,7 @@ var mutants = []mutant{
 	{
 		name: "backlog-never-refetched",
 		why:  "commands dropped from a full backlog wait for a reconnect that may never come: the link does not reconnect to receive them again",
-		file: "mqttlink/link.go",
+		file: "mqttlink/delivery.go",
 		old:  "if n := work.done(ds); n > 0 {",
 		new:  "if n := work.done(ds); n < 0 {",
 		pkgs: []string{"./mqttlink"}, run: "TestFullQueueDoesNotStall",
@@ -776,7 +784,7 @@ var mutants = []mutant{
 	{
 		name: "session-commands-forgotten",
 		why:  "the commands a reconnected session delivers before paho runs the connect handler are forgotten as proof of delivery: a broker with a full queue drops the probe, and the gateway never comes online",
-		file: "mqttlink/link.go",
+		file: "mqttlink/connect.go",
 		old:  "\t\tl.probeGot = nil\n\t\tif l.connEnd != nil {\n",
 		new:  "\t\tl.sawCommand, l.probeGot = false, nil\n\t\tif l.connEnd != nil {\n",
 		pkgs: []string{"./mqttlink"}, run: "TestSessionCommandsProveDelivery",
@@ -784,7 +792,7 @@ var mutants = []mutant{
 	{
 		name: "no-default-publish-handler",
 		why:  "commands the broker delivers again from the session before the subscription is in place are dropped",
-		file: "mqttlink/link.go",
+		file: "mqttlink/connect.go",
 		old:  "\tco.SetDefaultPublishHandler(dispatch)\n",
 		new:  "",
 		pkgs: []string{"./mqttlink"}, run: "TestUndecidedCommandDeliveredAgain",
