@@ -831,8 +831,8 @@ func TestMutantsAreCaught(t *testing.T) {
 					n = runs
 				}
 				began := time.Now()
-				caught := catch(t, top, m, n)
-				line := fmt.Sprintf("%-32s caught %2d/%-2d %6.1fs", m.name, caught, n, time.Since(began).Seconds())
+				caught, built := catch(t, top, m, n)
+				line := fmt.Sprintf("%-32s caught %2d/%-2d %6.1fs (build %5.1fs)", m.name, caught, n, time.Since(began).Seconds(), built.Seconds())
 				mu.Lock()
 				report[i] = line
 				mu.Unlock()
@@ -847,8 +847,10 @@ func TestMutantsAreCaught(t *testing.T) {
 
 // catch builds the mutant m's test binaries in a copy of the tree at top
 // and runs them n times, each time in a process of its own; it returns in
-// how many runs they failed, and fails t unless that is all of them.
-func catch(t *testing.T, top string, m mutant, n int) int {
+// how many runs they failed and how long the build took, and fails t unless
+// they failed in all of them.
+func catch(t *testing.T, top string, m mutant, n int) (int, time.Duration) {
+	began := time.Now()
 	dir := t.TempDir()
 	extract(t, top, dir)
 	apply(t, dir, m.file, m.old, m.new)
@@ -862,6 +864,7 @@ func catch(t *testing.T, top string, m mutant, n int) int {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		cmd := exec.CommandContext(ctx, "go", "test", "-c", "-race", "-o", bin, pkg)
 		cmd.Dir = dir
+		cmd.Env = trimpathEnv(t)
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if err != nil {
@@ -872,6 +875,7 @@ func catch(t *testing.T, top string, m mutant, n int) int {
 		}
 		bins = append(bins, binary{pkg, bin})
 	}
+	built := time.Since(began)
 	caught := 0
 	var passed string // the output of a run that passed
 	for run := 1; run <= n; run++ {
@@ -881,6 +885,7 @@ func catch(t *testing.T, top string, m mutant, n int) int {
 			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 			cmd := exec.CommandContext(ctx, b.path, "-test.run", m.run, "-test.count=1", "-test.timeout=5m")
 			cmd.Dir = filepath.Join(dir, b.pkg) // where go test runs a package's tests
+			cmd.Env = trimpathEnv(t)            // for the go builds of the tests themselves
 			out, err := cmd.CombinedOutput()
 			cancel()
 			outs = append(outs, fmt.Sprintf("%s: %s", b.pkg, out))
@@ -913,7 +918,7 @@ func catch(t *testing.T, top string, m mutant, n int) int {
 	default:
 		t.Logf("caught %d/%d: %s (%s)", caught, n, m.name, m.why)
 	}
-	return caught
+	return caught, built
 }
 
 // failedByATest reports whether a test binary's output shows a test that
@@ -973,3 +978,27 @@ func apply(t *testing.T, dir, file, old, new string) {
 		t.Fatal(err)
 	}
 }
+
+// trimpathEnv is the environment with -trimpath added to GOFLAGS. Each
+// mutant is a copy of the tree in a directory of its own, and without
+// -trimpath the build cache keys every package of the module on its
+// directory: each mutant would compile the whole module again, and so would
+// each go build its tests run (the gateway, brokerd). With it, only the
+// mutated package and what its change reaches are compiled again.
+func trimpathEnv(t *testing.T) []string {
+	t.Helper()
+	goflagsOnce.Do(func() {
+		out, err := exec.Command("go", "env", "GOFLAGS").Output()
+		goflags, goflagsErr = strings.TrimSpace(string(out)), err
+	})
+	if goflagsErr != nil {
+		t.Fatalf("go env GOFLAGS: %v", goflagsErr)
+	}
+	return append(os.Environ(), "GOFLAGS="+strings.TrimSpace(goflags+" -trimpath"))
+}
+
+var (
+	goflagsOnce sync.Once
+	goflags     string
+	goflagsErr  error
+)
