@@ -18,6 +18,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -820,29 +821,81 @@ func TestMutantsAreCaught(t *testing.T) {
 	var mu sync.Mutex
 	report := make([]string, len(mutants)) // in the list's order, whatever order they end in
 	t.Run("each", func(t *testing.T) {
-		for i, m := range mutants {
-			if !only.MatchString(m.name) {
-				continue
-			}
-			t.Run(m.name, func(t *testing.T) {
-				t.Parallel() // as many at once as go test -parallel says (make mutants: 2)
-				n := m.runs
-				if n == 0 {
-					n = runs
+		// Workers, not t.Parallel: parallel subtests start in no set
+		// order, and one of the slow mutants started last would run
+		// alone at the end. The workers take them slowest first.
+		queue := make(chan int)
+		var wg sync.WaitGroup
+		for range parallel() {
+			wg.Go(func() {
+				for i := range queue {
+					m := mutants[i]
+					t.Run(m.name, func(t *testing.T) {
+						n := m.runs
+						if n == 0 {
+							n = runs
+						}
+						began := time.Now()
+						caught, built := catch(t, top, m, n)
+						line := fmt.Sprintf("%-32s caught %2d/%-2d %6.1fs (build %5.1fs)", m.name, caught, n, time.Since(began).Seconds(), built.Seconds())
+						mu.Lock()
+						report[i] = line
+						mu.Unlock()
+					})
 				}
-				began := time.Now()
-				caught, built := catch(t, top, m, n)
-				line := fmt.Sprintf("%-32s caught %2d/%-2d %6.1fs (build %5.1fs)", m.name, caught, n, time.Since(began).Seconds(), built.Seconds())
-				mu.Lock()
-				report[i] = line
-				mu.Unlock()
 			})
 		}
+		for _, i := range slowFirst() {
+			if only.MatchString(mutants[i].name) {
+				queue <- i
+			}
+		}
+		close(queue)
+		wg.Wait()
 	})
 	mu.Lock()
 	defer mu.Unlock()
 	report = slices.DeleteFunc(report, func(s string) bool { return s == "" })
 	t.Logf("mutants (caught/run: every run must fail):\n%s\n%d mutants in %.0fs", strings.Join(report, "\n"), len(report), time.Since(start).Seconds())
+}
+
+// parallel is how many mutants run at once: go test's -parallel (make
+// mutants: 2).
+func parallel() int {
+	return flag.Lookup("test.parallel").Value.(flag.Getter).Get().(int)
+}
+
+// slowPackages are the test packages whose mutants take longest, the
+// slowest first: piemu boots an emulated Raspberry Pi, the torture stops a
+// gateway 50 times, cmd/gateway links the largest test binary and builds
+// a gateway in each run.
+var slowPackages = []string{"./piemu", "./tests/torture", "./cmd/gateway"}
+
+// slowFirst is the order the mutants start in: the indices of mutants, by
+// the slowest package among their tests (slowPackages), then by their
+// number of runs, both decreasing; else in the list's order.
+func slowFirst() []int {
+	rank := func(m mutant) int {
+		r := len(slowPackages)
+		for _, p := range m.pkgs {
+			if i := slices.Index(slowPackages, p); i >= 0 {
+				r = min(r, i)
+			}
+		}
+		return r
+	}
+	order := make([]int, len(mutants))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ma, mb := mutants[a], mutants[b]
+		if c := rank(ma) - rank(mb); c != 0 {
+			return c
+		}
+		return max(mb.runs, defaultRuns) - max(ma.runs, defaultRuns)
+	})
+	return order
 }
 
 // catch builds the mutant m's test binaries in a copy of the tree at top
