@@ -203,10 +203,17 @@ func queuedInSession(t *testing.T, broker, name string, n int) (wire.Topics, str
 // might never come, and their controllers for answers).
 func TestFullQueueDoesNotStall(t *testing.T) {
 	const n = 20
-	defer func(n int) { backlogBytes = n }(backlogBytes)
+	// t.Cleanup, not defer: the subtests run in parallel, after this
+	// function returns.
+	was := backlogBytes
+	t.Cleanup(func() { backlogBytes = was })
 	backlogBytes = 6 * (msgOverhead + 150) // about 6 of these commands
 	for bname, start := range testenv.Brokers() {
 		t.Run(bname, func(t *testing.T) {
+			// A link that stalls is seen only when the deadline below
+			// passes: the brokers wait it out together, not one after
+			// the other (make mutants runs this test 3 times).
+			t.Parallel()
 			broker := start(t)
 			topics, clientID := queuedInSession(t, broker, "full", n)
 			h := &countHandler{}

@@ -18,6 +18,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -844,24 +845,37 @@ func TestMutantsAreCaught(t *testing.T) {
 	var mu sync.Mutex
 	report := make([]string, len(mutants)) // in the list's order, whatever order they end in
 	t.Run("each", func(t *testing.T) {
-		for i, m := range mutants {
-			if !only.MatchString(m.name) {
-				continue
-			}
-			t.Run(m.name, func(t *testing.T) {
-				t.Parallel() // as many at once as go test -parallel says (make mutants: 2)
-				n := m.runs
-				if n == 0 {
-					n = runs
+		// Workers, not t.Parallel: parallel subtests start in no set
+		// order, and one of the slow mutants started last would run
+		// alone at the end. The workers take them slowest first.
+		queue := make(chan int)
+		var wg sync.WaitGroup
+		for range parallel() {
+			wg.Go(func() {
+				for i := range queue {
+					m := mutants[i]
+					t.Run(m.name, func(t *testing.T) {
+						n := m.runs
+						if n == 0 {
+							n = runs
+						}
+						began := time.Now()
+						caught, built := catch(t, top, m, n)
+						line := fmt.Sprintf("%-32s caught %2d/%-2d %6.1fs (build %5.1fs)", m.name, caught, n, time.Since(began).Seconds(), built.Seconds())
+						mu.Lock()
+						report[i] = line
+						mu.Unlock()
+					})
 				}
-				began := time.Now()
-				caught := catch(t, top, m, n)
-				line := fmt.Sprintf("%-32s caught %2d/%-2d %6.1fs", m.name, caught, n, time.Since(began).Seconds())
-				mu.Lock()
-				report[i] = line
-				mu.Unlock()
 			})
 		}
+		for _, i := range slowFirst() {
+			if only.MatchString(mutants[i].name) {
+				queue <- i
+			}
+		}
+		close(queue)
+		wg.Wait()
 	})
 	mu.Lock()
 	defer mu.Unlock()
@@ -869,10 +883,51 @@ func TestMutantsAreCaught(t *testing.T) {
 	t.Logf("mutants (caught/run: every run must fail):\n%s\n%d mutants in %.0fs", strings.Join(report, "\n"), len(report), time.Since(start).Seconds())
 }
 
+// parallel is how many mutants run at once: go test's -parallel (make
+// mutants: 2).
+func parallel() int {
+	return flag.Lookup("test.parallel").Value.(flag.Getter).Get().(int)
+}
+
+// slowPackages are the test packages whose mutants take longest, the
+// slowest first: piemu boots an emulated Raspberry Pi, the torture stops a
+// gateway 50 times, cmd/gateway links the largest test binary and builds
+// a gateway in each run.
+var slowPackages = []string{"./piemu", "./tests/torture", "./cmd/gateway"}
+
+// slowFirst is the order the mutants start in: the indices of mutants, by
+// the slowest package among their tests (slowPackages), then by their
+// number of runs, both decreasing; else in the list's order.
+func slowFirst() []int {
+	rank := func(m mutant) int {
+		r := len(slowPackages)
+		for _, p := range m.pkgs {
+			if i := slices.Index(slowPackages, p); i >= 0 {
+				r = min(r, i)
+			}
+		}
+		return r
+	}
+	order := make([]int, len(mutants))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ma, mb := mutants[a], mutants[b]
+		if c := rank(ma) - rank(mb); c != 0 {
+			return c
+		}
+		return max(mb.runs, defaultRuns) - max(ma.runs, defaultRuns)
+	})
+	return order
+}
+
 // catch builds the mutant m's test binaries in a copy of the tree at top
 // and runs them n times, each time in a process of its own; it returns in
-// how many runs they failed, and fails t unless that is all of them.
-func catch(t *testing.T, top string, m mutant, n int) int {
+// how many runs they failed and how long the build took, and fails t unless
+// they failed in all of them.
+func catch(t *testing.T, top string, m mutant, n int) (int, time.Duration) {
+	began := time.Now()
 	dir := t.TempDir()
 	extract(t, top, dir)
 	apply(t, dir, m.file, m.old, m.new)
@@ -886,6 +941,7 @@ func catch(t *testing.T, top string, m mutant, n int) int {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		cmd := exec.CommandContext(ctx, "go", "test", "-c", "-race", "-o", bin, pkg)
 		cmd.Dir = dir
+		cmd.Env = trimpathEnv(t)
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if err != nil {
@@ -896,6 +952,7 @@ func catch(t *testing.T, top string, m mutant, n int) int {
 		}
 		bins = append(bins, binary{pkg, bin})
 	}
+	built := time.Since(began)
 	caught := 0
 	var passed string // the output of a run that passed
 	for run := 1; run <= n; run++ {
@@ -905,6 +962,7 @@ func catch(t *testing.T, top string, m mutant, n int) int {
 			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 			cmd := exec.CommandContext(ctx, b.path, "-test.run", m.run, "-test.count=1", "-test.timeout=5m")
 			cmd.Dir = filepath.Join(dir, b.pkg) // where go test runs a package's tests
+			cmd.Env = trimpathEnv(t)            // for the go builds of the tests themselves
 			out, err := cmd.CombinedOutput()
 			cancel()
 			outs = append(outs, fmt.Sprintf("%s: %s", b.pkg, out))
@@ -937,7 +995,7 @@ func catch(t *testing.T, top string, m mutant, n int) int {
 	default:
 		t.Logf("caught %d/%d: %s (%s)", caught, n, m.name, m.why)
 	}
-	return caught
+	return caught, built
 }
 
 // failedByATest reports whether a test binary's output shows a test that
@@ -997,3 +1055,27 @@ func apply(t *testing.T, dir, file, old, new string) {
 		t.Fatal(err)
 	}
 }
+
+// trimpathEnv is the environment with -trimpath added to GOFLAGS. Each
+// mutant is a copy of the tree in a directory of its own, and without
+// -trimpath the build cache keys every package of the module on its
+// directory: each mutant would compile the whole module again, and so would
+// each go build its tests run (the gateway, brokerd). With it, only the
+// mutated package and what its change reaches are compiled again.
+func trimpathEnv(t *testing.T) []string {
+	t.Helper()
+	goflagsOnce.Do(func() {
+		out, err := exec.Command("go", "env", "GOFLAGS").Output()
+		goflags, goflagsErr = strings.TrimSpace(string(out)), err
+	})
+	if goflagsErr != nil {
+		t.Fatalf("go env GOFLAGS: %v", goflagsErr)
+	}
+	return append(os.Environ(), "GOFLAGS="+strings.TrimSpace(goflags+" -trimpath"))
+}
+
+var (
+	goflagsOnce sync.Once
+	goflags     string
+	goflagsErr  error
+)
