@@ -272,7 +272,7 @@ func TestInterlockBoot(t *testing.T) {
 }
 
 // The boot rule decides the line levels after the store bound the
-// actuators to their scopes (issue 8, point 18): an actuator the
+// actuators to their scopes: an actuator the
 // configuration moved into another scope is taken over at the level of
 // its recorded state, which came along with it, so nothing clicks.
 func TestBootLevelsAfterScopeBinding(t *testing.T) {
@@ -304,7 +304,7 @@ func TestBootLevelsAfterScopeBinding(t *testing.T) {
 }
 
 // Handle gives up waiting for its scope when its context ends, and the
-// command is not decided (issue 8, point 13).
+// command is not decided.
 func TestHandleHonoursContext(t *testing.T) {
 	hold := make(chan struct{})
 	entered := make(chan struct{}, 1)

@@ -69,7 +69,7 @@ var deadmanSpecs = []actuator.Spec{
 	{Name: "pump", PinName: "GPIO17"},
 }
 
-// TestDeadman (issue 13, point 3): while the holder's commands raise the
+// TestDeadman: while the holder's commands raise the
 // fence (heartbeats do), the scope keeps its outputs; once none has for
 // the dead-man's time, every output of the scope goes to its safe state,
 // recorded with the reason, without moving the fence: a stale holder
@@ -162,7 +162,7 @@ func TestDeadmanOnDisconnect(t *testing.T) {
 	}
 }
 
-// TestMaxOn (issue 13, point 2): an output on for its max_on is switched
+// TestMaxOn: an output on for its max_on is switched
 // off, recorded with the reason, the fence untouched; switching it off
 // and on again starts the count again; an output switched off in time is
 // left alone.

@@ -12,7 +12,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 )
 
-// TestDecisionInsideTransaction (issue 10): the decision that counts is
+// TestDecisionInsideTransaction: the decision that counts is
 // the one taken inside the write transaction. Between the read-only
 // decision and the write (the hook), another command raises the fence to
 // 43; the command with 42, which the read-only decision found applicable,
@@ -45,7 +45,7 @@ func TestDecisionInsideTransaction(t *testing.T) {
 	}
 }
 
-// TestCloseFlushesAudit (issue 10): Close writes the buffered audit
+// TestCloseFlushesAudit: Close writes the buffered audit
 // entries of stale and duplicate decisions, so a clean stop loses none.
 func TestCloseFlushesAudit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fence.db")
@@ -77,7 +77,7 @@ func TestCloseFlushesAudit(t *testing.T) {
 	}
 }
 
-// TestStoreGateway (issue 10): a store records the gateway id it was
+// TestStoreGateway: a store records the gateway id it was
 // created for (or first opened by, if an older build made it); another id
 // is refused with both ids named, read-only too, and nothing is written.
 func TestStoreGateway(t *testing.T) {
@@ -126,7 +126,7 @@ func TestStoreGateway(t *testing.T) {
 	}
 }
 
-// TestStoreGone (issue 10): a store deleted or replaced while open fails
+// TestStoreGone: a store deleted or replaced while open fails
 // the next commit with ErrBroken and ErrGone (so nothing is driven or
 // answered applied) and closes Broken.
 func TestStoreGone(t *testing.T) {
@@ -162,7 +162,7 @@ func TestStoreGone(t *testing.T) {
 	}
 }
 
-// TestOpenDamagedPages (issue 10): a store whose data pages or scope
+// TestOpenDamagedPages: a store whose data pages or scope
 // records are damaged is ErrDamaged at Open, read-only or not, and never
 // a panic (bbolt panics on some damaged pages when it reads them).
 func TestOpenDamagedPages(t *testing.T) {

@@ -147,8 +147,7 @@ func TestOpenRefusesToGuess(t *testing.T) {
 
 	// A zero-length file is a store that was truncated or never written,
 	// never a place for a fresh store: not even with Create (run --init),
-	// which would otherwise initialise it and accept any token (issue 8,
-	// point 17).
+	// which would otherwise initialise it and accept any token.
 	empty := filepath.Join(dir, "empty.db")
 	os.WriteFile(empty, nil, 0o600)
 	for _, create := range []*Birth{nil, Fresh()} {
@@ -491,7 +490,7 @@ func TestAdmitEffects(t *testing.T) {
 }
 
 // Close may be called twice, also at once, and nothing is buffered after
-// it (issue 8, point 13).
+// it.
 func TestCloseTwiceAndRecordAfterClose(t *testing.T) {
 	l, _ := openLog(t, &Options{AuditFlush: time.Millisecond})
 	var wg sync.WaitGroup
@@ -606,7 +605,7 @@ func TestOpenOtherFormat(t *testing.T) {
 	}
 }
 
-// TestStoreFloor (issue 9, point 1): a store is created with a floor
+// TestStoreFloor: a store is created with a floor
 // decision, never without; every token at or below the floor is stale in
 // every scope, from the first command and after a reopen.
 func TestStoreFloor(t *testing.T) {
@@ -653,7 +652,7 @@ func TestStoreFloor(t *testing.T) {
 	}
 }
 
-// TestTokenJump (issue 9, point 4): a scope's max_token_jump rejects a
+// TestTokenJump: a scope's max_token_jump rejects a
 // token too far above its fence, fence-only commands too, and records
 // nothing: the fence stays where it was.
 func TestTokenJump(t *testing.T) {

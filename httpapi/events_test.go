@@ -31,7 +31,7 @@ func (w *afterWriter) Write(p []byte) (int, error) {
 
 func (w *afterWriter) Flush() {}
 
-// ServeEvents writes nothing after it returned (issue 8, point 13: the
+// ServeEvents writes nothing after it returned (the
 // keep-alive goroutine could): keep-alives and events come from the
 // handler's own goroutine.
 func TestServeEventsWritesNothingAfterReturn(t *testing.T) {

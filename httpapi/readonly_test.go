@@ -63,7 +63,7 @@ func routes(t *testing.T) []string {
 
 var wildcard = regexp.MustCompile(`\{[^}]*\}`)
 
-// TestNoStateChangingEndpoint (issue 9, item 6): the gateway's HTTP API
+// TestNoStateChangingEndpoint: the gateway's HTTP API
 // changes nothing. Every route the package registers is GET only, and
 // every path, the registered ones, the dashboard's files, the simulator's
 // POST routes and unknown ones, answers POST, PUT, PATCH and DELETE with

@@ -53,7 +53,7 @@ func dialAll(t *testing.T, c *testenv.EtcdCluster) *clientv3.Client {
 	return cli
 }
 
-// TestLeaseAcrossLeaderFailover (issue 10): a three-member etcd cluster
+// TestLeaseAcrossLeaderFailover: a three-member etcd cluster
 // whose leader is killed (SIGKILL) while A holds the scope's lock and B
 // waits for it, then again while A's lease runs out and B takes over, then
 // while C acquires. A keeps its lease and its token across a failover

@@ -11,7 +11,7 @@ import (
 	"github.com/fencegate/fencegate/tests/testenv"
 )
 
-// TestMaxPacket (issue 10): the embedded broker read and forwarded a
+// TestMaxPacket: the embedded broker read and forwarded a
 // publish of any size (up to MQTT's 256 MB). A packet of up to MaxPacket
 // bytes is forwarded; a client that sends a larger one is disconnected,
 // and nothing of it reaches a subscriber.

@@ -58,7 +58,7 @@ func (h *holdHook) OnPacketProcessed(_ *mochi.Client, pk packets.Packet, _ error
 	}
 }
 
-// TestRetainedPublishDuringSubscribe (issue 10: the embedded broker
+// TestRetainedPublishDuringSubscribe (the embedded broker
 // delivered one live retained publish twice, first flagged retained, then
 // unflagged, so that a gateway subscribing again rejected a retained
 // command and then applied it). Hooks force both interleavings: a

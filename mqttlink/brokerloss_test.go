@@ -76,7 +76,7 @@ func drives(t *testing.T, bank *actuator.Bank) uint64 {
 	return 0
 }
 
-// TestBrokerLoss (issue 10): the broker stops while a command is being
+// TestBrokerLoss: the broker stops while a command is being
 // decided: recorded and driven, its answer and acknowledgement not yet
 // out (a hook holds it after its commit until the broker is gone). The
 // link reconnects with backoff; once the broker is back it marks itself

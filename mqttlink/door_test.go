@@ -18,7 +18,7 @@ import (
 	"github.com/fencegate/fencegate/wire"
 )
 
-// TestNoCommandAfterConflict (issue 8, point 9): once the link has found
+// TestNoCommandAfterConflict: once the link has found
 // another process serving its gateway id, not one more command reaches the
 // core, however many were already waiting in its queue. Hooks force the
 // interleaving: the first command is held just after its commit (with

@@ -33,7 +33,7 @@ func openStore(t *testing.T) (*fencelog.Store, *boards.Sim) {
 	return flog, sim
 }
 
-// TestStatesFollowFenceOrder (issue 8, point 8): the retained state of an
+// TestStatesFollowFenceOrder: the retained state of an
 // actuator in a shared scope must end at the scope's newest fence, however
 // the publication of an older state is delayed. A hook holds the heater's
 // state message of the fan's decision (fence 10) just before it is

@@ -39,7 +39,7 @@ func (c *stallConn) Close() error {
 // stopBound is how long a clean stop may take, whatever the broker does.
 const stopBound = 10 * time.Second
 
-// TestStopIsBounded (issue 10: a clean stop hung for 30 s): the link stops
+// TestStopIsBounded (a clean stop hung for 30 s): the link stops
 // while paho cannot hand a packet to the connection, as when the broker
 // stops reading or when a worker publishes just as the stop disconnects
 // (paho took the publish as connected, and no one reads it any more). paho

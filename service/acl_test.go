@@ -46,7 +46,7 @@ func docACL(t *testing.T) string {
 	return body
 }
 
-// TestBrokerACL (issue 9, item 5) runs a real Mosquitto with exactly the
+// TestBrokerACL runs a real Mosquitto with exactly the
 // acl_file of docs/security.md, with two gateways logging in with their ids
 // and the controllers the file names: ctl-a for greenhouse-1, ctl-b for
 // greenhouse-2. A gateway goes online and applies its controller's command;

@@ -119,7 +119,7 @@ func gatewayConfig(t *testing.T, id, broker, user, password string) *config.Conf
 	return cfg
 }
 
-// TestBrokerFailuresAreVisible (issue 8, points 3 and 9): a broker the
+// TestBrokerFailuresAreVisible: a broker the
 // gateway cannot reach, a wrong password and a subscription the broker
 // starves are each said in the log, once per reason and not once per
 // attempt, and in GET /api/status; the gateway keeps trying, and takes

@@ -53,7 +53,7 @@ func readOnlyDir(t *testing.T) string {
 	return dir
 }
 
-// TestCheckIsRun (issue 8, point 10): gateway check reports exactly what
+// TestCheckIsRun: gateway check reports exactly what
 // run would do. Where run fails (no store without --init, a store directory
 // that is read-only or not a real filesystem) check fails, at the same
 // step, and run fails the same way; where run would start, check passes.

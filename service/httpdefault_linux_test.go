@@ -25,7 +25,7 @@ import (
 // TestDefaultHTTPIsLoopbackOnly, in a network namespace of its own.
 const envLoopbackChild = "FENCEGATE_TEST_LOOPBACK_CHILD"
 
-// TestDefaultHTTPIsLoopbackOnly (issue 9, item 6): a gateway whose
+// TestDefaultHTTPIsLoopbackOnly: a gateway whose
 // configuration has no http key serves its API on 127.0.0.1:8080 and on no
 // other address. The gateway runs in a child of this test in a network
 // namespace of its own (only loopback), so that port 8080 is its own

@@ -30,7 +30,7 @@ interlocks:
     dead_time: 50ms
 `
 
-// TestInterlockOverMQTT (issue 8, point 4): the motor's two direction
+// TestInterlockOverMQTT: the motor's two direction
 // relays, end to end over a real broker on the sim board. Rejected: the
 // answer says interlock and which member is on, the pins do not move, and
 // the fence rises. Break-before-make: both states are published and the

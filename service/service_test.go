@@ -261,7 +261,7 @@ func TestRetainedReplayRejected(t *testing.T) {
 }
 
 // TestRetainedReplayRejectedRuns runs TestRetainedReplayRejected on the
-// embedded broker $FENCEGATE_RETAINED_RUNS times in a row (issue 10: it
+// embedded broker $FENCEGATE_RETAINED_RUNS times in a row (it
 // failed 2-6% of runs under load, when the broker delivered a retained
 // publish twice; see mqttbroker's TestRetainedPublishDuringSubscribe). It
 // stops at the first failure and says how many passed before it.

@@ -46,7 +46,7 @@ func tlsGateway(t *testing.T, id, broker, tlsYAML, password string) *config.Conf
 	return cfg
 }
 
-// TestBrokerTLS (issue 9, point 2): a gateway connects to a real Mosquitto
+// TestBrokerTLS: a gateway connects to a real Mosquitto
 // over TLS, with a password from a file, and applies a command; each fault
 // of the connection (the wrong CA, the wrong server name, the broker's
 // expired certificate, a wrong password, a missing client certificate) is

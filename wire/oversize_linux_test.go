@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestDecodeCommandReadsNoFurtherThanTheLimit (issue 10): the decoder
+// TestDecodeCommandReadsNoFurtherThanTheLimit: the decoder
 // scanned a whole payload (UTF-8 check, JSON parse for the id) before its
 // size check, so that a 64 MB command cost the gateway time in proportion
 // and a receiver had to hold all of it. It must refuse an oversized

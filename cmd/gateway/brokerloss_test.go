@@ -106,7 +106,7 @@ func pumpCommand(i int) fence.Command {
 	return fence.Command{ID: fmt.Sprint("s-", i), Actuator: "pump", Fence: fence.Fence{Token: 1, Seq: uint64(i)}, State: fence.State(i%2 + 1)}
 }
 
-// TestBrokerLossUnderLoad (issue 10): Mosquitto stops in the middle of a
+// TestBrokerLossUnderLoad: Mosquitto stops in the middle of a
 // stream of commands from a controller (publishing without waiting for the
 // answers) and starts again. The gateway process reconnects and goes on;
 // nothing is applied twice (the sim board counts the pin's drives, GET

@@ -8,7 +8,7 @@ import (
 	"github.com/fencegate/fencegate/tests/testenv"
 )
 
-// TestDeadmanProcess (issue 13, point 3): a real gateway whose holder
+// TestDeadmanProcess: a real gateway whose holder
 // vanishes: after the scope's dead-man time without a command, its output
 // goes to the safe state, the retained state says why, and the fence has
 // not moved: the vanished holder's older token is stale, the next

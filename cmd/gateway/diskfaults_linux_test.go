@@ -42,7 +42,7 @@ func pumpHigh(t *testing.T, dir string) bool {
 	return latch["GPIO17"]
 }
 
-// TestStoreOnFullDisk (issue 10): the store on a filesystem that fills up
+// TestStoreOnFullDisk: the store on a filesystem that fills up
 // while the gateway runs. Every command is answered; one whose fence could
 // not be recorded (or whose output could not be written) is answered
 // failed and leaves the output as it was; the first failed commit stops
@@ -158,7 +158,7 @@ func lastLine(out, s string) string {
 	return last
 }
 
-// TestStoreRefusedAtStart (issue 10): a store that cannot be trusted or
+// TestStoreRefusedAtStart: a store that cannot be trusted or
 // written stops gateway run at start with exit 78 (a restart cannot fix
 // it) and a message that says what is wrong and what to do; nothing is
 // subscribed and no output is taken over.
@@ -245,7 +245,7 @@ func TestStoreRefusedAtStart(t *testing.T) {
 	}
 }
 
-// TestTwoGatewaysOneStore (issue 10): a second gateway process configured
+// TestTwoGatewaysOneStore: a second gateway process configured
 // with the store a running gateway has open is refused at start and says
 // why; the first one keeps answering.
 func TestTwoGatewaysOneStore(t *testing.T) {
@@ -272,7 +272,7 @@ func TestTwoGatewaysOneStore(t *testing.T) {
 	}
 }
 
-// TestStoreGoneWhileRunning (issue 10): a store deleted (unlinked) or
+// TestStoreGoneWhileRunning: a store deleted (unlinked) or
 // replaced by another file while the gateway runs would otherwise take
 // every later commit into a file nobody can open again, and answer it
 // applied. The next command is answered failed and not driven, and the

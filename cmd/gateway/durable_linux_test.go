@@ -25,7 +25,7 @@ import (
 // was answered.
 var durableCalls = []string{"openat", "close", "pwrite64", "write", "read", "fdatasync", "fsync", "rename", "renameat", "renameat2"}
 
-// TestFsyncBeforeDrive (issue 10) proves from outside the process that the
+// TestFsyncBeforeDrive proves from outside the process that the
 // fence is on disk before the output moves: a real gateway process on the
 // sim board runs under strace while a controller sends it commands one at
 // a time. For every command answered applied, between the read that
@@ -173,7 +173,7 @@ func stopTraced(t *testing.T, p *proc) {
 	}
 }
 
-// TestStoreCreationSyncsDirectory (issue 10) proves from outside the
+// TestStoreCreationSyncsDirectory proves from outside the
 // process that a new store's name is durable, not only its contents: under
 // strace, gateway init and run --init create a store in directories that
 // do not exist yet, and each must fsync the store's directory after the

@@ -13,7 +13,7 @@ import (
 	"github.com/fencegate/fencegate/tests/testenv"
 )
 
-// TestPausedControllerAcrossEtcdFailover (issue 10): the lease service
+// TestPausedControllerAcrossEtcdFailover: the lease service
 // fails over while controllers hold and acquire leases and the pause
 // scenario runs. A three-member etcd cluster on loopback; its leader is
 // killed (SIGKILL) at a different point of the pause scenario in each

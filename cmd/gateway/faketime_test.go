@@ -16,7 +16,7 @@ import (
 	"github.com/fencegate/fencegate/wire"
 )
 
-// TestGatewayUnderFaketime (issue 10) runs a gateway process under Debian's
+// TestGatewayUnderFaketime runs a gateway process under Debian's
 // libfaketime, with its offset in a file that the test changes between
 // commands (a day forward, a day back: FAKETIME_TIMESTAMP_FILE with
 // FAKETIME_NO_CACHE), and the same commands on a gateway without it. The

@@ -34,7 +34,7 @@ func runGateway(t *testing.T, broker, cfg string) *proc {
 	return p
 }
 
-// TestInitNeedsFloorDecision (issue 9, point 1): a store is never created
+// TestInitNeedsFloorDecision: a store is never created
 // without a decision about which tokens are already spent.
 func TestInitNeedsFloorDecision(t *testing.T) {
 	cfg, store := floorGateway(t, "tcp://127.0.0.1:1")
@@ -123,7 +123,7 @@ func TestInitFloor(t *testing.T) {
 	}
 }
 
-// TestStoreRecreatedFromEtcd (issue 9, point 1): a store lost and
+// TestStoreRecreatedFromEtcd: a store lost and
 // recreated with --floor-from-etcd refuses a token the old store had
 // accepted, so a paused controller's old token cannot win again; with
 // --new (the wrong decision here) the same token would be applied.
@@ -179,7 +179,7 @@ func mustUint(t *testing.T, s string) uint64 {
 	return v
 }
 
-// TestMaxTokenJump (issue 9, point 4): with max_token_jump a forged token
+// TestMaxTokenJump: with max_token_jump a forged token
 // at the end of the range is rejected, fence-only or not, and the fence
 // stays where it was: legitimate controllers keep working.
 func TestMaxTokenJump(t *testing.T) {

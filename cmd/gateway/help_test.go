@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestHelpNeverActs (issue 8, point 2): every command's -h, -help and
+// TestHelpNeverActs: every command's -h, -help and
 // --help print its usage on stdout and exit 0 without doing anything: no
 // store created, no simulator started, no gateway run, wherever the flag
 // stands. Test-only flags are not listed.

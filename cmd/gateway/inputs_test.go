@@ -22,7 +22,7 @@ scopes:
   - {name: heater, trip: {input: overheat, level: high}}
 `
 
-// TestInputsVetoAndTrip (issue 13, points 4 and 5) on a real gateway and
+// TestInputsVetoAndTrip on a real gateway and
 // the sim board's inputs file, flipped from this process as a switch
 // would flip a line: each input's level is published, retained, with a
 // change count the store keeps across restarts; an output that requires

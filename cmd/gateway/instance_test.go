@@ -47,7 +47,7 @@ func (p *proc) exitStatus(d time.Duration) int {
 	}
 }
 
-// TestSecondInstanceRefused (issue 8, points 3 and 19): two gateway
+// TestSecondInstanceRefused: two gateway
 // processes with the same gateway id and different stores must not take
 // turns deciding commands. The second refuses commands and stops with exit
 // status 78 (which systemd does not restart), saying plainly that another

@@ -17,7 +17,7 @@ import (
 	"github.com/fencegate/fencegate/tests/testenv"
 )
 
-// TestSendLocksTheScope (issue 8, point 5): gateway send --etcd locks the
+// TestSendLocksTheScope: gateway send --etcd locks the
 // actuator's fence scope, as the gateway publishes it, never the
 // actuator's name: a controller holding the climate lease (from the
 // heater's side) keeps another one from acting on the fan, which shares
@@ -68,7 +68,7 @@ func TestSendLocksTheScope(t *testing.T) {
 	}
 }
 
-// TestFenceAheadOfEtcd (issue 8, point 12): a fence above every revision
+// TestFenceAheadOfEtcd: a fence above every revision
 // etcd has issued (tokens typed by hand, or an etcd reset or restored from
 // an old backup) is said plainly by gateway send, and the example
 // controller stops instead of reacquiring its lease in a loop.

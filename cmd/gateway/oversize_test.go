@@ -48,7 +48,7 @@ func memory(t *testing.T, pid int) (rss, peak uint64) {
 // resident memory.
 const oversizeGrowth = 16 << 20
 
-// TestOversizedCommand (issue 10): a 64 MB command raised the gateway's
+// TestOversizedCommand: a 64 MB command raised the gateway's
 // resident memory from 20 to 152 MB (its MQTT client read it whole, and
 // the decoder went over all of it before its size check); under a memory
 // limit the gateway was killed before it acknowledged the command, which

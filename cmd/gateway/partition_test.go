@@ -104,7 +104,7 @@ func partitionedController(in io.Reader, out io.Writer) int {
 	return 0
 }
 
-// TestPartitionedControllerIsStale (issue 10): a partition, not a pause.
+// TestPartitionedControllerIsStale: a partition, not a pause.
 // Controller A runs in a network namespace of its own, with one link to
 // the broker and one to etcd. It is granted the pump's lease and acts;
 // then its link to etcd is cut while it keeps the broker. Its lease

@@ -15,7 +15,7 @@ import (
 
 const doorActuators = "actuators:\n  - {name: door, pin: GPIO5, kind: pulse, pulse: 100ms, max_pulse: 10s}\n"
 
-// TestPulseKilledMidPulse (issue 13, point 1): a gateway killed with
+// TestPulseKilledMidPulse: a gateway killed with
 // SIGKILL while a pulse runs leaves the line where it was; the next start
 // takes it over at rest, records the pulse interrupted, and the broker's
 // redelivery of the pulse (never acknowledged: the answer went out, but
@@ -133,7 +133,7 @@ func TestOverlappingPulsesProcess(t *testing.T) {
 	}
 }
 
-// TestMaxOnProcess (issue 13, point 2) on a real gateway: an output on for
+// TestMaxOnProcess on a real gateway: an output on for
 // its max_on is switched off, the retained state says why, and the fence
 // is where the last command left it.
 func TestMaxOnProcess(t *testing.T) {

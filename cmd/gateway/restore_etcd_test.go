@@ -17,7 +17,7 @@ import (
 	"github.com/fencegate/fencegate/tests/testenv"
 )
 
-// TestEtcdRestoredFromSnapshot (issue 10): etcd is restored from a backup
+// TestEtcdRestoredFromSnapshot: etcd is restored from a backup
 // (etcdctl snapshot save, etcdutl snapshot restore). Restored as it is,
 // its revisions go back below the tokens it had already handed out: the
 // gateway refuses the new holder (stale: safe), and gateway send and the

@@ -75,7 +75,7 @@ func waitStatus(t *testing.T, p *proc, addr, what string, ok func(httpapi.Status
 	}
 }
 
-// TestSecretsNeverShown (issue 9, point 6): passwords, right and wrong, from
+// TestSecretsNeverShown: passwords, right and wrong, from
 // a password file, the environment or (deprecated) inline, never appear in
 // a gateway's log (at debug level), in /api/status, in gateway check's
 // output or in gateway send's, on the paths that work and on those that

@@ -107,7 +107,7 @@ func TestInitialLevel(t *testing.T) {
 	}
 }
 
-// TestChipLineAddressed (issue 13, point 6): an output named by its chip
+// TestChipLineAddressed: an output named by its chip
 // and line, the chip by label, name or path and the line by offset or
 // name, is the same kernel line as its header pin, opened at its initial
 // level in the one request of its chip, and driven and read back through
@@ -243,7 +243,7 @@ func TestLevelNeverReconfigures(t *testing.T) {
 	t.Logf("control: periph GPIOLine.Read turned GPIO26 into %s, debugfs %q (boards never calls it)", flagWords(li.Flags), debugfsLine(t, "GPIO26"))
 }
 
-// TestRequestAtInitialLevel (issue 8, point 4): the output request carries
+// TestRequestAtInitialLevel: the output request carries
 // the initial levels, so the kernel makes each line an output at its level
 // in one step. Two active-low members of an interlock (a motor's two
 // directions, high is off) are requested high, on lines fresh from boot and

@@ -26,7 +26,7 @@ func jumpClock(t *testing.T, d time.Duration) {
 	}
 }
 
-// TestDecisionsIgnoreClockJumps (issue 10): decisions do not change when
+// TestDecisionsIgnoreClockJumps: decisions do not change when
 // the wall clock jumps. The same commands (applied, a duplicate, a stale
 // one, a fence-only raise, a break-before-make switch-over with its dead
 // time, a restart that takes a member recorded on over after the dead

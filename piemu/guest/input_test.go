@@ -47,7 +47,7 @@ func leaveAt(t *testing.T, m pinmap.Model, pin string, high bool) {
 	}
 }
 
-// TestInputs (issue 13, point 4): inputs opened through boards.Open are
+// TestInputs: inputs opened through boards.Open are
 // what the kernel holds: USED, INPUT with both edges, the requested bias
 // (none disables it) and debounce period, our consumer, next to an output
 // of the same chip. Level reads the level the GPIO block has, the one a

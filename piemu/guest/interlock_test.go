@@ -181,7 +181,7 @@ func ventBroker(t *testing.T) (url string, send func(id, act string, tok, seq ui
 	}
 }
 
-// TestInterlockOnThePi (issue 8, point 4): the vent motor's two direction
+// TestInterlockOnThePi: the vent motor's two direction
 // relays on real kernel GPIO lines. Rejected: a second on moves neither
 // line. Break-before-make: the kernel never shows both lines high, and the
 // one comes on only after the dead time. A restart with a member recorded
@@ -289,7 +289,7 @@ func checkSwitchOver(t *testing.T, samples []sample, from string, dead time.Dura
 	t.Logf("switch-over: off, then on %v later (dead time %v); %d samples, %v apart at worst", onAt.Sub(offAt).Round(time.Millisecond), dead, len(samples), worst.Round(time.Microsecond))
 }
 
-// TestInterlockActiveLowStart (issue 8, point 4): a vent motor's two
+// TestInterlockActiveLowStart: a vent motor's two
 // direction relays, both active low (a low line is on), interlocked. From
 // the gateway's start the kernel's gpio trace, every level gpiolib wrote in
 // order, must never have both lines low: not at a first start (both off,

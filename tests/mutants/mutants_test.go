@@ -203,7 +203,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "store-born-without-floor",
-		why:  "a new store forgets its floor: a store recreated after a loss accepts the tokens the old one had accepted (issue 9)",
+		why:  "a new store forgets its floor: a store recreated after a loss accepts the tokens the old one had accepted",
 		file: "fencelog/fencelog.go",
 		old:  "\t\t\tstring(keyFloor):    u64(create.Floor),\n",
 		new:  "\t\t\tstring(keyFloor):    u64(0),\n",
@@ -273,7 +273,7 @@ var mutants = []mutant{
 		new:  "\tmux.Handle(\"GET /\", dashboard.Handler())\n\tmux.HandleFunc(\"POST /api/actuators/{name}\", func(http.ResponseWriter, *http.Request) {})\n",
 		pkgs: []string{"./httpapi"}, run: "TestNoStateChangingEndpoint",
 	},
-	// Signed commands (issue 9, item 3).
+	// Signed commands.
 	{
 		name: "signature-not-verified",
 		why:  "a signed command is taken without verifying its signature",
@@ -370,7 +370,7 @@ var mutants = []mutant{
 		new:  `"password_from", l.opts.Settings.PasswordFrom, "password", l.opts.Password)`,
 		pkgs: []string{"./cmd/gateway"}, run: "TestSecretsNeverShown",
 	},
-	// Operability (issue 12).
+	// Operability.
 	{
 		name: "watchdog-pings-when-stuck",
 		why:  "the gateway pings systemd's watchdog while its decision path is stuck: a hung drive or store is never restarted",
@@ -411,7 +411,7 @@ var mutants = []mutant{
 		new:  "\t\t\tcontinue\n",
 		pkgs: []string{"./cmd/gateway"}, run: "TestHABridge",
 	},
-	// Pulses (issue 13).
+	// Pulses.
 	{
 		name: "pulse-resumed-after-crash",
 		why:  "a pulse found running at start is not ended: the boot rule drives the recorded on again, and the door opens a second time after a crash",
@@ -437,7 +437,7 @@ var mutants = []mutant{
 		new:  "",
 		pkgs: []string{"./actuator"}, run: "^TestPulse$",
 	},
-	// Safe states (issue 13).
+	// Safe states.
 	{
 		name: "stale-keeps-scope-alive",
 		why:  "any decided command counts as a sign of life for the dead-man: a vanished holder's stale commands (or anyone's) keep its scope out of the safe state",
@@ -454,7 +454,7 @@ var mutants = []mutant{
 		new:  "\tif true {\n\t\treturn // nothing to count (and a pulse's end drives without the lock)\n",
 		pkgs: []string{"./actuator"}, run: "^TestMaxOn$",
 	},
-	// Outputs on any GPIO chip (issue 13).
+	// Outputs on any GPIO chip.
 	{
 		name: "chip-line-opened-twice",
 		why:  "one line of an expander named twice (by offset and by name) is opened as two outputs: two actuators drive one relay",
@@ -471,7 +471,7 @@ var mutants = []mutant{
 		new:  "\t\tif false {\n",
 		pkgs: []string{"./boards", "./boards/pinmap"}, run: "TestCheckPowerOnWarnings|TestPowerOnWarning",
 	},
-	// Inputs (issue 13).
+	// Inputs.
 	{
 		name: "requires-ignored",
 		why:  "an output that requires an input's level comes on without it: the gate closes on an open door",
@@ -488,7 +488,7 @@ var mutants = []mutant{
 		new:  "\t\t\tcase false:\n",
 		pkgs: []string{"./cmd/gateway"}, run: "TestInputsVetoAndTrip",
 	},
-	// Group commit (issue 11).
+	// Group commit.
 	{
 		name: "batch-done-before-commit",
 		why:  "the writers batched behind a commit's leader learn that their writes are done before the commit: their outputs may be driven on fences a power cut loses",
@@ -521,7 +521,7 @@ var mutants = []mutant{
 		new:  "\trec, ok := l.staged[scope]\n\tok = false\n",
 		pkgs: []string{"./fencelog"}, run: "TestBatchSeesItsOwnWrites",
 	},
-	// Durability and disk faults (issue 10, i10-disk).
+	// Durability and disk faults.
 	{
 		name: "bbolt-nosync",
 		why:  "bbolt's NoSync: commits are not fsynced, and outputs move on fences that a power cut loses",
@@ -574,8 +574,8 @@ var mutants = []mutant{
 		name: "broken-store-keeps-running",
 		why:  "after a failed commit the gateway runs on instead of stopping for its supervisor to reopen the store",
 		file: "service/service.go",
-		old:  "\"err\", g.flog.Err())\n\t\t\tcancel()",
-		new:  "\"err\", g.flog.Err())",
+		old:  "\"err\", g.store.Err())\n\t\t\tcancel()",
+		new:  "\"err\", g.store.Err())",
 		pkgs: []string{"./cmd/gateway"}, run: "TestStoreGoneWhileRunning/^deleted$",
 	},
 	{
@@ -618,7 +618,7 @@ var mutants = []mutant{
 		new:  "\t\tif err := error(nil); err != nil {",
 		pkgs: []string{"./fencelog", "./cmd/gateway"}, run: "TestOpenDamagedPages|TestStoreRefusedAtStart",
 	},
-	// Issue 10: hostile input, answers that say what the output is, locks forced by hooks.
+	// Hostile input, answers that say what the output is, locks forced by hooks.
 	{
 		name: "lock-per-actuator",
 		why:  "the actuators of a scope share its fence but each has a lock of its own",
@@ -732,7 +732,7 @@ var mutants = []mutant{
 		new:  "if err := CheckFence(ctx, cli, fence); err != nil || fence < l.token || true {",
 		pkgs: []string{"./cmd/gateway"}, run: "TestEtcdRestoredFromSnapshot",
 	},
-	// The MQTT link (issue 10, i10-broker): each caught by a test whose
+	// The MQTT link: each caught by a test whose
 	// interleaving hooks force.
 	{
 		name: "retained-check-removed",
@@ -798,7 +798,7 @@ var mutants = []mutant{
 		new:  "",
 		pkgs: []string{"./mqttlink"}, run: "TestUndecidedCommandDeliveredAgain",
 	},
-	// Reliability under faults (issue 10): the controller side.
+	// Reliability under faults: the controller side.
 	{
 		name: "client-does-not-resend",
 		why:  "package client never publishes an unanswered command again: commands published while the gateway was stopped cleanly are lost",
