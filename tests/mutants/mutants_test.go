@@ -802,7 +802,7 @@ var mutants = []mutant{
 	{
 		name: "client-does-not-resend",
 		why:  "package client never publishes an unanswered command again: commands published while the gateway was stopped cleanly are lost",
-		file: "client/client.go",
+		file: "client/send.go",
 		old:  "\tif cl.resend < 0 {\n",
 		new:  "\tif true || cl.resend < 0 {\n",
 		pkgs: []string{"./tests/torture"}, run: "^TestTorture$",
@@ -810,7 +810,7 @@ var mutants = []mutant{
 	{
 		name: "client-matches-id-only",
 		why:  "client.Send takes an answer with its command's id for another actuator or pair",
-		file: "client/client.go",
+		file: "client/send.go",
 		old:  "w := cl.expect(c.ID, func(r fence.Result) bool { return Answers(c, r) }, false)",
 		new:  "w := cl.expect(c.ID, nil, false)",
 		pkgs: []string{"./client"}, run: "TestSendMatchesActuatorAndPair",

@@ -1,0 +1,199 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/wire"
+)
+
+// retryNow wakes every Send to resend at once.
+func (cl *Client) retryNow() {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.retryLocked()
+}
+
+func (cl *Client) retryLocked() {
+	close(cl.retry)
+	cl.retry = make(chan struct{})
+}
+
+// Send publishes c (QoS 1) and waits for its answer: the first answer
+// with c's id, actuator, token and seq (see Answers) that arrives after
+// the publish. Until it comes, Send publishes c again (Options.Resend).
+// An empty c.ID is replaced by a unique one. With Options.Key, c is
+// signed (after its id is set); otherwise it is sent as it is. The answer
+// is always returned when there is one; the error is nil for applied and
+// duplicate, a *StaleError, *RejectedError or *FailedError for those
+// answers, an *OutputError for an applied or duplicate answer that says
+// the actuator is not in the state c asked for, ErrTimeout when the
+// context's deadline passed without an
+// answer, or a transport or context error.
+func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, error) {
+	if c.ID == "" {
+		c.ID = cl.prefix + fmt.Sprint(cl.ids.Add(1))
+	}
+	c = cl.sign(c)
+	w := cl.expect(c.ID, func(r fence.Result) bool { return Answers(c, r) }, false)
+	defer cl.forget(w)
+	topic, payload := cl.topics.Set(c.Actuator), wire.EncodeCommand(c)
+	if cl.resend < 0 {
+		if err := wait(ctx, cl.c.Publish(topic, 1, false, payload)); err != nil {
+			return fence.Result{}, fmt.Errorf("client: publish: %w", err)
+		}
+		r, err := answer(ctx, w.ch)
+		return r, checkOutput(c, r, err)
+	}
+	r, err := cl.resending(ctx, w, topic, payload)
+	return r, checkOutput(c, r, err)
+}
+
+// resending publishes payload on topic, and again after each wait without
+// an answer for w (see Options.Resend), until the answer comes or ctx
+// ends. It returns the last publish's error if no publish ever succeeded.
+func (cl *Client) resending(ctx context.Context, w *waiter, topic string, payload []byte) (fence.Result, error) {
+	var published bool
+	var pubErr error
+	interval := cl.resend
+	for {
+		cl.mu.Lock()
+		retry := cl.retry
+		cl.mu.Unlock()
+		tok := cl.c.Publish(topic, 1, false, payload)
+		done := tok.Done()
+		timer := time.NewTimer(interval)
+	waiting:
+		for {
+			select {
+			case r := <-w.ch:
+				timer.Stop()
+				return r, answerErr(r)
+			case <-done:
+				done = nil
+				if err := tok.Error(); err != nil {
+					pubErr = err
+				} else {
+					published = true
+				}
+			case <-timer.C:
+				interval = min(2*interval, MaxResend)
+				break waiting
+			case <-retry:
+				timer.Stop()
+				interval = cl.resend
+				break waiting
+			case <-ctx.Done():
+				timer.Stop()
+				if !published && pubErr != nil {
+					return fence.Result{}, fmt.Errorf("client: publish: %w", pubErr)
+				}
+				return fence.Result{}, ctxErr(ctx)
+			}
+		}
+	}
+}
+
+// Answers reports whether r is an answer to command c: it has c's id,
+// actuator, token and seq, as docs/protocol.md asks controllers to match
+// answers (every subscriber sees every answer of the gateway, and an id
+// alone may be reused for another actuator or pair). A command rejected as
+// invalid is answered with the token and seq the gateway read before the
+// error, 0 for those it did not read; such an answer matches too.
+func Answers(c fence.Command, r fence.Result) bool {
+	if r.ID != c.ID || r.Actuator != c.Actuator {
+		return false
+	}
+	if r.Command == c.Fence {
+		return true
+	}
+	return r.Outcome == fence.Rejected && r.Reason == fence.ReasonInvalid &&
+		(r.Command.Token == 0 || r.Command.Token == c.Fence.Token) &&
+		(r.Command.Seq == 0 || r.Command.Seq == c.Fence.Seq)
+}
+
+// Await waits for the answer to the command with the given id: one that
+// already arrived unclaimed (the newest 1024 are kept), or the next one.
+// Its result and error are as Send's.
+func (cl *Client) Await(ctx context.Context, id string) (fence.Result, error) {
+	w := cl.expect(id, nil, true)
+	defer cl.forget(w)
+	return answer(ctx, w.ch)
+}
+
+// Discard forgets every answer that arrived unclaimed.
+func (cl *Client) Discard() {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	clear(cl.unread)
+	cl.order = nil
+}
+
+// waiter is a Send or Await call waiting for an answer.
+type waiter struct {
+	id    string
+	match func(fence.Result) bool // nil: any answer with the id
+	ch    chan fence.Result       // buffered: receives at most one answer
+}
+
+// expect registers a waiter for answers with id that match (nil: every
+// one). With unread, an answer that already arrived unclaimed is delivered
+// at once: Await's answer may come before Await is called. Send does not
+// take those: they answer earlier copies of its command, not the one it
+// is about to publish.
+func (cl *Client) expect(id string, match func(fence.Result) bool, unread bool) *waiter {
+	w := &waiter{id: id, match: match, ch: make(chan fence.Result, 1)}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if r, ok := cl.unread[id]; ok && unread {
+		delete(cl.unread, id)
+		cl.order = slices.DeleteFunc(cl.order, func(s string) bool { return s == id })
+		w.ch <- r
+		return w
+	}
+	cl.waiting[id] = append(cl.waiting[id], w)
+	return w
+}
+
+// claim removes and returns the oldest waiter that r answers, or nil.
+// cl.mu must be held.
+func (cl *Client) claim(r fence.Result) *waiter {
+	ws := cl.waiting[r.ID]
+	for i, w := range ws {
+		if w.match == nil || w.match(r) {
+			cl.drop(r.ID, i)
+			return w
+		}
+	}
+	return nil
+}
+
+// drop removes the i-th waiter for id. cl.mu must be held.
+func (cl *Client) drop(id string, i int) {
+	ws := slices.Delete(cl.waiting[id], i, i+1)
+	if len(ws) == 0 {
+		delete(cl.waiting, id)
+		return
+	}
+	cl.waiting[id] = ws
+}
+
+func (cl *Client) forget(w *waiter) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if i := slices.Index(cl.waiting[w.id], w); i >= 0 {
+		cl.drop(w.id, i)
+	}
+}
+
+func answer(ctx context.Context, ch chan fence.Result) (fence.Result, error) {
+	select {
+	case r := <-ch:
+		return r, answerErr(r)
+	case <-ctx.Done():
+		return fence.Result{}, ctxErr(ctx)
+	}
+}

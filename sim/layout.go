@@ -1,0 +1,64 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/fencegate/fencegate/config"
+)
+
+// Actuator is one of the simulator's example outputs: on a header pin,
+// or on a line of one of the sim board's expanders (Chip and Line).
+type Actuator struct {
+	Name, Pin, Scope, Boot string
+	Chip, Line             string
+	// Kind "pulse" with its default Pulse and MaxPulse: a door strike.
+	Kind            string
+	Pulse, MaxPulse time.Duration
+	// Requires is an input level without which it does not come on.
+	Requires *config.Level
+}
+
+// Inputs are the simulator's example inputs, switches on its dashboard:
+// window-closed (pulled up: closed until someone opens it), which the
+// heater requires, and overheat (pulled down), which trips the climate
+// scope (Scopes) to off.
+var Inputs = []config.Input{
+	{Name: "window-closed", Pin: "GPIO16", Pull: "up", Debounce: 20 * time.Millisecond},
+	{Name: "overheat", Pin: "GPIO20", Pull: "down", Debounce: 20 * time.Millisecond},
+}
+
+// Actuators are the simulator's example outputs: fan and heater share one
+// scope ("climate"), so one lease fences both; vent-open and vent-close are
+// a motor's two directions, in one scope and interlocked (Interlocks): at
+// most one of them is on; door is a door strike, a pulse output on an
+// MCP23017 expander's line; sprinkler's scope has a dead-man (Scopes).
+var Actuators = []Actuator{
+	{Name: "pump", Pin: "GPIO17", Boot: "last"},
+	{Name: "valve", Pin: "GPIO27", Boot: "last"},
+	{Name: "fan", Pin: "GPIO22", Scope: "climate", Boot: "last"},
+	{Name: "heater", Pin: "GPIO23", Scope: "climate", Boot: "off", Requires: &config.Level{Input: "window-closed", Level: "high"}},
+	{Name: "vent-open", Pin: "GPIO5", Scope: "vent", Boot: "off"},
+	{Name: "vent-close", Pin: "GPIO6", Scope: "vent", Boot: "off"},
+	{Name: "door", Chip: "mcp23017@20", Line: "GPA0", Kind: "pulse", Pulse: time.Second, MaxPulse: 5 * time.Second},
+	{Name: "sprinkler", Pin: "GPIO24", Boot: "off"},
+}
+
+// Scopes are the simulator's scope rules: the sprinkler's dead-man sends
+// it off when its holder has raised no fence for SprinklerDeadman; the
+// overheat input trips the climate scope (fan and heater) to off.
+var Scopes = []config.ScopeRules{
+	{Name: "sprinkler", Safe: &config.Safe{After: SprinklerDeadman, State: "off"}},
+	{Name: "climate", Trip: &config.Level{Input: "overheat", Level: "high"}, Safe: &config.Safe{State: "off"}},
+}
+
+// SprinklerDeadman is the sprinkler scope's dead-man time: short, so that
+// the controller-vanishes scenario can be watched.
+const SprinklerDeadman = 5 * time.Second
+
+// Interlocks are the simulator's example interlocks: the vent motor's two
+// directions. A command that would turn one on while the other is on is
+// rejected; after one goes off, the other comes on no sooner than the dead
+// time.
+var Interlocks = []config.Interlock{
+	{Name: "vent", Actuators: []string{"vent-open", "vent-close"}, DeadTime: 500 * time.Millisecond},
+}
