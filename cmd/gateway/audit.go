@@ -250,15 +250,8 @@ func knownActuator(name string, names func() ([]string, error)) error {
 
 // apiActuators returns the names of a running gateway's actuators.
 func apiActuators(ctx context.Context, base *url.URL) ([]string, error) {
-	resp, err := httpapi.Get(ctx, base.JoinPath("/api/actuators").String())
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var as []struct {
-		Name string `json:"name"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&as); err != nil {
+	var as []httpapi.Actuator
+	if err := httpapi.GetJSON(ctx, base.JoinPath("/api/actuators").String(), &as); err != nil {
 		return nil, err
 	}
 	names := make([]string, 0, len(as))
