@@ -10,8 +10,9 @@
 // it runs only with FENCEGATE_MUTANTS=1: `make mutants`, which CI runs. It
 // prints each mutant's caught/run count and time, and the total. Set
 // FENCEGATE_MUTANTS_ONLY to a regular expression to run the mutants whose
-// names match, and FENCEGATE_MUTANT_RUNS to change the default number of
-// runs.
+// names match, FENCEGATE_MUTANT_RUNS to change the default number of
+// runs, and FENCEGATE_MUTANT_SHOW=1 to see what the tests printed when they
+// failed (to find a test that fails slowly: it waited for a timeout).
 package mutants
 
 import (
@@ -982,6 +983,9 @@ func catch(t *testing.T, top string, m mutant, n int) (int, time.Duration) {
 		}
 		if failed {
 			caught++
+			if os.Getenv("FENCEGATE_MUTANT_SHOW") == "1" {
+				t.Logf("run %d failed as it must:\n%s", run, strings.Join(outs, "\n"))
+			}
 		} else {
 			passed = strings.Join(outs, "\n")
 		}
