@@ -38,7 +38,16 @@ func TestReadyzFollowsTheBroker(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			code, rd := ready()
-			if rd.Ready == want && (code == http.StatusOK) == want {
+			// Ready is every check's OK, and the status code says it:
+			// a contradiction fails now, not at the deadline.
+			all := len(rd.Checks) > 0
+			for _, c := range rd.Checks {
+				all = all && c.OK
+			}
+			if rd.Ready != all || (code == http.StatusOK) != rd.Ready {
+				t.Fatalf("%s: GET /readyz = %d %+v: ready must be every check's ok, and 200 only when ready", what, code, rd)
+			}
+			if rd.Ready == want {
 				return rd
 			}
 			if time.Now().After(deadline) {
@@ -61,7 +70,26 @@ func TestReadyzFollowsTheBroker(t *testing.T) {
 	waitReady("started", true)
 	healthy()
 	b.Stop(t, syscall.SIGTERM)
-	rd := waitReady("broker stopped", false)
+	// Once GET /api/status shows the connection lost, /readyz must say
+	// not ready at once: waiting for it would only delay a failure.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st httpapi.Status
+		if err := httpapi.GetJSON(t.Context(), "http://"+httpAddr+"/api/status", &st); err != nil {
+			t.Fatal(err)
+		}
+		if !st.Broker.Connected {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker stopped: GET /api/status still says connected after 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	code, rd := ready()
+	if rd.Ready || code != http.StatusServiceUnavailable {
+		t.Fatalf("broker stopped (GET /api/status: not connected): GET /readyz = %d %+v, want 503, not ready", code, rd)
+	}
 	for _, c := range rd.Checks {
 		if c.OK != (c.Name != "broker") {
 			t.Errorf("broker stopped: check %s ok = %v (%s)", c.Name, c.OK, c.Detail)
