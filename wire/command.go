@@ -21,40 +21,63 @@ const MaxPayload = 1024
 // MaxText is the largest id, holder or signer accepted, in bytes.
 const MaxText = 128
 
-// DecodeCommand parses a command payload for actuator. It is strict: the
+// A Request is a command as a controller sends it: the command, and where
+// its answer goes. The reply topic is the transport's business, not the
+// fence's: it decides where the answer is published, never what is
+// recorded or driven, so it is neither part of the command the core
+// decides nor covered by a signature (see docs/protocol.md).
+type Request struct {
+	fence.Command
+	// Reply is the topic the answer goes to (see Topics.CheckReply);
+	// empty: the actuator's shared result topic.
+	Reply string
+}
+
+// DecodeRequest parses a command payload for actuator. It is strict: the
 // payload must be one JSON object with only the fields id, token, seq, state,
-// holder, signer and sig, each at most once and of the right type; signer and
-// sig come together or not at all, and sig is the standard base64 (with
-// padding) of a 64-byte signature. DecodeCommand does not verify the
-// signature: package sign does, against the gateway's configuration. On error the returned
-// Command still carries whatever could be read (its ID, for the answer).
+// pulse_ms, reset, holder, signer, sig and reply, each at most once and of
+// the right type; signer and sig come together or not at all, and sig is
+// the standard base64 (with padding) of a 64-byte signature. It does not
+// verify the signature (package sign does, against the gateway's
+// configuration), nor the reply topic (Topics.CheckReply does). On error
+// the returned Request still carries whatever could be read (its ID and
+// reply topic, for the answer).
 //
 // A payload without "state" is a fence-only command.
 //
 // Nothing is parsed beyond MaxPayload bytes: a larger payload is refused
 // (see Oversized) after a look at its first MaxPayload bytes for its id.
-func DecodeCommand(actuator string, payload []byte) (fence.Command, error) {
+func DecodeRequest(actuator string, payload []byte) (Request, error) {
 	if len(payload) > MaxPayload {
-		return Oversized(actuator, len(payload), payload[:MaxPayload])
+		c, err := Oversized(actuator, len(payload), payload[:MaxPayload])
+		return Request{Command: c}, err
 	}
-	c, idRead, err := decodeCommand(actuator, payload)
+	r, idRead, err := decodeCommand(actuator, payload)
 	if err != nil && !idRead {
 		// A command rejected before its id was read is still answered
 		// with its id: look for it on its own.
-		c.ID = peekID(payload)
+		r.ID = peekID(payload)
 	}
-	return c, err
+	return r, err
 }
 
-// decodeCommand is DecodeCommand without the look for the id of a command
+// DecodeCommand is DecodeRequest for a receiver that answers on the
+// shared result topic: the command alone.
+func DecodeCommand(actuator string, payload []byte) (fence.Command, error) {
+	r, err := DecodeRequest(actuator, payload)
+	return r.Command, err
+}
+
+// decodeCommand is DecodeRequest without the look for the id of a command
 // it rejects; idRead says whether it read the id field itself.
-func decodeCommand(actuator string, payload []byte) (c fence.Command, idRead bool, _ error) {
-	c = fence.Command{Actuator: actuator}
+func decodeCommand(actuator string, payload []byte) (r Request, idRead bool, _ error) {
+	c := &r.Command
+	c.Actuator = actuator
 	if len(bytes.TrimSpace(payload)) == 0 {
-		return c, false, errors.New("empty payload; want a JSON object with a token")
+		return r, false, errors.New("empty payload; want a JSON object with a token")
 	}
 	if !utf8.Valid(payload) {
-		return c, idRead, errors.New("payload is not valid UTF-8")
+		return r, idRead, errors.New("payload is not valid UTF-8")
 	}
 	if fast, ok := decodeFast(actuator, payload); ok {
 		return fast, true, nil
@@ -64,26 +87,26 @@ func decodeCommand(actuator string, payload []byte) (c fence.Command, idRead boo
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return c, idRead, fmt.Errorf("payload is not JSON: %v", err)
+		return r, idRead, fmt.Errorf("payload is not JSON: %v", err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return c, idRead, errors.New("payload must be a JSON object")
+		return r, idRead, errors.New("payload must be a JSON object")
 	}
 	seen := make(map[string]bool)
 	var hasToken bool
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
-			return c, idRead, fmt.Errorf("payload is not JSON: %v", err)
+			return r, idRead, fmt.Errorf("payload is not JSON: %v", err)
 		}
 		key := kt.(string) // object keys are always strings
 		if seen[key] {
-			return c, idRead, fmt.Errorf("field %q appears twice", key)
+			return r, idRead, fmt.Errorf("field %q appears twice", key)
 		}
 		seen[key] = true
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return c, idRead, fmt.Errorf("payload is not JSON: %v", err)
+			return r, idRead, fmt.Errorf("payload is not JSON: %v", err)
 		}
 		raw = asSent(payload, dec.InputOffset(), raw)
 		switch key {
@@ -116,38 +139,40 @@ func decodeCommand(actuator string, payload []byte) (c fence.Command, idRead boo
 			}
 		case "pulse_ms":
 			c.Pulse, err = pulseMs(raw)
+		case "reply":
+			r.Reply, err = str(key, raw)
 		case "reset":
 			if string(raw) != "true" {
 				err = fmt.Errorf("reset must be true (or left out), got %s", abbrev(raw))
 			}
 			c.Reset = true
 		default:
-			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, reset, holder, signer, sig)", key)
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, reset, holder, signer, sig, reply)", key)
 		}
 		if err != nil {
-			return c, idRead, err
+			return r, idRead, err
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return c, idRead, fmt.Errorf("payload is not JSON: %v", err)
+		return r, idRead, fmt.Errorf("payload is not JSON: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return c, idRead, errors.New("payload has data after the JSON object")
+		return r, idRead, errors.New("payload has data after the JSON object")
 	}
 	if !hasToken {
-		return c, idRead, errors.New("token is required (an integer from 1 to 2^63-1)")
+		return r, idRead, errors.New("token is required (an integer from 1 to 2^63-1)")
 	}
 	if seen["signer"] != seen["sig"] {
-		return c, idRead, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
+		return r, idRead, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
 	}
 	if c.Reset && (seen["state"] || c.Pulse > 0) {
-		return c, idRead, errors.New("reset goes with a fence-only command (no state, no pulse_ms): it releases a tripped scope and drives nothing")
+		return r, idRead, errors.New("reset goes with a fence-only command (no state, no pulse_ms): it releases a tripped scope and drives nothing")
 	}
 	if c.Pulse > 0 && c.State == fence.StateOff {
-		return c, idRead, errors.New(`pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone`)
+		return r, idRead, errors.New(`pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone`)
 	}
 	c.State = c.Asks()
-	return c, idRead, nil
+	return r, idRead, nil
 }
 
 // maxPulseMs is fence.MaxPulse in the unit of pulse_ms.
@@ -243,13 +268,23 @@ func decodeSig(s string) ([]byte, error) {
 	return b, nil
 }
 
+// text decodes a string field of at most MaxText bytes.
 func text(key string, raw json.RawMessage) (string, error) {
-	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", fmt.Errorf("%s must be a string, got %s", key, abbrev(raw))
+	s, err := str(key, raw)
+	if err != nil {
+		return "", err
 	}
 	if len(s) > MaxText {
 		return "", fmt.Errorf("%s is %d bytes; the limit is %d", key, len(s), MaxText)
+	}
+	return s, nil
+}
+
+// str decodes a string field.
+func str(key string, raw json.RawMessage) (string, error) {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", fmt.Errorf("%s must be a string, got %s", key, abbrev(raw))
 	}
 	return s, nil
 }
@@ -308,13 +343,18 @@ func abbrev(raw json.RawMessage) string {
 	return s
 }
 
-// EncodeCommand is the inverse of DecodeCommand, for controllers.
+// EncodeCommand is EncodeRequest without a reply topic: the answer goes
+// to the actuator's shared result topic.
+func EncodeCommand(c fence.Command) []byte { return EncodeRequest(Request{Command: c}) }
+
+// EncodeRequest is the inverse of DecodeRequest, for controllers.
 //
-// Its output is never longer than a payload DecodeCommand accepted for the
-// same command, so it never exceeds MaxPayload: strings are escaped only
+// Its output is never longer than a payload DecodeRequest accepted for the
+// same request, so it never exceeds MaxPayload: strings are escaped only
 // where JSON requires it (encoding/json would also escape <, >, & and U+2028,
 // up to six times longer) and seq is left out when it is 0.
-func EncodeCommand(c fence.Command) []byte {
+func EncodeRequest(r Request) []byte {
+	c := r.Command
 	b := []byte{'{'}
 	if c.ID != "" {
 		b = appendString(append(b, `"id":`...), c.ID)
@@ -340,6 +380,9 @@ func EncodeCommand(c fence.Command) []byte {
 	}
 	if c.Sig != nil {
 		b = append(append(append(b, `,"sig":"`...), EncodeSig(c.Sig)...), '"')
+	}
+	if r.Reply != "" {
+		b = appendString(append(b, `,"reply":`...), r.Reply)
 	}
 	return append(b, '}')
 }

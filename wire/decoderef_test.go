@@ -17,46 +17,50 @@ import (
 	"github.com/fencegate/fencegate/fence"
 )
 
-// decodeCommandRef is DecodeCommand as it was before it stopped reading a
-// valid command's id twice: the differential tests hold the new one to it.
-func decodeCommandRef(actuator string, payload []byte) (fence.Command, error) {
+// decodeCommandRef is DecodeRequest as a plain streaming decoder that
+// reads a command's id twice: the differential tests hold the fast and
+// single-pass one to it.
+func decodeCommandRef(actuator string, payload []byte) (Request, error) {
 	if len(payload) > MaxPayload {
-		return Oversized(actuator, len(payload), payload[:MaxPayload])
+		c, err := Oversized(actuator, len(payload), payload[:MaxPayload])
+		return Request{Command: c}, err
 	}
 	// Read the id first, on its own, so that even a command rejected for a
 	// later field is answered with its id.
-	c := fence.Command{Actuator: actuator, ID: peekID(payload)}
+	var r Request
+	c := &r.Command
+	c.Actuator, c.ID = actuator, peekID(payload)
 	if len(bytes.TrimSpace(payload)) == 0 {
-		return c, errors.New("empty payload; want a JSON object with a token")
+		return r, errors.New("empty payload; want a JSON object with a token")
 	}
 	if !utf8.Valid(payload) {
-		return c, errors.New("payload is not valid UTF-8")
+		return r, errors.New("payload is not valid UTF-8")
 	}
 
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return c, fmt.Errorf("payload is not JSON: %v", err)
+		return r, fmt.Errorf("payload is not JSON: %v", err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return c, errors.New("payload must be a JSON object")
+		return r, errors.New("payload must be a JSON object")
 	}
 	seen := make(map[string]bool)
 	var hasToken bool
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
-			return c, fmt.Errorf("payload is not JSON: %v", err)
+			return r, fmt.Errorf("payload is not JSON: %v", err)
 		}
 		key := kt.(string) // object keys are always strings
 		if seen[key] {
-			return c, fmt.Errorf("field %q appears twice", key)
+			return r, fmt.Errorf("field %q appears twice", key)
 		}
 		seen[key] = true
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return c, fmt.Errorf("payload is not JSON: %v", err)
+			return r, fmt.Errorf("payload is not JSON: %v", err)
 		}
 		raw = asSent(payload, dec.InputOffset(), raw)
 		switch key {
@@ -88,40 +92,45 @@ func decodeCommandRef(actuator string, payload []byte) (fence.Command, error) {
 			}
 		case "pulse_ms":
 			c.Pulse, err = pulseMs(raw)
+		case "reply":
+			var s string
+			if s, err = str(key, raw); err == nil {
+				r.Reply = s
+			}
 		case "reset":
 			if string(raw) != "true" {
 				err = fmt.Errorf("reset must be true (or left out), got %s", abbrev(raw))
 			}
 			c.Reset = true
 		default:
-			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, reset, holder, signer, sig)", key)
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, reset, holder, signer, sig, reply)", key)
 		}
 		if err != nil {
-			return c, err
+			return r, err
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return c, fmt.Errorf("payload is not JSON: %v", err)
+		return r, fmt.Errorf("payload is not JSON: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return c, errors.New("payload has data after the JSON object")
+		return r, errors.New("payload has data after the JSON object")
 	}
 	if !hasToken {
-		return c, errors.New("token is required (an integer from 1 to 2^63-1)")
+		return r, errors.New("token is required (an integer from 1 to 2^63-1)")
 	}
 	if seen["signer"] != seen["sig"] {
-		return c, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
+		return r, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
 	}
 	if c.Reset && (seen["state"] || c.Pulse > 0) {
-		return c, errors.New("reset goes with a fence-only command (no state, no pulse_ms): it releases a tripped scope and drives nothing")
+		return r, errors.New("reset goes with a fence-only command (no state, no pulse_ms): it releases a tripped scope and drives nothing")
 	}
 	if c.Pulse > 0 {
 		if c.State == fence.StateOff {
-			return c, errors.New(`pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone`)
+			return r, errors.New(`pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone`)
 		}
 		c.State = fence.StateOn
 	}
-	return c, nil
+	return r, nil
 }
 
 // DecodeCommand answers every payload as decodeCommandRef does: the same
@@ -164,7 +173,7 @@ func TestDecodeCommandAsBefore(t *testing.T) {
 		payloads = append(payloads, p)
 	}
 	for _, p := range payloads {
-		got, gerr := DecodeCommand("pump", p)
+		got, gerr := DecodeRequest("pump", p)
 		want, werr := decodeCommandRef("pump", p)
 		if !reflect.DeepEqual(got, want) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
 			t.Fatalf("DecodeCommand(%q) = %+v, %v\nbefore: %+v, %v", p, got, gerr, want, werr)

@@ -15,11 +15,12 @@ import (
 // streaming decoder then decides, and says what is wrong, so every answer
 // and every error text is the streaming decoder's (TestDecodeCommandAsBefore
 // and FuzzDecodeCommand compare the two). p must be valid UTF-8.
-func decodeFast(actuator string, p []byte) (c fence.Command, ok bool) {
+func decodeFast(actuator string, p []byte) (r Request, ok bool) {
+	c := &r.Command
 	c.Actuator = actuator
 	i := skipSpace(p, 0)
 	if i >= len(p) || p[i] != '{' {
-		return c, false
+		return r, false
 	}
 	i = skipSpace(p, i+1)
 	const (
@@ -31,16 +32,17 @@ func decodeFast(actuator string, p []byte) (c fence.Command, ok bool) {
 		hasSigner
 		hasSig
 		hasPulse
+		hasReply
 	)
 	var seen uint
 	for {
 		key, n := plainString(p, i)
 		if n == 0 {
-			return c, false
+			return r, false
 		}
 		i = skipSpace(p, n)
 		if i >= len(p) || p[i] != ':' {
-			return c, false
+			return r, false
 		}
 		i = skipSpace(p, i+1)
 		str, n := plainString(p, i)
@@ -48,7 +50,7 @@ func decodeFast(actuator string, p []byte) (c fence.Command, ok bool) {
 		isNum := false
 		if n == 0 {
 			if num, n, isNum = plainInteger(p, i); !isNum {
-				return c, false
+				return r, false
 			}
 		}
 		i = n
@@ -75,7 +77,7 @@ func decodeFast(actuator string, p []byte) (c fence.Command, ok bool) {
 			c.Signer = string(str)
 		case "sig":
 			if isNum {
-				return c, false
+				return r, false
 			}
 			var err error
 			c.Sig, err = decodeSig(string(str))
@@ -83,9 +85,12 @@ func decodeFast(actuator string, p []byte) (c fence.Command, ok bool) {
 		case "pulse_ms":
 			bit, ok = hasPulse, isNum && num >= 1 && num <= maxPulseMs
 			c.Pulse = time.Duration(num) * time.Millisecond
+		case "reply":
+			bit, ok = hasReply, !isNum
+			r.Reply = string(str)
 		}
 		if !ok || bit == 0 || seen&bit != 0 {
-			return c, false
+			return r, false
 		}
 		seen |= bit
 		i = skipSpace(p, i)
@@ -97,16 +102,16 @@ func decodeFast(actuator string, p []byte) (c fence.Command, ok bool) {
 			i++
 			break
 		}
-		return c, false
+		return r, false
 	}
 	if skipSpace(p, i) != len(p) || seen&hasToken == 0 || (seen&hasSigner == 0) != (seen&hasSig == 0) {
-		return c, false
+		return r, false
 	}
 	if c.Pulse > 0 && c.State == fence.StateOff {
-		return c, false
+		return r, false
 	}
 	c.State = c.Asks()
-	return c, true
+	return r, true
 }
 
 // skipSpace returns the index of the first byte at or after i that is not

@@ -32,10 +32,11 @@ func FuzzDecodeCommand(f *testing.F) {
 		f.Add([]byte(tt.payload))
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		c, err := DecodeCommand("pump", payload)
-		if rc, rerr := decodeCommandRef("pump", payload); !reflect.DeepEqual(c, rc) || fmt.Sprint(err) != fmt.Sprint(rerr) {
-			t.Fatalf("DecodeCommand(%q) = %+v, %v; as before: %+v, %v", payload, c, err, rc, rerr)
+		r, err := DecodeRequest("pump", payload)
+		if rc, rerr := decodeCommandRef("pump", payload); !reflect.DeepEqual(r, rc) || fmt.Sprint(err) != fmt.Sprint(rerr) {
+			t.Fatalf("DecodeRequest(%q) = %+v, %v; as the reference: %+v, %v", payload, r, err, rc, rerr)
 		}
+		c := r.Command
 		if c.Actuator != "pump" {
 			t.Fatalf("DecodeCommand(%q).Actuator = %q, want %q", payload, c.Actuator, "pump")
 		}
@@ -68,20 +69,20 @@ func FuzzDecodeCommand(f *testing.F) {
 		if (c.Signer == "") != (c.Sig == nil) || (c.Sig != nil && len(c.Sig) != SigSize) {
 			t.Fatalf("DecodeCommand(%q) signer %q sig %x: want both (a %d-byte sig) or neither", payload, c.Signer, c.Sig, SigSize)
 		}
-		checkAgainstJSON(t, payload, c)
-		enc := EncodeCommand(c)
+		checkAgainstJSON(t, payload, r)
+		enc := EncodeRequest(r)
 		if len(enc) > len(payload) {
-			t.Fatalf("EncodeCommand(DecodeCommand(%q)) = %q, want at most %d bytes (the payload's length)", payload, enc, len(payload))
+			t.Fatalf("EncodeRequest(DecodeRequest(%q)) = %q, want at most %d bytes (the payload's length)", payload, enc, len(payload))
 		}
-		again, err := DecodeCommand("pump", enc)
+		again, err := DecodeRequest("pump", enc)
 		if err != nil {
-			t.Fatalf("DecodeCommand(EncodeCommand(DecodeCommand(%q)) = %q) error = %v, want nil", payload, enc, err)
+			t.Fatalf("DecodeRequest(EncodeRequest(DecodeRequest(%q)) = %q) error = %v, want nil", payload, enc, err)
 		}
-		if !again.Equal(c) {
-			t.Fatalf("DecodeCommand(EncodeCommand(DecodeCommand(%q)) = %q) = %+v, want %+v", payload, enc, again, c)
+		if !again.Equal(c) || again.Reply != r.Reply {
+			t.Fatalf("DecodeRequest(EncodeRequest(DecodeRequest(%q)) = %q) = %+v, want %+v", payload, enc, again, r)
 		}
-		if enc2 := EncodeCommand(again); !bytes.Equal(enc2, enc) {
-			t.Fatalf("EncodeCommand is not canonical: %q, then %q", enc, enc2)
+		if enc2 := EncodeRequest(again); !bytes.Equal(enc2, enc) {
+			t.Fatalf("EncodeRequest is not canonical: %q, then %q", enc, enc2)
 		}
 	})
 }
@@ -89,8 +90,9 @@ func FuzzDecodeCommand(f *testing.F) {
 // checkAgainstJSON is an oracle independent of DecodeCommand: an accepted
 // payload is one JSON object whose keys appear once each, and
 // encoding/json reads from it the same fields.
-func checkAgainstJSON(t *testing.T, payload []byte, c fence.Command) {
+func checkAgainstJSON(t *testing.T, payload []byte, r Request) {
 	t.Helper()
+	c := r.Command
 	keys, ok := objectKeys(payload)
 	if !ok {
 		t.Fatalf("DecodeCommand(%q) accepted what is not one JSON object", payload)
@@ -112,6 +114,7 @@ func checkAgainstJSON(t *testing.T, payload []byte, c fence.Command) {
 		Sig    *string      `json:"sig"`
 		Pulse  *json.Number `json:"pulse_ms"`
 		Reset  *bool        `json:"reset"`
+		Reply  *string      `json:"reply"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
@@ -135,8 +138,8 @@ func checkAgainstJSON(t *testing.T, payload []byte, c fence.Command) {
 		state = "on" // a pulse is on, then back at rest
 	}
 	got := []string{c.ID, strconv.FormatUint(c.Fence.Token, 10), strconv.FormatUint(c.Fence.Seq, 10), c.State.String(), c.Holder, c.Signer,
-		strconv.FormatInt(c.Pulse.Milliseconds(), 10)}
-	want := []string{str(w.ID), num(w.Token), num(w.Seq), state, str(w.Holder), str(w.Signer), num(w.Pulse)}
+		strconv.FormatInt(c.Pulse.Milliseconds(), 10), r.Reply}
+	want := []string{str(w.ID), num(w.Token), num(w.Seq), state, str(w.Holder), str(w.Signer), num(w.Pulse), str(w.Reply)}
 	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
 		t.Fatalf("DecodeCommand(%q) read %q, encoding/json %q", payload, got, want)
 	}

@@ -36,6 +36,8 @@ var validCommands = []struct {
 		fence.Command{ID: "c-2", Holder: "ctl-a", Actuator: "pump", Fence: fence.Fence{Token: 42, Seq: 4}, State: fence.StateOff}},
 	{"other field order", `{"holder":"h","state":"on","seq":1,"token":2,"id":"x"}`,
 		fence.Command{ID: "x", Holder: "h", Actuator: "pump", Fence: fence.Fence{Token: 2, Seq: 1}, State: fence.StateOn}},
+	{"with a reply topic", `{"id":"r-1","token":7,"state":"off","reply":"fencegate/gw/reply/ctl-a"}`,
+		fence.Command{ID: "r-1", Actuator: "pump", Fence: fence.Fence{Token: 7}, State: fence.StateOff}},
 	{"fence only", `{"id":"f-1","token":7,"seq":2}`,
 		fence.Command{ID: "f-1", Actuator: "pump", Fence: fence.Fence{Token: 7, Seq: 2}}},
 	{"token only", `{"token":1}`,
@@ -134,6 +136,9 @@ var badCommands = []struct {
 	{"state true", `{"token":1,"state":true}`, "state must be a string", ""},
 	{"state null", `{"token":1,"state":null}`, "state must be a string, got null", ""},
 	{"unknown field", `{"token":1,"colour":"red"}`, `unknown field "colour"`, ""},
+	{"reply as number", `{"id":"y-1","token":1,"reply":7}`, "reply must be a string, got 7", "y-1"},
+	{"reply as null", `{"token":1,"reply":null}`, "reply must be a string, got null", ""},
+	{"reply twice", `{"token":1,"reply":"a","reply":"b"}`, `field "reply" appears twice`, ""},
 	{"reset false", `{"token":1,"reset":false}`, "reset must be true (or left out), got false", ""},
 	{"reset with a state", `{"id":"r-2","token":1,"state":"on","reset":true}`, "reset goes with a fence-only command", "r-2"},
 	{"reset with a pulse", `{"token":1,"pulse_ms":5,"reset":true}`, "reset goes with a fence-only command", ""},
@@ -467,5 +472,72 @@ func TestClaimRoundTrip(t *testing.T) {
 		if _, err := DecodeClaim([]byte(bad)); err == nil {
 			t.Errorf("DecodeClaim(%q) succeeded", bad)
 		}
+	}
+}
+
+// A command's reply topic is read as sent (escapes undone), on the fast
+// path and the streaming one, and EncodeRequest writes it back.
+func TestDecodeRequestReply(t *testing.T) {
+	for _, tt := range []struct{ payload, reply string }{
+		{`{"id":"r-1","token":42,"state":"on","reply":"fencegate/gw/reply/ctl-a"}`, "fencegate/gw/reply/ctl-a"},
+		{`{"reply":"fencegate/gw/reply/ctl-\u0061/x","token":42}`, "fencegate/gw/reply/ctl-a/x"},
+		{`{"token":42}`, ""},
+	} {
+		r, err := DecodeRequest("pump", []byte(tt.payload))
+		if err != nil || r.Reply != tt.reply || r.Fence.Token != 42 {
+			t.Errorf("DecodeRequest(%s) = %+v, %v; want reply %q", tt.payload, r, err, tt.reply)
+		}
+		again, err := DecodeRequest("pump", EncodeRequest(r))
+		if err != nil || again.Reply != r.Reply || !again.Equal(r.Command) {
+			t.Errorf("DecodeRequest(EncodeRequest(%+v)) = %+v, %v", r, again, err)
+		}
+		if c, err := DecodeCommand("pump", []byte(tt.payload)); err != nil || !c.Equal(r.Command) {
+			t.Errorf("DecodeCommand(%s) = %+v, %v; want the request's command %+v", tt.payload, c, err, r.Command)
+		}
+	}
+	plain := EncodeRequest(Request{Command: fence.Command{ID: "r-2", Fence: fence.Fence{Token: 3}, State: fence.StateOff}, Reply: "fencegate/gw/reply/ctl-a"})
+	if r, ok := decodeFast("pump", plain); !ok || r.Reply != "fencegate/gw/reply/ctl-a" {
+		t.Errorf("decodeFast(%s) = %+v, %v: want the fast path to read the reply", plain, r, ok)
+	}
+}
+
+// CheckReply takes a topic under the gateway's reply level, and refuses
+// anything else with a reason that names what to do.
+func TestCheckReply(t *testing.T) {
+	tp := Topics{Prefix: "site/fg", GatewayID: "gw"}
+	for _, ok := range []string{
+		"site/fg/gw/reply/ctl-a",
+		"site/fg/gw/reply/ctl-a/run-7",
+		"site/fg/gw/reply/" + strings.Repeat("x", MaxReply-len("site/fg/gw/reply/")),
+		tp.Reply("ünïcode"),
+	} {
+		if err := tp.CheckReply(ok); err != nil {
+			t.Errorf("CheckReply(%q) = %v, want nil", ok, err)
+		}
+	}
+	for _, tt := range []struct{ topic, want string }{
+		{"", "reply is empty"},
+		{"site/fg/gw/reply/" + strings.Repeat("x", MaxReply), "the limit is 256"},
+		{"site/fg/gw/reply/+", "wildcard"},
+		{"site/fg/gw/reply/ctl-a/#", "wildcard"},
+		{"site/fg/gw/reply/a\x00b", "U+0000"},
+		{"site/fg/gw/reply/", "outside this gateway's reply topics: use site/fg/gw/reply/<your client id>"},
+		{"site/fg/gw/reply", "outside"},
+		{"site/fg/other/reply/ctl-a", "outside"},
+		{"fencegate/gw/reply/ctl-a", "outside"},
+		{"site/fg/gw/pump/result", "outside"},
+		{"site/fg/gw/reply//x", "empty level"},
+		{"site/fg/gw/reply/ctl-a/", "empty level"},
+		{"site/fg/gw/reply/set", "one of the gateway's own topics"},
+		{"site/fg/gw/reply/state", "one of the gateway's own topics"},
+		{"site/fg/gw/reply/result", "one of the gateway's own topics"},
+	} {
+		err := tp.CheckReply(tt.topic)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("CheckReply(%q) = %v, want an error with %q", tt.topic, err, tt.want)
+		}
+	}
+	if got := tp.ReplyFilter(); got != "site/fg/gw/reply/#" {
+		t.Errorf("ReplyFilter() = %q", got)
 	}
 }
