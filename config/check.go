@@ -67,7 +67,7 @@ func (c *Config) check() error {
 	for i := range c.Actuators {
 		a := &c.Actuators[i]
 		where := itemWhere("actuator", i, a.line, a.Name)
-		if msg := names.check(a.Name, a.line, "name is required", " (it is a topic level)"); msg != "" {
+		if msg := names.check(a.Name, a.line, "name is required", true); msg != "" {
 			bad("%s: %s", where, msg)
 		}
 		given, g, err := a.resolveOutput()
@@ -146,14 +146,21 @@ func itemWhere(kind string, i, line int, name string) string {
 type nameSet map[string]int
 
 // check checks the name of an item at line: given (else missing), a
-// name (hint explains why), and not taken by an earlier item. It returns
+// name, one that no topic of the gateway's has at its level if the name
+// is a topic level (topic), and not taken by an earlier item. It returns
 // what is wrong, or "" after adding the name.
-func (n nameSet) check(name string, line int, missing, hint string) string {
+func (n nameSet) check(name string, line int, missing string, topic bool) string {
+	hint := ""
+	if topic {
+		hint = " (it is a topic level)"
+	}
 	switch {
 	case name == "":
 		return missing
 	case !nameRE.MatchString(name):
 		return "name: use letters, digits, - and _ only" + hint
+	case topic && name == wire.ReplyLevel:
+		return "name: " + name + " is the topic level of the gateway's reply topics (<prefix>/<id>/" + name + "/...); choose another name"
 	case n[name] > 0:
 		return fmt.Sprintf("name is already used at line %d", n[name])
 	}
@@ -218,7 +225,7 @@ func (c *Config) checkInputs() []error {
 	for i := range c.Inputs {
 		in := &c.Inputs[i]
 		where := itemWhere("input", i, in.line, in.Name)
-		if msg := names.check(in.Name, in.line, "name is required", " (it is a topic level)"); msg != "" {
+		if msg := names.check(in.Name, in.line, "name is required", true); msg != "" {
 			errs = append(errs, fmt.Errorf("%s: %s", where, msg))
 		} else if actuators[in.Name] {
 			errs = append(errs, fmt.Errorf("%s: an actuator has this name; an input needs a name of its own", where))

@@ -38,6 +38,10 @@ func TestParseHostileInput(t *testing.T) {
 			[]int{10}, []string{"refers to no anchor (&name) above it"}},
 		{"wildcard in a name", base + "actuators:\n  - {name: \"a+b\", pin: GPIO17}\n",
 			[]int{7}, []string{`actuator "a+b": name: use letters, digits, - and _ only (it is a topic level)`}},
+		{"an actuator named reply", base + "actuators:\n  - {name: reply, pin: GPIO17}\n",
+			[]int{7}, []string{`actuator "reply": name: reply is the topic level of the gateway's reply topics (<prefix>/<id>/reply/...); choose another name`}},
+		{"an input named reply", base + "actuators:\n  - {name: a, pin: GPIO17}\ninputs:\n  - {name: reply, pin: GPIO5}\n",
+			[]int{9}, []string{`input "reply": name: reply is the topic level`}},
 	})
 
 	// Aliases (*name) of a value that does not belong where they are:

@@ -89,7 +89,7 @@ func (c *Config) checkSigning() []error {
 	for i := range c.Controllers {
 		ctl := &c.Controllers[i]
 		where := itemWhere("controller", i, ctl.line, ctl.Name)
-		if msg := names.check(ctl.Name, ctl.line, "name is required (what its commands carry as signer, e.g. ctl-a)", ""); msg != "" {
+		if msg := names.check(ctl.Name, ctl.line, "name is required (what its commands carry as signer, e.g. ctl-a)", false); msg != "" {
 			bad("%s: %s", where, msg)
 		}
 		if ctl.PublicKey == "" {

@@ -338,6 +338,7 @@ const (
 	ReasonTokenJump       = "token-jump"       // the token is more than the scope's max_token_jump above its fence
 	ReasonBusy            = "busy"             // a pulse output is pulsing
 	ReasonTrip            = "trip"             // the scope is held at its safe state by an input's trip
+	ReasonReplyTopic      = "reply-topic"      // the command names a reply topic the gateway does not answer on
 	// Signed commands (package sign).
 	ReasonUnsigned      = "unsigned"       // the actuator takes signed commands only
 	ReasonUnknownSigner = "unknown-signer" // the signer is not a configured controller

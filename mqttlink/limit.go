@@ -15,7 +15,6 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"golang.org/x/net/proxy"
 
-	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/mqttsec"
 	"github.com/fencegate/fencegate/wire"
 )
@@ -59,11 +58,12 @@ func oversized(payload []byte) (size int, head []byte, ok bool) {
 
 // decode decodes the command payload of a message for actuator name: a
 // stand-in is refused for the size of the payload it replaced.
-func decode(name string, payload []byte) (fence.Command, error) {
+func decode(name string, payload []byte) (wire.Request, error) {
 	if size, head, ok := oversized(payload); ok {
-		return wire.Oversized(name, size, head)
+		c, err := wire.Oversized(name, size, head)
+		return wire.Request{Command: c}, err
 	}
-	return wire.DecodeCommand(name, payload)
+	return wire.DecodeRequest(name, payload)
 }
 
 // limitConn is a connection whose reads pass through the MaxPacket filter

@@ -34,8 +34,10 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 	}
 	cmds := make([]fence.Command, len(ms))
 	bad := make([]error, len(ms))
+	why := make([]string, len(ms)) // the reason of each bad one
+	to := make([]string, len(ms))  // where each answer goes
 	for i, m := range ms {
-		cmds[i], bad[i] = decode(name, m.Payload())
+		cmds[i], to[i], why[i], bad[i] = l.read(name, m.Payload())
 	}
 	// results answers the messages decided, a prefix of ms: those after
 	// it were not decided (the door closed, or the link is stopping).
@@ -47,7 +49,7 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 			i++
 			continue
 		case bad[i] != nil:
-			results = append(results, l.h.Reject(cmds[i], fence.ReasonInvalid, bad[i]))
+			results = append(results, l.h.Reject(cmds[i], why[i], bad[i]))
 			i++
 			continue
 		}
@@ -77,9 +79,8 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 	// broker that has the acknowledgement must have had the answer before
 	// it.
 	toks := make([]mqtt.Token, len(results))
-	topic := l.t.Result(name)
 	for i, res := range results {
-		toks[i] = c.Publish(topic, 0, false, wire.EncodeResult(res))
+		toks[i] = c.Publish(to[i], 0, false, wire.EncodeResult(res))
 	}
 	l.states.poke() // the states the decisions changed, after their answers
 	// One timer for all of them: paho's WaitTimeout makes one each.
@@ -96,6 +97,27 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 		}
 		ms[i].Ack()
 	}
+}
+
+// read decodes a command to actuator name, and says where its answer goes:
+// to the reply topic it names if that is one the gateway answers on, else
+// to the actuator's shared result topic; with an error, the reason of the
+// rejection. A command whose reply topic is wrong is rejected (answered on
+// the shared topic, so that its sender can see why), not carried out
+// with its answer lost.
+func (l *Link) read(name string, payload []byte) (c fence.Command, to, reason string, err error) {
+	r, err := decode(name, payload)
+	to, reason = l.t.Result(name), fence.ReasonInvalid
+	if r.Reply == "" {
+		return r.Command, to, reason, err
+	}
+	if rerr := l.t.CheckReply(r.Reply); rerr != nil {
+		if err == nil {
+			reason, err = fence.ReasonReplyTopic, rerr
+		}
+		return r.Command, to, reason, err
+	}
+	return r.Command, r.Reply, reason, err
 }
 
 // answerWait bounds the wait for a batch's answers to be written.
