@@ -64,6 +64,23 @@ type Options struct {
 	// 32 later commands of its scope were applied, stale). 0 means
 	// DefaultResend; negative never resends.
 	Resend time.Duration
+	// Reply is the topic the gateway answers this client's commands on:
+	// one under <prefix>/<gateway>/reply/ (see wire.Topics.CheckReply),
+	// which a broker ACL can keep to this client. The default is
+	// <prefix>/<gateway>/reply/<ClientID>. Each answer is delivered to this
+	// client alone, however many controllers command the same actuators.
+	Reply string
+	// SharedAnswers makes commands name no reply topic: the gateway
+	// answers each on its actuator's shared result topic, to every
+	// subscriber of it, and the client subscribes to them all. For a
+	// gateway older than reply topics, which rejects a command that names
+	// one.
+	SharedAnswers bool
+	// WatchShared subscribes to the shared result topics as well as the
+	// reply topic, to Await the answers of commands published with
+	// PublishRaw (which name no reply topic) or by others. Every answer
+	// to such a command then reaches this client too.
+	WatchShared bool
 }
 
 // DefaultResend is Options.Resend's default.
@@ -75,6 +92,7 @@ const MaxResend = 8 * time.Second
 // Client is a connected controller. Its methods are safe for concurrent use.
 type Client struct {
 	topics wire.Topics
+	reply  string // the topic commands name for their answers; "": none
 	c      mqtt.Client
 	ids    atomic.Uint64
 	prefix string
@@ -125,14 +143,19 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
+	var err error
+	if cl.reply, err = o.replyTopic(cl.topics); err != nil {
+		return nil, err
+	}
 	tlsConf, password, set, err := o.security()
 	if err != nil {
 		return nil, err
 	}
 	// A clean session: the subscriptions are made again on every connect,
-	// since a broker that restarted may have lost them.
+	// since a broker that restarted may have lost them. Dial returns once
+	// they are in place, so no answer to a command sent after it is lost.
 	subscribed := make(chan error, 1)
-	subs := map[string]byte{cl.topics.ResultFilter(): 1, cl.topics.StateFilter(): 1, cl.topics.InputFilter(): 1, cl.topics.Status(): 1}
+	subs := cl.subscriptions(o.WatchShared)
 	opts := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID).
 		SetUsername(o.Username).SetPassword(password).SetCleanSession(true).
 		SetAutoReconnect(true).SetMaxReconnectInterval(10 * time.Second).
@@ -202,6 +225,10 @@ func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
 		cl.notify()
 		return
 	}
+	if topic == cl.reply {
+		cl.answered(m.Payload())
+		return
+	}
 	switch _, kind := cl.topics.Parse(topic); kind {
 	case wire.KindState:
 		if o, err := wire.DecodeState(m.Payload()); err == nil {
@@ -216,22 +243,28 @@ func (cl *Client) receive(_ mqtt.Client, m mqtt.Message) {
 			cl.notify()
 		}
 	case wire.KindResult:
-		r, err := wire.DecodeResult(m.Payload())
-		if err != nil {
-			return
-		}
-		if w := cl.claim(r); w != nil {
-			w.ch <- r
-			return
-		}
-		if _, dup := cl.unread[r.ID]; !dup {
-			cl.order = append(cl.order, r.ID)
-		}
-		cl.unread[r.ID] = r
-		if len(cl.order) > keepUnread {
-			delete(cl.unread, cl.order[0])
-			cl.order = cl.order[1:]
-		}
+		cl.answered(m.Payload())
+	}
+}
+
+// answered takes an answer: to the Send or Await that waits for it, else
+// kept for a later Await. cl.mu is held.
+func (cl *Client) answered(payload []byte) {
+	r, err := wire.DecodeResult(payload)
+	if err != nil {
+		return
+	}
+	if w := cl.claim(r); w != nil {
+		w.ch <- r
+		return
+	}
+	if _, dup := cl.unread[r.ID]; !dup {
+		cl.order = append(cl.order, r.ID)
+	}
+	cl.unread[r.ID] = r
+	if len(cl.order) > keepUnread {
+		delete(cl.unread, cl.order[0])
+		cl.order = cl.order[1:]
 	}
 }
 
@@ -246,7 +279,9 @@ func (cl *Client) notify() {
 
 // PublishRaw publishes payload on actuator's command topic (QoS 1), as it
 // is: for tools and tests that send what Send would not (malformed or
-// retained commands). Await its answer by the id the payload carries.
+// retained commands). Await its answer by the id the payload carries: the
+// client hears it on its reply topic if the payload names that, on the
+// shared result topic with SharedAnswers or WatchShared.
 func (cl *Client) PublishRaw(ctx context.Context, actuator string, payload []byte, retained bool) error {
 	if err := wait(ctx, cl.c.Publish(cl.topics.Set(actuator), 1, retained, payload)); err != nil {
 		return fmt.Errorf("client: publish: %w", err)

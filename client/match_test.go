@@ -17,7 +17,8 @@ import (
 
 // fakeGateway answers every command on topics' command topics with the
 // answers that answer returns, published in order (QoS 1, so none is lost
-// and they arrive in that order).
+// and they arrive in that order) where the gateway would: on the reply
+// topic the command names, else on the shared result topic.
 func fakeGateway(t *testing.T, broker string, topics wire.Topics, answer func(fence.Command) []fence.Result) {
 	t.Helper()
 	c := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(testenv.ID(t, "fake")).SetOrderMatters(true))
@@ -30,13 +31,17 @@ func fakeGateway(t *testing.T, broker string, topics wire.Topics, answer func(fe
 		if !ok {
 			return
 		}
-		cmd, err := wire.DecodeCommand(name, m.Payload())
+		req, err := wire.DecodeRequest(name, m.Payload())
 		if err != nil {
 			t.Errorf("fake gateway: %s: %v", m.Payload(), err)
 			return
 		}
-		for _, r := range answer(cmd) {
-			c.Publish(topics.Result(r.Actuator), 1, false, wire.EncodeResult(r))
+		for _, r := range answer(req.Command) {
+			to := req.Reply // where the gateway answers: the reply topic, else the shared one
+			if to == "" {
+				to = topics.Result(r.Actuator)
+			}
+			c.Publish(to, 1, false, wire.EncodeResult(r))
 		}
 	}
 	if tok := c.Subscribe(topics.SetFilter(), 1, handler); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
@@ -44,9 +49,10 @@ func fakeGateway(t *testing.T, broker string, topics wire.Topics, answer func(fe
 	}
 }
 
-// TestSendMatchesActuatorAndPair: every subscriber of a gateway's answers
-// sees every answer, and an id may be reused for another actuator or
-// pair, so Send takes only an answer with its command's id, actuator,
+// TestSendMatchesActuatorAndPair: a reply topic hears the answers to
+// every command that names it (a resend, a command of another actuator,
+// another controller's that names it), and an id may be reused for
+// another actuator or pair, so Send takes only an answer with its command's id, actuator,
 // token and seq (docs/protocol.md, Answers). Each case's foreign answer
 // comes first, then the true one; Send must return the true one.
 func TestSendMatchesActuatorAndPair(t *testing.T) {

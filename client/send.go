@@ -40,7 +40,7 @@ func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, erro
 	c = cl.sign(c)
 	w := cl.expect(c.ID, func(r fence.Result) bool { return Answers(c, r) }, false)
 	defer cl.forget(w)
-	topic, payload := cl.topics.Set(c.Actuator), wire.EncodeCommand(c)
+	topic, payload := cl.topics.Set(c.Actuator), wire.EncodeRequest(wire.Request{Command: c, Reply: cl.reply})
 	if cl.resend < 0 {
 		if err := wait(ctx, cl.c.Publish(topic, 1, false, payload)); err != nil {
 			return fence.Result{}, fmt.Errorf("client: publish: %w", err)

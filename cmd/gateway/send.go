@@ -31,10 +31,13 @@ Sends one tokenized command and prints the gateway's answer (JSON) on stdout.
 "fence" sends a fence-only command: it raises the scope's fence, drives
 nothing. "pulse" sends a pulse of --pulse to a pulse output (kind: pulse);
 "on" to a pulse output is a pulse of its default width. "reset" is a
-fence-only command that releases a tripped scope once its input is clear. With --etcd the token comes from an etcd lock on the actuator's
-fence scope, which the gateway publishes (the lock key's CreateRevision), and
+fence-only command that releases a tripped scope once its input is clear.
+With --etcd the token comes from an etcd lock on the actuator's fence
+scope, which the gateway publishes (the lock key's CreateRevision), and
 the lock is released afterwards. With --key and --signer the command is
 signed (see gateway keygen), as a gateway that requires signatures wants.
+The command names this process's reply topic, PREFIX/GATEWAY/reply/CLIENT-ID,
+so that its answer reaches it alone (see docs/protocol.md, Answers).
 
 Exit codes: 0 applied or duplicate, 3 stale, 4 rejected, 5 failed, 6 no
 answer (timeout), 7 applied or duplicate but the output is not in the state
@@ -56,6 +59,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	ttl := fs.Int("ttl", 10, "with --etcd: lease time to live in seconds")
 	signing := addSignFlags(fs)
 	pulseWidth := fs.Duration("pulse", 0, "with pulse: the pulse's width, whole milliseconds, 1ms to 10m")
+	shared := fs.Bool("shared-answers", false, "name no reply topic: the gateway answers on the actuator's shared result topic, to all its subscribers (for a gateway older than reply topics)")
 	stop := fs.Bool("stop-after-grant", false, "with --etcd: stop this process (SIGSTOP) after the grant and before the publish, to demonstrate a paused controller; continue it with SIGCONT")
 	pos, err := fs.parseInterspersed(args, stdout, stderr)
 	if err != nil {
@@ -103,9 +107,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := signing.apply(&opts); err != nil {
 		return err
 	}
-	if err != nil {
-		return err
-	}
+	opts.SharedAnswers = *shared
 	ctl, err := client.Dial(ctx, opts)
 	if err != nil {
 		return dialErr(err)

@@ -37,7 +37,8 @@ func ConnectAs(tb testing.TB, broker string, t wire.Topics, user, password strin
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Options{Broker: broker, Prefix: t.Prefix, GatewayID: t.GatewayID, Username: user, Password: password})
+	c, err := client.Dial(ctx, client.Options{Broker: broker, Prefix: t.Prefix, GatewayID: t.GatewayID, Username: user, Password: password,
+		WatchShared: true})
 	if err != nil {
 		tb.Fatalf("testctl: %v", err)
 	}

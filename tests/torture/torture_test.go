@@ -779,7 +779,11 @@ func observe(t *testing.T, broker string, topics wire.Topics) *observer {
 			}
 			return
 		}
-		switch name, kind := topics.Parse(m.Topic()); kind {
+		name, kind := topics.Parse(m.Topic())
+		if strings.HasPrefix(m.Topic(), topics.ReplyBase()) {
+			kind = wire.KindResult // the controllers' own answer topics
+		}
+		switch kind {
 		case wire.KindSet:
 			if c, err := wire.DecodeCommand(name, m.Payload()); err == nil {
 				k := key{c.ID, c.Actuator, pairOf(c.Fence)}
@@ -792,7 +796,7 @@ func observe(t *testing.T, broker string, topics wire.Topics) *observer {
 			}
 		}
 	}
-	subs := map[string]byte{topics.SetFilter(): 1, topics.ResultFilter(): 1, topics.Status(): 1, o.syncTopic: 1}
+	subs := map[string]byte{topics.SetFilter(): 1, topics.ResultFilter(): 1, topics.ReplyFilter(): 1, topics.Status(): 1, o.syncTopic: 1}
 	if tok := c.SubscribeMultiple(subs, handle); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("observer: subscribe: %v", tok.Error())
 	}
