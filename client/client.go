@@ -67,8 +67,10 @@ type Options struct {
 	// Reply is the topic the gateway answers this client's commands on:
 	// one under <prefix>/<gateway>/reply/ (see wire.Topics.CheckReply),
 	// which a broker ACL can keep to this client. The default is
-	// <prefix>/<gateway>/reply/<ClientID>. Each answer is delivered to this
-	// client alone, however many controllers command the same actuators.
+	// <prefix>/<gateway>/reply/<Username>/<ClientID>, or without a
+	// Username <prefix>/<gateway>/reply/<ClientID>. Each answer is
+	// delivered to this client alone, however many controllers command
+	// the same actuators.
 	Reply string
 	// SharedAnswers makes commands name no reply topic: the gateway
 	// answers each on its actuator's shared result topic, to every
@@ -354,6 +356,10 @@ func (cl *Client) WaitStatus(ctx context.Context, want string) error {
 func (cl *Client) Publish(ctx context.Context, topic string, payload []byte, retained bool) error {
 	return wait(ctx, cl.c.Publish(topic, 1, retained, payload))
 }
+
+// ReplyTopic returns the topic this client's commands name for their
+// answers; "" with SharedAnswers.
+func (cl *Client) ReplyTopic() string { return cl.reply }
 
 // Close disconnects.
 func (cl *Client) Close() { cl.c.Disconnect(100) }

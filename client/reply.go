@@ -8,8 +8,12 @@ import (
 )
 
 // replyTopic returns the topic o's commands name for their answers: o.Reply,
-// or the reply topic of o's client id; "" with SharedAnswers. It says what
-// is wrong with a reply topic the gateway would not answer on.
+// or by default <prefix>/<gateway>/reply/[<user name>/]<client id>; "" with
+// SharedAnswers. The user name comes first because it is what a broker's
+// ACL knows a controller by (Mosquitto's %u): the ACL of docs/security.md
+// lets each user read the reply topics under its name and no others, and
+// each connection of that user (its client id) has a topic of its own. It
+// says what is wrong with a reply topic the gateway would not answer on.
 func (o Options) replyTopic(t wire.Topics) (string, error) {
 	if o.SharedAnswers {
 		if o.Reply != "" {
@@ -23,10 +27,17 @@ func (o Options) replyTopic(t wire.Topics) (string, error) {
 		}
 		return o.Reply, nil
 	}
-	if strings.ContainsAny(o.ClientID, "+#/") {
-		return "", fmt.Errorf("client: client id %q cannot be the level of its reply topic (%s<client id>): it has + # or /; choose another client id, or set Reply", o.ClientID, t.ReplyBase())
+	for _, l := range []struct{ what, v string }{{"user name", o.Username}, {"client id", o.ClientID}} {
+		if strings.ContainsAny(l.v, "+#/") {
+			return "", fmt.Errorf("client: %s %q cannot be a level of the reply topic (%s[<user name>/]<client id>): it has + # or /; choose another %s, or set Reply",
+				l.what, l.v, t.ReplyBase(), l.what)
+		}
 	}
-	reply := t.Reply(o.ClientID)
+	level := o.ClientID
+	if o.Username != "" {
+		level = o.Username + "/" + o.ClientID
+	}
+	reply := t.Reply(level)
 	if err := t.CheckReply(reply); err != nil {
 		return "", fmt.Errorf("client: the reply topic of client id %q: %w; choose a shorter client id, or set Reply", o.ClientID, err)
 	}

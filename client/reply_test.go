@@ -112,8 +112,9 @@ func TestReplyOptionsChecked(t *testing.T) {
 		o    client.Options
 		want string
 	}{
-		{client.Options{ClientID: "ctl/a"}, `client id "ctl/a" cannot be the level of its reply topic (fencegate/gw/reply/<client id>): it has + # or /; choose another client id, or set Reply`},
+		{client.Options{ClientID: "ctl/a"}, `client id "ctl/a" cannot be a level of the reply topic (fencegate/gw/reply/[<user name>/]<client id>): it has + # or /; choose another client id, or set Reply`},
 		{client.Options{ClientID: "ctl+a"}, "it has + # or /"},
+		{client.Options{Username: "ctl#a", Password: "p"}, `user name "ctl#a" cannot be a level of the reply topic`},
 		{client.Options{ClientID: strings.Repeat("c", 300)}, "the limit is 256; choose a shorter client id, or set Reply"},
 		{client.Options{Reply: "fencegate/other/reply/me"}, "client: Reply: reply topic \"fencegate/other/reply/me\" is outside this gateway's reply topics: use fencegate/gw/reply/<your client id>"},
 		{client.Options{Reply: "fencegate/gw/reply/#"}, "wildcard"},

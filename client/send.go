@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -46,10 +47,25 @@ func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, erro
 			return fence.Result{}, fmt.Errorf("client: publish: %w", err)
 		}
 		r, err := answer(ctx, w.ch)
-		return r, checkOutput(c, r, err)
+		return r, cl.unanswered(checkOutput(c, r, err))
 	}
 	r, err := cl.resending(ctx, w, topic, payload)
-	return r, checkOutput(c, r, err)
+	return r, cl.unanswered(checkOutput(c, r, err))
+}
+
+// unanswered adds to ErrTimeout, while the gateway says it is online, the
+// likeliest reason: a broker ACL that drops the answers on their way to
+// the reply topic (Mosquitto acknowledges a forbidden publish and drops
+// it, and delivers nothing on a forbidden subscription, without a word).
+func (cl *Client) unanswered(err error) error {
+	cl.mu.Lock()
+	online := cl.status == wire.StatusOnline
+	cl.mu.Unlock()
+	if !errors.Is(err, ErrTimeout) || !online || cl.reply == "" {
+		return err
+	}
+	return fmt.Errorf("%w, which is online, on reply topic %s: if the broker has an ACL, it must let the gateway write %s# and this controller read its reply topic (docs/security.md, Broker ACLs)",
+		err, cl.reply, cl.topics.ReplyBase())
 }
 
 // resending publishes payload on topic, and again after each wait without

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
 	"github.com/fencegate/fencegate/tests/testctl"
@@ -50,9 +52,11 @@ func docACL(t *testing.T) string {
 // acl_file of docs/security.md, with two gateways logging in with their ids
 // and the controllers the file names: ctl-a for greenhouse-1, ctl-b for
 // greenhouse-2. A gateway goes online and applies its controller's command;
-// a controller's forged answer, state, status (published or as its last
-// will) and instance claim reach nobody and change nothing; its command to
-// the other gateway never reaches that gateway.
+// a controller's forged answer (on the shared topic, or on another
+// controller's reply topic), state, status (published or as its last will)
+// and instance claim reach nobody and change nothing; its command to the
+// other gateway never reaches that gateway; and a controller subscribed to
+// every reply topic hears none of another controller's answers.
 func TestBrokerACL(t *testing.T) {
 	acl := docACL(t)
 	gw1, gw2 := fmt.Sprintf("acl1-%d", os.Getpid()), fmt.Sprintf("acl2-%d", os.Getpid())
@@ -77,7 +81,14 @@ func TestBrokerACL(t *testing.T) {
 	ctlA := testctl.ConnectAs(t, b.URL, t1, "ctl-a", users["ctl-a"])
 	ctlB := testctl.ConnectAs(t, b.URL, t2, "ctl-b", users["ctl-b"])
 	// What ctl-a may read of greenhouse-1, from before the first forgery.
-	seen := record(t, b.URL, "ctl-a", users["ctl-a"], t1.ResultFilter(), t1.StateFilter(), t1.Status())
+	mine := t1.ReplyBase() + "ctl-a/"
+	if reply := ctlA.ReplyTopic(); !strings.HasPrefix(reply, mine) {
+		t.Fatalf("ctl-a's reply topic is %q, want one under %s (its user name), which the ACL lets it read", reply, mine)
+	}
+	seen := record(t, b.URL, "ctl-a", users["ctl-a"], mine+"#", t1.ResultFilter(), t1.StateFilter(), t1.Status())
+	// What ctl-b hears of every reply topic: its own answers only,
+	// however it asks.
+	overheard := record(t, b.URL, "ctl-b", users["ctl-b"], "fencegate/+/reply/#", t1.ReplyFilter(), mine+"#", ctlA.ReplyTopic())
 
 	t.Run("controller commands its gateway", func(t *testing.T) {
 		ctlA.WaitStatus(t, wire.StatusOnline)
@@ -110,6 +121,19 @@ func TestBrokerACL(t *testing.T) {
 			t.Fatalf("ctl-a took the answer it forged itself: %+v", res)
 		}
 		expect(t, res, fence.Applied, fence.Fence{Token: 11}, fence.StateOff)
+	})
+
+	t.Run("forged reply", func(t *testing.T) {
+		// ctl-b answers, on ctl-a's own reply topic, the command ctl-a
+		// sends next.
+		forged := fence.Result{ID: "a-2b", Actuator: "pump", Outcome: fence.Stale, Command: fence.Fence{Token: 11, Seq: 1},
+			Fence: fence.Fence{Token: fence.MaxToken}, State: fence.StateOff, Error: "forged"}
+		publish(t, ctlB, ctlA.ReplyTopic(), wire.EncodeResult(forged), false)
+		res := ctlA.Send(t, cmd("a-2b", "pump", 11, 1, fence.StateOn))
+		if res.Error == "forged" {
+			t.Fatalf("ctl-a took the answer ctl-b forged on its reply topic: %+v", res)
+		}
+		expect(t, res, fence.Applied, fence.Fence{Token: 11, Seq: 1}, fence.StateOn)
 	})
 
 	t.Run("forged status", func(t *testing.T) {
@@ -159,14 +183,20 @@ func TestBrokerACL(t *testing.T) {
 		}
 	})
 
-	// Everything ctl-a forged came before a-3's answer and state, on the
-	// same topics, to the same subscriber.
+	// Everything forged came before a-3's answer and state, on the same
+	// topics, to the same subscriber; ctl-a's recorder heard its answers on
+	// its reply topic, on which ctl-b's heard none of them.
 	waitFor(t, testctl.Timeout, "ctl-a's recorder to see a-3's answer and state", func() bool {
-		return seen.has(t1.Result("pump"), `"id":"a-3"`) && seen.has(t1.State("pump"), `"token":12`)
+		return seen.has(ctlA.ReplyTopic(), `"id":"a-3"`) && seen.has(t1.State("pump"), `"token":12`)
 	})
 	for _, m := range seen.all() {
 		if strings.Contains(m, "forged") || m == t1.Status()+" "+wire.StatusOffline {
-			t.Errorf("a subscriber with read rights received what ctl-a forged: %s", m)
+			t.Errorf("a subscriber with read rights received what was forged: %s", m)
+		}
+	}
+	for _, m := range overheard.all() {
+		if topic, _, _ := strings.Cut(m, " "); !strings.HasPrefix(topic, t2.ReplyBase()+"ctl-b/") {
+			t.Errorf("ctl-b, subscribed to every reply topic, heard an answer it did not ask for: %s", m)
 		}
 	}
 }
@@ -280,4 +310,63 @@ func audit(t *testing.T, addr string) []fencelog.Entry {
 	var es []fencelog.Entry
 	getJSON(t, addr, "/api/audit?n=10000", &es)
 	return es
+}
+
+// TestSingleGatewayACL runs a real Mosquitto with the one-gateway ACL of
+// docs/raspberry-pi.md (docs/protocol.md has the same): the gateway logs
+// in as gateway, a controller as controller, and the controller's
+// commands are answered on its reply topic, both as package client sends
+// them and as the tests' controller does.
+func TestSingleGatewayACL(t *testing.T) {
+	acl := singleGatewayACL(t, "../docs/raspberry-pi.md", "sudo tee /etc/mosquitto/acl <<'EOF'\n", "\nEOF\n")
+	if same := singleGatewayACL(t, "../docs/protocol.md", "```conf\nuser gateway\n", "\n```\n"); "user gateway\n"+same != acl {
+		t.Fatalf("docs/protocol.md's ACL differs from docs/raspberry-pi.md's:\n%s\n---\n%s", same, acl)
+	}
+	id := testenv.ID(t, "acl")
+	users := map[string]string{"gateway": "pw-gw", "controller": "pw-ctl"}
+	b := testenv.MosquittoAuth(t, users, strings.ReplaceAll(acl, "greenhouse-1", id))
+	g := startConfig(t, gatewayConfig(t, id, b.URL, "gateway", users["gateway"]))
+	ctl := testctl.ConnectAs(t, b.URL, g.topics(), "controller", users["controller"])
+	ctl.WaitStatus(t, wire.StatusOnline)
+	expect(t, ctl.Send(t, cmd("c-1", "pump", 10, 0, fence.StateOn)), fence.Applied, fence.Fence{Token: 10}, fence.StateOn)
+	ctx, cancel := context.WithTimeout(context.Background(), testctl.Timeout)
+	defer cancel()
+	if res, err := ctl.Client.Send(ctx, cmd("c-2", "pump", 11, 0, fence.StateOff)); err != nil || res.Outcome != fence.Applied {
+		t.Fatalf("client.Send through the documented ACL = %+v, %v; want applied", res, err)
+	}
+
+	// An ACL written before reply topics drops every answer on its way to
+	// the controller, without a word from the broker: Send says where to
+	// look.
+	old := strings.Replace(strings.ReplaceAll(acl, "fencegate/greenhouse-1/reply/controller/#", "fencegate/greenhouse-1/+/result"), "topic write fencegate/greenhouse-1/reply/#\n", "", 1)
+	if old == acl {
+		t.Fatal("could not remove the reply lines from the ACL")
+	}
+	id2 := testenv.ID(t, "acl-old")
+	b2 := testenv.MosquittoAuth(t, users, strings.ReplaceAll(old, "greenhouse-1", id2))
+	g2 := startConfig(t, gatewayConfig(t, id2, b2.URL, "gateway", users["gateway"]))
+	ctl2 := testctl.ConnectAs(t, b2.URL, g2.topics(), "controller", users["controller"])
+	ctl2.WaitStatus(t, wire.StatusOnline)
+	short, cancel2 := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel2()
+	_, err := ctl2.Client.Send(short, cmd("c-3", "pump", 12, 0, fence.StateOn))
+	if !errors.Is(err, client.ErrTimeout) || !strings.Contains(err.Error(), "must let the gateway write fencegate/"+id2+"/reply/# and this controller read its reply topic") {
+		t.Errorf("Send through an ACL without reply topics = %v; want ErrTimeout that points at the ACL", err)
+	}
+}
+
+// singleGatewayACL returns the text of doc (relative to this package)
+// between the first begin and the end after it.
+func singleGatewayACL(t *testing.T, doc, begin, end string) string {
+	t.Helper()
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), begin)
+	body, _, ok2 := strings.Cut(rest, end)
+	if !ok || !ok2 {
+		t.Fatalf("%s: no ACL between %q and %q", doc, begin, end)
+	}
+	return body
 }

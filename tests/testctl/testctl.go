@@ -56,12 +56,12 @@ func (ctl *Controller) Publish(tb testing.TB, actuator string, payload []byte, r
 	}
 }
 
-// Send publishes c and waits for its answer (matched by c.ID, which should
-// be unique in the test). Stale, rejected and failed answers are returned,
-// not failures.
+// Send publishes c, naming the controller's reply topic, and waits for its
+// answer (matched by c.ID, which should be unique in the test), once: no
+// resend. Stale, rejected and failed answers are returned, not failures.
 func (ctl *Controller) Send(tb testing.TB, c fence.Command) fence.Result {
 	tb.Helper()
-	ctl.Publish(tb, c.Actuator, wire.EncodeCommand(c), false)
+	ctl.Publish(tb, c.Actuator, wire.EncodeRequest(wire.Request{Command: c, Reply: ctl.ReplyTopic()}), false)
 	return ctl.Result(tb, c.ID)
 }
 
