@@ -20,6 +20,14 @@
 //     increasing seq, alternating on and off, so that each is applied and
 //     drives its output; 16 × 16 and 64 × 64 (the sim board's header
 //     pins and its expanders' lines).
+//   - shared: every controller commands the same 16 actuators in turn,
+//     each command under a token of its own from one source (as a lease
+//     service's revisions, with many workers contending for shared
+//     resources): applied, or stale when a later token reached the
+//     actuator first; 16 and 64 controllers, window 32. It counts the
+//     answers delivered per command, which the shared result topic
+//     multiplies by the controllers listening there (SharedAnswers), and
+//     compares with the broker's echo of the same topology.
 //   - storm: a quarter of the scopes have a flapping controller that sends
 //     nine stale commands in ten (a token below the fence) while the other
 //     controllers work on their own scopes; the fresh commands' p99 is
@@ -55,6 +63,7 @@ import (
 const (
 	Single = "single"
 	Fleet  = "fleet"
+	Shared = "shared"
 	Storm  = "storm"
 	SDCard = "sdcard"
 	Soak   = "soak"
@@ -63,10 +72,13 @@ const (
 
 // Profiles lists the profiles of All in the order they run; Soak, which
 // lasts minutes, runs alone.
-var Profiles = []string{Single, Fleet, Storm, SDCard}
+var Profiles = []string{Single, Fleet, Shared, Storm, SDCard}
 
 // fleetSizes are the fleet profile's actuators (and controllers).
 var fleetSizes = []int{16, 64}
+
+// sharedSizes are the shared profile's controllers, on sharedActuators.
+var sharedSizes = []int{16, 64}
 
 // Defaults.
 const (
@@ -74,6 +86,8 @@ const (
 	DefaultWarmup      = time.Second
 	DefaultSDCardDelay = 15 * time.Millisecond
 	fleetWindow        = 32
+	sharedActuators    = 16
+	sharedWindow       = 32
 	stormActuators     = 16
 	stormWindow        = 8
 	maxWindow          = 1000
@@ -123,9 +137,14 @@ type Options struct {
 	Progress io.Writer
 	// Version is the gateway's version, for the report.
 	Version string
+	// SharedAnswers makes the controllers name no reply topic: the
+	// gateway (and the echo) answer on the actuators' shared result
+	// topics, to every controller listening there, as controllers did
+	// before reply topics.
+	SharedAnswers bool
 
-	root   string            // this run's directory under StoreDir
-	echoes map[[2]int]echoed // floor (b), by controllers and window
+	root   string              // this run's directory under StoreDir
+	echoes map[topology]echoed // floor (b), by topology
 	prog   *progress
 	// onSample, if set, runs after each of the soak's samples (tests).
 	onSample func(*gateway)
@@ -134,6 +153,7 @@ type Options struct {
 type echoed struct {
 	perS    float64
 	latency Latency
+	heard   float64 // answers delivered per command
 }
 
 // Run runs the profiles o names and returns their report.
@@ -158,7 +178,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("bench: %w (--store-dir must be a writable directory)", err)
 	}
 	defer os.RemoveAll(root)
-	o.root, o.echoes = root, map[[2]int]echoed{}
+	o.root, o.echoes = root, map[topology]echoed{}
 	r := &Report{Version: o.Version, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(),
 		Broker: o.BrokerName, StoreDir: o.StoreDir, Profiles: []Result{}}
 	if fs := fsType(o.StoreDir); fs != "" {
@@ -185,7 +205,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	r.Floors.Commit = latencyOf(commits)
-	e, err := o.echo(ctx, 1, 1)
+	e, err := o.echo(ctx, topology{1, 1, 0})
 	if err != nil {
 		return nil, err
 	}
@@ -207,17 +227,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 			r.Profiles = append(r.Profiles, res)
 		case Fleet, SDCard:
-			sizes := fleetSizes
+			sizes := o.sizes(p)
 			var delay time.Duration
 			if p == SDCard {
-				sizes, delay = sizes[:1], o.SDCardDelay
+				delay = o.SDCardDelay
 				if !o.CommitDelay {
 					r.Profiles = append(r.Profiles, Result{Name: SDCard, Profile: SDCard, Skipped: errNoDelay})
 					continue
 				}
-			}
-			if o.Actuators > 0 {
-				sizes = sizes[:1]
 			}
 			for _, size := range sizes {
 				name := p
@@ -226,6 +243,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 					name = fmt.Sprintf("fleet-%dx%d", n, m)
 				}
 				res, err := o.load(ctx, r, p, name, size, delay)
+				if err != nil {
+					return nil, err
+				}
+				r.Profiles = append(r.Profiles, res)
+			}
+		case Shared:
+			for _, size := range o.sizes(p) {
+				n, m, _ := o.shape(p, size)
+				res, err := o.load(ctx, r, p, fmt.Sprintf("shared-%dx%d", n, m), size, 0)
 				if err != nil {
 					return nil, err
 				}

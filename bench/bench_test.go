@@ -144,8 +144,12 @@ func TestRun(t *testing.T) {
 		if p.Applied == 0 || p.Latency.P50 <= 0 {
 			t.Errorf("%s: %d applied, p50 %v ms: want some, and a latency", p.Name, p.Applied, p.Latency.P50)
 		}
+		if p.Profile == Shared && (p.AnswersPerCommand < 0.99 || p.AnswersPerCommand > 1.01 || p.Applied+p.Outcomes["stale"] != p.Commands) {
+			t.Errorf("%s: %.2f answers delivered per command, outcomes %v: want 1 (each on its controller's reply topic), applied or stale",
+				p.Name, p.AnswersPerCommand, p.Outcomes)
+		}
 	}
-	if got, want := strings.Join(names, " "), "single fleet-2x2 storm sdcard"; got != want {
+	if got, want := strings.Join(names, " "), "single fleet-2x2 shared-2x16 storm sdcard"; got != want {
 		t.Errorf("profiles %s, want %s", got, want)
 	}
 	if c := r.Floors.RoundTripWithCommit; c == nil || c.Samples == 0 || c.P50 <= 0 {
@@ -160,6 +164,36 @@ func TestRun(t *testing.T) {
 	if err := r.WriteTable(&table); err != nil || !strings.Contains(table.String(), "fleet-2x2") ||
 		!strings.Contains(table.String(), ", round trip with a commit p50 ") {
 		t.Errorf("WriteTable: %v\n%s", err, table.String())
+	}
+}
+
+// The shared profile counts the answers delivered per command: 1 when
+// each goes to the reply topic of the controller that asked, one per
+// controller when they all listen on the shared result topics.
+func TestSharedAnswersCounted(t *testing.T) {
+	bin, err := gatewayBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := testenv.EmbeddedBroker(t)
+	for _, shared := range []bool{false, true} {
+		o := Options{Gateway: []string{bin}, Broker: broker, StoreDir: t.TempDir(), Profiles: []string{Shared},
+			Actuators: 2, Controllers: 4, Window: 2, Commands: 40, Warmup: -1, SharedAnswers: shared}
+		r, err := Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 1.0
+		if shared {
+			want = 4
+		}
+		p := r.Profiles[0]
+		if p.AnswersPerCommand < want-0.01 || p.AnswersPerCommand > want+0.01 || p.SharedAnswers != shared {
+			t.Errorf("shared answers %v: %.2f answers delivered per command, want %.0f", shared, p.AnswersPerCommand, want)
+		}
+		if e := p.EchoAnswersPerCommand; e == nil || *e < want-0.01 || *e > want+0.01 {
+			t.Errorf("shared answers %v: the echo's answers per command = %v, want %.0f", shared, opt(e), want)
+		}
 	}
 }
 
@@ -204,11 +238,11 @@ func TestComposedFloorFailsWithItsCommit(t *testing.T) {
 	o.prog = newProgress(nil, 1)
 	defer o.prog.done()
 	failing := func() error { return errors.New("disk full (injected)") }
-	if _, err := o.echoFloor(context.Background(), 1, 1, "floor: round trip with a commit", failing); err == nil ||
+	if _, err := o.echoFloor(context.Background(), topology{1, 1, 0}, "floor: round trip with a commit", failing); err == nil ||
 		!strings.Contains(err.Error(), "disk full (injected)") {
 		t.Errorf("echoFloor with failing commits: %v, want the commit's error", err)
 	}
-	if _, err := o.echoFloor(context.Background(), 1, 1, "floor: round trip with a commit", func() error { return nil }); err != nil {
+	if _, err := o.echoFloor(context.Background(), topology{1, 1, 0}, "floor: round trip with a commit", func() error { return nil }); err != nil {
 		t.Errorf("echoFloor with commits that work: %v", err)
 	}
 }

@@ -14,7 +14,8 @@ import (
 // echo stands in for the gateway to measure the broker's floors: one MQTT
 // connection, as the gateway's, subscribed to every command topic of its
 // own gateway id; it decodes each command and publishes an "applied"
-// answer on the result topic (QoS 1), with no store and no output. The
+// answer where the gateway would (QoS 1): on the reply topic the command
+// names, else on its actuator's result topic; with no store and no output. The
 // controllers cannot tell it from a gateway, so the floors and the
 // gateway's figures come from the same code.
 type echo struct {
@@ -62,7 +63,11 @@ func (e *echo) serve() {
 		if !ok {
 			continue
 		}
-		c, err := wire.DecodeCommand(name, m.Payload())
+		req, err := wire.DecodeRequest(name, m.Payload())
+		c, to := req.Command, req.Reply
+		if to == "" {
+			to = e.topics.Result(name)
+		}
 		r := fence.Result{ID: c.ID, Actuator: name, Outcome: fence.Applied, Command: c.Fence, Fence: c.Fence, State: c.State}
 		if err != nil {
 			r.Outcome, r.Error = fence.Rejected, err.Error()
@@ -74,7 +79,7 @@ func (e *echo) serve() {
 				}
 			}
 		}
-		e.c.Publish(e.topics.Result(name), 1, false, wire.EncodeResult(r))
+		e.c.Publish(to, 1, false, wire.EncodeResult(r))
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencegate/fencegate/wire"
@@ -72,19 +74,27 @@ func (o *Options) warmup(ctx context.Context, g group, window int, label string)
 	return err
 }
 
-// echo measures the broker's floors with m controllers and window w (and
-// keeps them for the run): throughput, and latency.
-func (o *Options) echo(ctx context.Context, m, w int) (echoed, error) {
-	if e, ok := o.echoes[[2]int{m, w}]; ok {
+// A topology is who commands what: controllers, each with window
+// commands in flight, on an actuator of its own each, or, if shared is
+// not 0, all on the same shared actuators.
+type topology struct{ controllers, window, shared int }
+
+// echo measures the broker's floors with the topology tp (and keeps them
+// for the run): throughput, and latency.
+func (o *Options) echo(ctx context.Context, tp topology) (echoed, error) {
+	if e, ok := o.echoes[tp]; ok {
 		return e, nil
 	}
-	label := fmt.Sprintf("floor: broker echo %d×%d", m, w)
-	if m == 1 && w == 1 {
+	label := fmt.Sprintf("floor: broker echo %d×%d", tp.controllers, tp.window)
+	switch {
+	case tp.shared > 0:
+		label = fmt.Sprintf("floor: broker echo %d×%d on %d shared", tp.controllers, tp.window, tp.shared)
+	case tp == topology{1, 1, 0}:
 		label = "floor: broker round trip"
 	}
-	e, err := o.echoFloor(ctx, m, w, label, nil)
+	e, err := o.echoFloor(ctx, tp, label, nil)
 	if err == nil {
-		o.echoes[[2]int{m, w}] = e
+		o.echoes[tp] = e
 	}
 	return e, err
 }
@@ -100,13 +110,13 @@ func (o *Options) composedFloor(ctx context.Context) (Latency, error) {
 		return Latency{}, err
 	}
 	defer closeStore()
-	e, err := o.echoFloor(ctx, 1, 1, "floor: round trip with a commit", commit)
+	e, err := o.echoFloor(ctx, topology{1, 1, 0}, "floor: round trip with a commit", commit)
 	return e.latency, err
 }
 
 // echoFloor measures an echo (with commit before each answer, if set) with
-// m controllers and w commands in flight each.
-func (o *Options) echoFloor(ctx context.Context, m, w int, label string, commit func() error) (echoed, error) {
+// the topology tp.
+func (o *Options) echoFloor(ctx context.Context, tp topology, label string, commit func() error) (echoed, error) {
 	id := fmt.Sprintf("bench-%d-echo", os.Getpid())
 	topics := wire.Topics{GatewayID: id}
 	ec, err := startEcho(ctx, o.Broker, id, topics, commit)
@@ -114,16 +124,16 @@ func (o *Options) echoFloor(ctx context.Context, m, w int, label string, commit 
 		return echoed{}, err
 	}
 	defer ec.close()
-	g, err := dial(ctx, o.Broker, id, topics, m, w)
+	g, err := o.dial(ctx, id, topics, tp)
 	if err != nil {
 		return echoed{}, err
 	}
 	defer g.close()
-	if err := o.warmup(ctx, g, w, label); err != nil {
+	if err := o.warmup(ctx, g, tp.window, label); err != nil {
 		return echoed{}, err
 	}
 	o.prog.next(label, o.phaseLimit())
-	t, err := g.run(ctx, w, nil, o.limit(m), o.prog.answer)
+	t, err := g.run(ctx, tp.window, nil, o.limit(tp.controllers), o.prog.answer)
 	if err != nil {
 		return echoed{}, fmt.Errorf("bench: %s: %w", label, err)
 	}
@@ -131,20 +141,35 @@ func (o *Options) echoFloor(ctx context.Context, m, w int, label string, commit 
 		// A commit that fails fails fast: the floor would be too low.
 		return echoed{}, fmt.Errorf("bench: %s: %w", label, err)
 	}
-	return echoed{perS: perSecond(t.answered(fresh), t), latency: latencyOf(t.latency[fresh])}, nil
+	return echoed{perS: perSecond(t.answered(fresh), t), latency: latencyOf(t.latency[fresh]), heard: t.heardPerCommand()}, nil
 }
 
-// dial connects m controllers for the first m actuators (a00, a01, …) of
-// the gateway (or echo) with topics.
-func dial(ctx context.Context, broker, id string, topics wire.Topics, m, w int) (group, error) {
+// dial connects the controllers of topology tp to the gateway (or echo)
+// with topics: controller i commands actuator i (a00, a01, …), or, in a
+// shared topology, every one of the first tp.shared in turn, starting
+// with a different one each, under tokens from one source.
+func (o *Options) dial(ctx context.Context, id string, topics wire.Topics, tp topology) (group, error) {
 	var g group
-	for i := range m {
-		c, err := dialController(ctx, broker, fmt.Sprintf("%s-c%02d", id, i), topics, fmt.Sprintf("a%02d", i), w)
-		if err != nil {
+	var tokens *atomic.Uint64
+	var shared []string
+	if tp.shared > 0 {
+		tokens = new(atomic.Uint64)
+		tokens.Store(1)
+		for i := range tp.shared {
+			shared = append(shared, fmt.Sprintf("a%02d", i))
+		}
+	}
+	for i := range tp.controllers {
+		ctl := newController(o.Broker, fmt.Sprintf("%s-c%02d", id, i), topics, fmt.Sprintf("a%02d", i), tp.window, o.SharedAnswers)
+		if tp.shared > 0 {
+			k := i % len(shared)
+			ctl.name, ctl.actuators, ctl.tokens = shared[k], append(slices.Clone(shared[k:]), shared[:k]...), tokens
+		}
+		if err := ctl.connect(ctx); err != nil {
 			g.close()
 			return nil, err
 		}
-		g = append(g, c)
+		g = append(g, ctl)
 	}
 	return g, nil
 }

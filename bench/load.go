@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
@@ -15,12 +17,14 @@ import (
 )
 
 // The load: controllers are MQTT clients in this process, one connection
-// each, each owning one actuator (its own fence scope). A controller keeps
-// up to its window of commands in flight: it publishes them (QoS 1) in seq
-// order without waiting for the broker's acknowledgement, and matches the
-// answers on its actuator's result topic by id. Commands of one actuator
-// are applied in arrival order, so pipelined commands with increasing seq
-// are applied, not stale.
+// each, each owning one actuator (its own fence scope), or, in the shared
+// profile, commanding the same actuators as every other controller in
+// turn. A controller keeps up to its window of commands in flight: it
+// publishes them (QoS 1) without waiting for the broker's acknowledgement,
+// and matches the answers by id: on its own reply topic, which its commands
+// name, or, with SharedAnswers, on the actuators' shared result topics.
+// Commands of one actuator are applied in arrival order, so pipelined
+// commands with increasing seq are applied, not stale.
 
 // answerWait is how long a controller waits for any answer before the
 // phase fails: a gateway that stopped answering, not a slow one.
@@ -53,15 +57,26 @@ func flapping(n int) kind {
 // allStale sends stale commands only.
 func allStale(int) kind { return stale }
 
-// controller is one MQTT client commanding one actuator.
+// controller is one MQTT client commanding one actuator, or, in the shared
+// profile, several in turn.
 type controller struct {
-	name     string // the actuator
-	id       string // its client id, and the prefix of command ids
-	broker   string
-	setTopic string
-	resTopic string
-	c        mqtt.Client
-	answers  chan answer
+	name   string // the actuator; its first one in the shared profile
+	id     string // its client id, and the prefix of command ids
+	broker string
+	topics wire.Topics
+	// actuators are the shared profile's: each command goes to the next,
+	// under a token of its own from tokens (one source for all the
+	// controllers, as a lease service's revisions), so that the commands
+	// of different controllers contend for each actuator's fence.
+	actuators []string
+	tokens    *atomic.Uint64
+	// reply is the topic its commands name for their answers; "": none,
+	// the answers come on the shared result topics.
+	reply   string
+	c       mqtt.Client
+	answers chan answer
+	// heard counts the answers delivered to it, its own and others'.
+	heard atomic.Int64
 
 	token, staleToken uint64
 	seq               uint64 // the last seq sent with token
@@ -71,8 +86,8 @@ type controller struct {
 	// last is the last fresh command answered applied, which a duplicate
 	// sends again.
 	last struct {
-		id      string
-		payload []byte
+		id, topic string
+		payload   []byte
 	}
 }
 
@@ -82,15 +97,29 @@ type answer struct {
 	at      time.Time
 }
 
-// dialController connects a controller for actuator name of the gateway
-// (or echo) at topics. window bounds its answers in flight.
-func dialController(ctx context.Context, broker, clientID string, topics wire.Topics, name string, window int) (*controller, error) {
-	ctl := &controller{name: name, id: clientID, broker: broker, setTopic: topics.Set(name), resTopic: topics.Result(name),
+// newController returns a controller (not connected) of actuator name of
+// the gateway (or echo) at topics. window bounds its answers in flight.
+// Its commands name its reply topic, unless sharedAnswers.
+func newController(broker, clientID string, topics wire.Topics, name string, window int, sharedAnswers bool) *controller {
+	ctl := &controller{name: name, id: clientID, broker: broker, topics: topics,
 		answers: make(chan answer, 2*window+16), token: 2, staleToken: 1}
-	if err := ctl.connect(ctx); err != nil {
-		return nil, err
+	if !sharedAnswers {
+		ctl.reply = topics.Reply(clientID)
 	}
-	return ctl, nil
+	return ctl
+}
+
+// answerTopic is where the controller's answers come: its reply topic, or
+// the shared result topic of its actuator (of every actuator, in the
+// shared profile).
+func (ctl *controller) answerTopic() string {
+	switch {
+	case ctl.reply != "":
+		return ctl.reply
+	case ctl.actuators != nil:
+		return ctl.topics.ResultFilter()
+	}
+	return ctl.topics.Result(ctl.name)
 }
 
 // connect connects the controller and subscribes to its answers.
@@ -103,17 +132,20 @@ func (ctl *controller) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	mine := ctl.id + "-"
 	handler := func(_ mqtt.Client, m mqtt.Message) {
 		at := time.Now()
+		ctl.heard.Add(1)
 		r, err := wire.DecodeResult(m.Payload())
-		if err != nil {
+		if err != nil || !strings.HasPrefix(r.ID, mine) {
 			return // not an answer of ours; the phase times out if one is missing
 		}
 		ctl.answers <- answer{id: r.ID, outcome: r.Outcome, at: at}
 	}
-	if err := waitToken(ctx, c.Subscribe(ctl.resTopic, 1, handler)); err != nil {
+	topic := ctl.answerTopic()
+	if err := waitToken(ctx, c.Subscribe(topic, 1, handler)); err != nil {
 		c.Disconnect(0)
-		return fmt.Errorf("bench: subscribe to %s: %w", ctl.resTopic, err)
+		return fmt.Errorf("bench: subscribe to %s: %w", topic, err)
 	}
 	ctl.c = c
 	return nil
@@ -180,6 +212,21 @@ type tally struct {
 	outcomes [nKinds]map[fence.Outcome]int
 	first    time.Time
 	last     time.Time // the last answer
+	// heard counts the answers delivered to the controllers, theirs and
+	// others' (a group's, over its run).
+	heard int64
+}
+
+// heardPerCommand is the answers delivered per command answered.
+func (t *tally) heardPerCommand() float64 {
+	n := 0
+	for k := range t.latency {
+		n += len(t.latency[k])
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(t.heard) / float64(n)
 }
 
 func newTally() *tally {
@@ -217,6 +264,7 @@ func (ctl *controller) run(ctx context.Context, window int, m mix, l limit, done
 	type pending struct {
 		at      time.Time
 		k       kind
+		topic   string
 		payload []byte // of a fresh command
 	}
 	inflight := map[string]pending{}
@@ -225,26 +273,26 @@ func (ctl *controller) run(ctx context.Context, window int, m mix, l limit, done
 	for n := 0; ; {
 		for len(inflight) < window && l.more(n) {
 			k := m(n)
-			var id string
+			var id, topic string
 			var payload []byte
 			if _, busy := inflight[ctl.last.id]; k == dup && ctl.last.id != "" && !busy {
-				id, payload = ctl.last.id, ctl.last.payload
+				id, topic, payload = ctl.last.id, ctl.last.topic, ctl.last.payload
 			} else {
 				if k == dup {
 					k = fresh // nothing applied yet, or its duplicate is still in flight
 				}
-				id, payload = ctl.next(k)
+				id, topic, payload = ctl.next(k)
 			}
 			at := time.Now()
 			if t.first.IsZero() {
 				t.first = at
 			}
-			p := pending{at: at, k: k}
+			p := pending{at: at, k: k, topic: topic}
 			if k == fresh {
 				p.payload = payload
 			}
 			inflight[id] = p
-			ctl.c.Publish(ctl.setTopic, 1, false, payload) // its answer, or the timeout, tells
+			ctl.c.Publish(topic, 1, false, payload) // its answer, or the timeout, tells
 			n++
 		}
 		if len(inflight) == 0 {
@@ -259,7 +307,7 @@ func (ctl *controller) run(ctx context.Context, window int, m mix, l limit, done
 			}
 			delete(inflight, a.id)
 			if p.k == fresh && a.outcome == fence.Applied {
-				ctl.last.id, ctl.last.payload = a.id, p.payload
+				ctl.last.id, ctl.last.topic, ctl.last.payload = a.id, p.topic, p.payload
 			}
 			t.latency[p.k] = append(t.latency[p.k], a.at.Sub(p.at))
 			t.outcomes[p.k][a.outcome]++
@@ -275,24 +323,34 @@ func (ctl *controller) run(ctx context.Context, window int, m mix, l limit, done
 	}
 }
 
-// next returns the id and payload of the controller's next command of kind
-// k: a fresh one raises seq and toggles the output, so that every applied
-// command drives the pin; a stale one carries a token below the fence.
-func (ctl *controller) next(k kind) (string, []byte) {
+// next returns the id, topic and payload of the controller's next command
+// of kind k: a fresh one raises seq and toggles the output, so that every
+// applied command drives the pin; a stale one carries a token below the
+// fence. In the shared profile a fresh one goes to the next actuator with
+// the next token of all the controllers': applied, or stale if a later
+// token reached the actuator first.
+func (ctl *controller) next(k kind) (id, topic string, payload []byte) {
 	ctl.n++
 	c := fence.Command{ID: ctl.id + "-" + strconv.Itoa(ctl.n), Actuator: ctl.name, Holder: "bench"}
-	if k == fresh {
+	if len(ctl.actuators) > 0 {
+		c.Actuator = ctl.actuators[ctl.n%len(ctl.actuators)]
+	}
+	switch {
+	case k == fresh && ctl.tokens != nil:
+		ctl.on = !ctl.on
+		c.Fence = fence.Fence{Token: ctl.tokens.Add(1)}
+	case k == fresh:
 		ctl.seq++
 		ctl.on = !ctl.on
 		c.Fence = fence.Fence{Token: ctl.token, Seq: ctl.seq}
-	} else {
+	default:
 		c.Fence = fence.Fence{Token: ctl.staleToken, Seq: uint64(ctl.n)}
 	}
 	c.State = fence.StateOff
 	if ctl.on {
 		c.State = fence.StateOn
 	}
-	return c.ID, wire.EncodeCommand(c)
+	return c.ID, ctl.topics.Set(c.Actuator), wire.EncodeRequest(wire.Request{Command: c, Reply: ctl.reply})
 }
 
 // group is a set of controllers that run a phase together.
@@ -302,6 +360,8 @@ type group []*controller
 // limit (limits(i)) and returns their merged tally.
 func (g group) run(ctx context.Context, window int, mixes []mix, limits func(i int) limit, done func()) (*tally, error) {
 	total := newTally()
+	heard := g.heard()
+	defer func() { total.heard = g.settled() - heard }()
 	var mu sync.Mutex
 	var first error
 	var wg sync.WaitGroup
@@ -332,6 +392,31 @@ func (g group) run(ctx context.Context, window int, mixes []mix, limits func(i i
 	return total, first
 }
 
+// heard is the answers delivered to g's controllers so far.
+func (g group) heard() int64 {
+	var n int64
+	for _, c := range g {
+		n += c.heard.Load()
+	}
+	return n
+}
+
+// settled is g.heard once no more answers arrive: the copies of the last
+// answers, delivered to the controllers that did not ask for them (shared
+// answers), can come after the last controller has its own.
+func (g group) settled() int64 {
+	n := g.heard()
+	for range 100 {
+		time.Sleep(20 * time.Millisecond)
+		m := g.heard()
+		if m == n {
+			return m
+		}
+		n = m
+	}
+	return n
+}
+
 func (g group) close() {
 	for _, c := range g {
 		c.close()
@@ -360,7 +445,7 @@ func (o *Options) begin(ctx context.Context, res *Result, name string, delay tim
 		return nil, nil, err
 	}
 	res.OnlineMs = ms(gw.up)
-	g, err := dial(ctx, o.Broker, gw.id, gw.topics, res.Controllers, res.Window)
+	g, err := o.dial(ctx, gw.id, gw.topics, topology{res.Controllers, res.Window, res.Shared})
 	if err != nil {
 		gw.kill()
 		return nil, nil, err
@@ -374,16 +459,20 @@ func (o *Options) begin(ctx context.Context, res *Result, name string, delay tim
 	return gw, g, nil
 }
 
-// load runs one fleet-like profile (single, fleet, sdcard): a gateway with
-// its actuators, its controllers' warm-up, and one measured phase.
+// load runs one fleet-like profile (single, fleet, shared, sdcard): a
+// gateway with its actuators, its controllers' warm-up, and one measured
+// phase.
 func (o *Options) load(ctx context.Context, r *Report, profile, name string, size int, delay time.Duration) (Result, error) {
 	n, m, w := o.shape(profile, size)
-	res := Result{Name: name, Profile: profile, Actuators: n, Controllers: m, Window: w, CommitDelayMs: ms(delay)}
-	e, err := o.echo(ctx, m, w)
+	res := Result{Name: name, Profile: profile, Actuators: n, Controllers: m, Window: w, CommitDelayMs: ms(delay), SharedAnswers: o.SharedAnswers}
+	if profile == Shared {
+		res.Shared = n
+	}
+	e, err := o.echo(ctx, topology{m, w, res.Shared})
 	if err != nil {
 		return res, err
 	}
-	res.EchoPerS = &e.perS
+	res.EchoPerS, res.EchoP50Ms, res.EchoAnswersPerCommand = &e.perS, &e.latency.P50, &e.heard
 	gw, g, err := o.begin(ctx, &res, name, delay)
 	if err != nil {
 		return res, err
@@ -409,6 +498,7 @@ func (o *Options) load(ctx context.Context, r *Report, profile, name string, siz
 	}
 	res.phase(t, before, after)
 	res.Latency = latencyOf(t.latency[fresh])
+	res.AnswersPerCommand = t.heardPerCommand()
 	ps, err := gw.stop()
 	if err != nil {
 		return res, err

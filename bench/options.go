@@ -51,9 +51,9 @@ func (o *Options) Check() error {
 		return bad("--warmup %v: want at most 1h", o.Warmup)
 	}
 	for _, p := range o.Profiles {
-		for _, size := range fleetSizes {
+		for _, size := range o.sizes(p) {
 			n, m, _ := o.shape(p, size)
-			if m > n {
+			if m > n && p != Shared {
 				return bad("profile %s: %d controllers for %d actuators: each controller owns one actuator; give --controllers at most --actuators", p, m, n)
 			}
 			if p == Storm && m < 2 {
@@ -125,8 +125,22 @@ func (o *Options) soakOnly() bool { return slices.Equal(o.Profiles, []string{Soa
 const errNoDelay = "the sdcard profile needs a gateway built with -tags failpoints, which can slow its store's commits " +
 	"(make bench builds one; or go build -tags failpoints ./cmd/gateway); this build never slows its store"
 
+// sizes returns the sizes a profile runs at, for shape: the fleet's
+// actuators, the shared profile's controllers, one size (0) for the
+// others; one only where a flag sets that figure.
+func (o *Options) sizes(profile string) []int {
+	switch {
+	case profile == Fleet && o.Actuators == 0:
+		return fleetSizes
+	case profile == Shared && o.Actuators == 0 && o.Controllers == 0:
+		return sharedSizes
+	}
+	return []int{0}
+}
+
 // shape returns a profile's actuators, controllers and window; size is
-// the fleet's size (ignored by the other profiles).
+// the fleet's actuators or the shared profile's controllers (see sizes),
+// ignored by the other profiles.
 func (o *Options) shape(profile string, size int) (actuators, controllers, window int) {
 	switch profile {
 	case Single:
@@ -140,11 +154,19 @@ func (o *Options) shape(profile string, size int) (actuators, controllers, windo
 		actuators, window = stormActuators, stormWindow
 	case Soak:
 		actuators, window = soakActuators, soakWindow
+	case Shared:
+		actuators, window = sharedActuators, sharedWindow
 	}
 	if o.Actuators > 0 {
 		actuators = o.Actuators
 	}
 	controllers = actuators
+	if profile == Shared {
+		controllers = sharedSizes[0]
+		if size > 0 {
+			controllers = size
+		}
+	}
 	if o.Controllers > 0 {
 		controllers = o.Controllers
 	}

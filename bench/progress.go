@@ -108,19 +108,19 @@ func (o *Options) plan() int {
 	if slices.Contains(o.Profiles, Single) {
 		steps += 2 // the round trip with a commit: warm-up, measure
 	}
-	echoes := map[[2]int]bool{{1, 1}: true}
+	echoes := map[topology]bool{{1, 1, 0}: true}
 	for _, p := range o.Profiles {
-		sizes := []int{0}
-		switch {
-		case p == SDCard && !o.CommitDelay:
+		if p == SDCard && !o.CommitDelay {
 			continue
-		case p == Fleet && o.Actuators == 0:
-			sizes = fleetSizes
 		}
-		for _, size := range sizes {
-			_, m, w := o.shape(p, size)
-			if p != Storm && !echoes[[2]int{m, w}] {
-				echoes[[2]int{m, w}] = true
+		for _, size := range o.sizes(p) {
+			n, m, w := o.shape(p, size)
+			tp := topology{m, w, 0}
+			if p == Shared {
+				tp.shared = n
+			}
+			if p != Storm && !echoes[tp] {
+				echoes[tp] = true
 				steps += 2
 			}
 			steps += 3 // start, warm-up, measure

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/fencegate/fencegate/fence"
 )
 
 // Report is one run's figures. Its JSON form (WriteJSON) is for machines;
@@ -60,6 +62,12 @@ type Result struct {
 	Window      int    `json:"window"`
 	// CommitDelayMs is the slowed commit of the sdcard profile.
 	CommitDelayMs float64 `json:"commit_delay_ms"`
+	// Shared is the shared profile's actuators, which every controller
+	// commands; 0 where each controller has an actuator of its own.
+	Shared int `json:"shared_actuators,omitempty"`
+	// SharedAnswers says that the commands named no reply topic, so that
+	// every answer went to the actuator's shared result topic.
+	SharedAnswers bool `json:"shared_answers,omitempty"`
 	// Seconds is the measured phase's length.
 	Seconds float64 `json:"seconds"`
 	// Commands are those answered in the measured phase; Outcomes counts
@@ -68,12 +76,23 @@ type Result struct {
 	Applied     int            `json:"applied"`
 	Outcomes    map[string]int `json:"outcomes"`
 	AppliedPerS float64        `json:"applied_per_s"`
+	// AnsweredPerS counts every answer: in the shared profile, commands
+	// answered stale (a later token was first) are as much work done.
+	AnsweredPerS float64 `json:"answered_per_s"`
+	// AnswersPerCommand is the answers delivered to the controllers per
+	// command answered, theirs and others': 1 when each answer reaches
+	// only the controller that asked.
+	AnswersPerCommand float64 `json:"answers_per_command"`
 	// Latency is from publishing a command to receiving its answer (the
 	// storm's: of the calm controllers' fresh commands in the storm).
 	Latency Latency `json:"latency"`
 	// EchoPerS is the broker's echo throughput with the same controllers
 	// and window (floor b); null for the storm.
 	EchoPerS *float64 `json:"echo_per_s"`
+	// EchoP50Ms and EchoAnswersPerCommand are the echo's p50 latency and
+	// answers delivered per command, with the same topology.
+	EchoP50Ms             *float64 `json:"echo_p50_ms"`
+	EchoAnswersPerCommand *float64 `json:"echo_answers_per_command"`
 	// OneCommitPerS is what one commit per command would allow:
 	// 1000 / (commit floor p50 + CommitDelayMs).
 	OneCommitPerS float64 `json:"one_commit_per_s"`
@@ -117,6 +136,11 @@ type Ratios struct {
 	P50VsComposed *float64 `json:"p50_vs_composed,omitempty"`
 	// AppliedVsEcho is AppliedPerS / EchoPerS.
 	AppliedVsEcho *float64 `json:"applied_vs_echo"`
+	// AnsweredVsEcho is AnsweredPerS / EchoPerS, and P50VsEcho
+	// Latency.P50 / EchoP50Ms: the gateway against the broker's echo of
+	// the same topology under the same load.
+	AnsweredVsEcho *float64 `json:"answered_vs_echo"`
+	P50VsEcho      *float64 `json:"p50_vs_echo"`
 	// AppliedVsOneCommit is AppliedPerS / OneCommitPerS: how many
 	// commands share a commit's cost.
 	AppliedVsOneCommit float64 `json:"applied_vs_one_commit"`
@@ -167,6 +191,7 @@ func (res *Result) phase(t *tally, before, after measured) {
 	}
 	res.Applied = res.Outcomes["applied"]
 	res.AppliedPerS = perSecond(res.Applied, t)
+	res.AnsweredPerS = perSecond(res.Commands, t)
 	res.Commits = after.commits - before.commits
 	res.Writes = after.writes - before.writes
 	if res.Applied > 0 {
@@ -209,6 +234,10 @@ func (res *Result) ratios(r *Report, delayMs float64) {
 	}
 	if res.EchoPerS != nil && *res.EchoPerS > 0 {
 		res.Ratios.AppliedVsEcho = ptr(res.AppliedPerS / *res.EchoPerS)
+		res.Ratios.AnsweredVsEcho = ptr(res.AnsweredPerS / *res.EchoPerS)
+	}
+	if res.EchoP50Ms != nil && *res.EchoP50Ms > 0 {
+		res.Ratios.P50VsEcho = ptr(res.Latency.P50 / *res.EchoP50Ms)
 	}
 	if c := f.Commit.P50 + delayMs; c > 0 {
 		res.OneCommitPerS = 1000 / c
@@ -244,15 +273,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
-	rows := [][]string{{"profile", "act×ctl×win", "applied/s", "p50 ms", "p99 ms", "p99.9 ms", "echo/s", "vs echo", "syncs/applied", "cpu s/1k", "peak MB"}}
+	rows := [][]string{{"profile", "act×ctl×win", "applied/s", "answered/s", "p50 ms", "p99 ms", "p99.9 ms", "echo/s", "vs echo", "answers/cmd", "syncs/applied", "cpu s/1k", "peak MB"}}
 	for _, p := range r.Profiles {
 		if p.Skipped != "" {
 			rows = append(rows, []string{p.Name, "skipped"})
 			continue
 		}
+		vsEcho := p.Ratios.AppliedVsEcho
+		if p.Profile == Shared {
+			vsEcho = p.Ratios.AnsweredVsEcho
+		}
 		rows = append(rows, []string{p.Name, fmt.Sprintf("%d×%d×%d", p.Actuators, p.Controllers, p.Window),
-			num(p.AppliedPerS), num(p.Latency.P50), num(p.Latency.P99), num(p.Latency.P999),
-			opt(p.EchoPerS), opt(p.Ratios.AppliedVsEcho), fmt.Sprintf("%.2f", p.SyncsPerApplied), opt(p.CPUSecondsPer1000), opt(p.PeakRSSMB)})
+			num(p.AppliedPerS), num(p.AnsweredPerS), num(p.Latency.P50), num(p.Latency.P99), num(p.Latency.P999),
+			opt(p.EchoPerS), opt(vsEcho), fmt.Sprintf("%.2f", p.AnswersPerCommand), fmt.Sprintf("%.2f", p.SyncsPerApplied), opt(p.CPUSecondsPer1000), opt(p.PeakRSSMB)})
 	}
 	writeRows(&b, rows)
 	b.WriteString("\n")
@@ -297,6 +330,23 @@ func (p Result) verdicts(r *Report) []string {
 			v = append(v, fmt.Sprintf("peak RSS %.1f MB   target ≤ 40", *x))
 		}
 		v = append(v, fmt.Sprintf("online %.0f ms after start   target ≤ 300 with 64 actuators", p.OnlineMs))
+	case Shared:
+		how := "each on the reply topic of the controller that asked"
+		if p.SharedAnswers {
+			how = "on the shared result topics (--shared-answers)"
+		}
+		if x := p.Ratios.AnsweredVsEcho; x != nil {
+			v = append(v, fmt.Sprintf("%s answered/s (%s applied, the rest stale) = %.2f × the broker's echo of the same topology   target ≥ 0.85",
+				num(p.AnsweredPerS), num(p.AppliedPerS), *x))
+		}
+		v = append(v, fmt.Sprintf("%.2f answers delivered per command, %s   target 1", p.AnswersPerCommand, how))
+		if x := p.Ratios.P50VsEcho; x != nil {
+			v = append(v, fmt.Sprintf("p50 %s ms under load = %.2f × the echo's (%s ms)   target ≤ 1.5", num(p.Latency.P50), *x, num(*p.EchoP50Ms)))
+		}
+		v = append(v, fmt.Sprintf("%.2f syncs per applied command   target ≤ 0.25", p.SyncsPerApplied))
+		if x := p.CPUSecondsPer1000; x != nil {
+			v = append(v, fmt.Sprintf("%.3f CPU s per 1,000 commands (%s)   target ≤ 0.15", *x, p.CPUOver))
+		}
 	case Storm:
 		s := p.Storm
 		if x := p.Ratios.FreshP99VsCalm; x != nil {
@@ -318,8 +368,11 @@ func (p Result) verdicts(r *Report) []string {
 		}
 		v = append(v, fmt.Sprintf("idle RSS %.1f MB%s   target ≤ 20; online %.0f ms after start", *p.IdleRSSMB, split, p.OnlineMs))
 	}
-	if n := p.Commands - p.Applied; n > 0 && p.Profile != Storm && p.Profile != Soak {
+	if n := p.Commands - p.Applied; n > 0 && p.Profile != Storm && p.Profile != Soak && p.Profile != Shared {
 		v = append(v, fmt.Sprintf("WARNING: %d commands not applied: %v", n, p.Outcomes))
+	}
+	if n := p.Commands - p.Applied - p.Outcomes[string(fence.Stale)]; n > 0 && p.Profile == Shared {
+		v = append(v, fmt.Sprintf("WARNING: %d commands neither applied nor stale: %v", n, p.Outcomes))
 	}
 	return v
 }

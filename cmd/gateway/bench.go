@@ -13,7 +13,7 @@ import (
 )
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "[--profile single|fleet|storm|sdcard|all|soak] [flags]", fmt.Sprintf(`
+	fs := newFlags("bench", "[--profile single|fleet|shared|storm|sdcard|all|soak] [flags]", fmt.Sprintf(`
 Measures this gateway on this machine and disk, and the floors it is
 bounded by, in one run: the broker's round trip and echo throughput
 without the gateway, and one bbolt commit in the store's directory. Each
@@ -24,6 +24,10 @@ docs/performance.md for how to read the figures.
   single   1 actuator, 1 controller, one command at a time
   fleet    every controller owns an actuator and keeps --window commands
            in flight: 16 × 16 and 64 × 64, window 32
+  shared   16 and 64 controllers all command the same 16 actuators, each
+           command under a token of its own (applied, or stale), window
+           32; counts the answers delivered per command (--shared-answers:
+           on the shared result topics, as before reply topics)
   storm    16 scopes, a quarter with a flapping controller (9 stale
            commands in 10), window 8: the calm scopes' p99 with and without
   sdcard   the fleet (16 × 16) with every store commit slowed by
@@ -37,9 +41,10 @@ It starts an embedded MQTT broker unless --broker names one (the Raspberry
 Pi build has none: give --broker). On a Raspberry Pi, give --store-dir on
 the disk the real store uses (e.g. /var/lib/fencegate): the temporary
 directory may be in memory.`, minutes(bench.DefaultSoakDuration)))
-	profile := fs.String("profile", bench.All, "profiles to run, comma-separated: single, fleet, storm, sdcard or all; or soak, alone")
+	profile := fs.String("profile", bench.All, "profiles to run, comma-separated: single, fleet, shared, storm, sdcard or all; or soak, alone")
 	actuators := fs.Int("actuators", 0, fmt.Sprintf("actuators of every profile run (1 to %d; 0: the profile's)", bench.MaxActuators))
-	controllers := fs.Int("controllers", 0, "controllers of every profile run, one actuator each (0: one per actuator)")
+	controllers := fs.Int("controllers", 0, "controllers of every profile run, one actuator each but in shared (0: one per actuator; shared: 16 and 64)")
+	sharedAnswers := fs.Bool("shared-answers", false, "controllers name no reply topic: every answer goes to its actuator's shared result topic, to every controller listening there")
 	window := fs.Int("window", 0, "commands each controller keeps in flight (0: the profile's)")
 	commands := fs.Int("commands", 0, "commands of each measured phase, shared among its controllers (instead of --duration)")
 	duration := fs.Duration("duration", 0, fmt.Sprintf("length of each measured phase (default %v; the soak's: %s)", bench.DefaultDuration, minutes(bench.DefaultSoakDuration)))
@@ -70,7 +75,8 @@ directory may be in memory.`, minutes(bench.DefaultSoakDuration)))
 	}
 	o := bench.Options{Gateway: gw, Broker: *broker, StoreDir: *storeDir, Profiles: profiles,
 		Actuators: *actuators, Controllers: *controllers, Window: *window, Commands: *commands, Duration: *duration,
-		SampleInterval: *every, Warmup: *warmup, SDCardDelay: *sdDelay, CommitDelay: failpointsBuild, Version: versionNumber()}
+		SampleInterval: *every, Warmup: *warmup, SDCardDelay: *sdDelay, CommitDelay: failpointsBuild, Version: versionNumber(),
+		SharedAnswers: *sharedAnswers}
 	if err := benchUsage(o.Check()); err != nil {
 		return err
 	}

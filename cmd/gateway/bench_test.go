@@ -290,7 +290,7 @@ func TestBenchUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--profile", "ssd"}, `--profile "ssd": want single, fleet, storm, sdcard, soak or all`},
+		{[]string{"--profile", "ssd"}, `--profile "ssd": want single, fleet, shared, storm, sdcard, soak or all`},
 		{[]string{"--profile", "soak,all"}, "--profile soak,all: the soak runs alone"},
 		{[]string{"--profile", "single,soak"}, "--profile single,soak: the soak runs alone"},
 		{[]string{"--profile", "soak", "--commands", "1000"}, "--commands: the soak runs for a --duration (default 10m"},
