@@ -65,7 +65,11 @@ func TestEachControllerHearsItsOwnAnswers(t *testing.T) {
 	send := func(c *client.Client, id string) {
 		t.Helper()
 		tokn++
-		if _, err := c.Send(ctx, fence.Command{ID: id, Actuator: "pump", Fence: fence.Fence{Token: tokn}, State: fence.StateOn}); err != nil {
+		// Seconds, not the test's 30: an answer that goes elsewhere
+		// fails the test soon.
+		one, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := c.Send(one, fence.Command{ID: id, Actuator: "pump", Fence: fence.Fence{Token: tokn}, State: fence.StateOn}); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
 	}
