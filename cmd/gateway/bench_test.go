@@ -275,7 +275,7 @@ func TestBenchTable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("gateway bench: exit %d\n%s", code, out)
 	}
-	for _, want := range []string{"floors: broker round trip p50 ", "profile  act×ctl×win  applied/s  p50 ms", "single         1×1×1  ", "× (broker round trip + commit = "} {
+	for _, want := range []string{"floors: broker round trip p50 ", "profile  act×ctl×win  applied/s  answered/s  p50 ms", "single         1×1×1  ", "× (broker round trip + commit = "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("gateway bench prints no %q:\n%s", want, out)
 		}

@@ -95,7 +95,7 @@ func TestFsyncBeforeDrive(t *testing.T) {
 			if e.name == "read" && w.start < 0 {
 				w.start = e.n
 			}
-			if e.name == "write" && strings.Contains(e.args, "/result") && w.end < 0 {
+			if e.name == "write" && (strings.Contains(e.args, "/result") || strings.Contains(e.args, "/reply/")) && w.end < 0 { // the answer's publish
 				w.end = e.n
 			}
 		}
