@@ -204,7 +204,7 @@ func TestAcquireWaitsAgainWhenItsSessionExpires(t *testing.T) {
 	// Returning instead, while the holder holds, is wrong whatever it
 	// returns.
 	seen := time.Now()
-	grace, stop := context.WithTimeout(ctx, 5*time.Second)
+	grace, stop := context.WithTimeout(ctx, 2*time.Second)
 	requeued := make(chan error, 1)
 	go func() { requeued <- keysAppear(grace, cli, lease.Key(gw, "pump"), 2) }()
 	select {
@@ -214,7 +214,7 @@ func TestAcquireWaitsAgainWhenItsSessionExpires(t *testing.T) {
 	case err := <-requeued:
 		stop()
 		if err != nil {
-			t.Fatalf("no new key from the waiter within 5 s after its client saw its lease end: %v; want it to queue again at once", err)
+			t.Fatalf("no new key from the waiter within 2 s after its client saw its lease end: %v; want it to queue again at once", err)
 		}
 		t.Logf("the waiter queued again %v after its client saw its lease end", time.Since(seen))
 	}
