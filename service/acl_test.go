@@ -135,7 +135,7 @@ func TestBrokerACL(t *testing.T) {
 		claim := wire.Claim{Instance: "forged", Store: "elsewhere", Host: "forged-host", PID: 1, Started: time.Now().UTC()}
 		publish(t, ctlA, t1.Instance(), wire.EncodeClaim(claim), true)
 		ctlA.Publish(t, "pump", wire.EncodeCommand(cmd("a-3", "pump", 12, 0, fence.StateOn)), false)
-		res, conflict := awaitUnlessConflict(t, ctlA, "a-3", g1.info.HTTP)
+		res, conflict := awaitUnlessConflict(t, ctlA, "a-3", g1)
 		if conflict != "" {
 			t.Fatalf("%s took the claim ctl-a forged for another process's and stopped taking commands: %s", gw1, conflict)
 		}
@@ -182,23 +182,30 @@ func TestBrokerACL(t *testing.T) {
 	}
 }
 
-// awaitUnlessConflict waits for the answer to command id, unless the
-// gateway whose API is at addr says first that another process serves its
-// id (it then answers no command): it returns that conflict instead.
-func awaitUnlessConflict(t *testing.T, ctl *testctl.Controller, id, addr string) (fence.Result, string) {
+// awaitUnlessConflict waits for the answer to command id, unless gateway
+// g says first that another process serves its id (it then answers no
+// command, and stops): it returns what it said instead.
+func awaitUnlessConflict(t *testing.T, ctl *testctl.Controller, id string, g *gateway) (fence.Result, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testctl.Timeout)
 	defer cancel()
 	conflict := make(chan string, 1)
 	go func() {
-		for ctx.Err() == nil {
+		defer cancel()
+		for {
 			var st httpapi.Status
-			if err := httpapi.GetJSON(ctx, "http://"+addr+"/api/status", &st); err == nil && st.Broker.Conflict != "" {
+			if err := httpapi.GetJSON(ctx, "http://"+g.info.HTTP+"/api/status", &st); err == nil && st.Broker.Conflict != "" {
 				conflict <- st.Broker.Conflict
-				cancel()
 				return
 			}
-			time.Sleep(20 * time.Millisecond)
+			select {
+			case <-g.ended:
+				conflict <- "the gateway stopped"
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 	}()
 	res, err := ctl.Await(ctx, id)
