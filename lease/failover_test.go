@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -144,16 +145,10 @@ func TestLeaseAcrossLeaderFailover(t *testing.T) {
 // waitKeys waits until at least n keys exist under prefix+"/".
 func waitKeys(t *testing.T, ctx context.Context, cli *clientv3.Client, prefix string, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := cli.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err == nil && resp.Count >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fewer than %d keys under %s/ after 30 s (%v, %v)", n, prefix, resp, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := keysAppear(wctx, cli, prefix, n); err != nil {
+		t.Fatalf("after 30 s: %v", err)
 	}
 }
 
@@ -179,8 +174,9 @@ func TestAcquireWaitsAgainWhenItsSessionExpires(t *testing.T) {
 		err error
 	}
 	got := make(chan grant, 1)
+	waiter := dial(t, url)
 	go func() {
-		l, err := lease.Acquire(ctx, dial(t, url), opts)
+		l, err := lease.Acquire(ctx, waiter, opts)
 		got <- grant{l, err}
 	}()
 	waitKeys(t, ctx, cli, lease.Key(gw, "pump"), 2)
@@ -188,20 +184,40 @@ func TestAcquireWaitsAgainWhenItsSessionExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	revoked := 0
+	var revoked []clientv3.LeaseID
 	for _, kv := range resp.Kvs {
 		if string(kv.Key) != a.Key() {
 			if _, err := cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil {
 				t.Fatal(err)
 			}
-			revoked++
+			revoked = append(revoked, clientv3.LeaseID(kv.Lease))
 		}
 	}
-	if revoked != 1 {
-		t.Fatalf("revoked %d waiters' leases, want 1 (keys %v)", revoked, resp.Kvs)
+	if len(revoked) != 1 {
+		t.Fatalf("revoked %d waiters' leases, want 1 (keys %v)", len(revoked), resp.Kvs)
 	}
+	// The waiter's client has learned that its lease is gone: from here
+	// on, its session is over, and only its own few etcd requests stand
+	// between it and its new key.
+	keepAliveEnds(t, ctx, waiter, revoked[0])
 	// The waiter queues again while the holder still holds: a new key.
-	waitKeys(t, ctx, cli, lease.Key(gw, "pump"), 2)
+	// Returning instead, while the holder holds, is wrong whatever it
+	// returns.
+	seen := time.Now()
+	grace, stop := context.WithTimeout(ctx, 2*time.Second)
+	requeued := make(chan error, 1)
+	go func() { requeued <- keysAppear(grace, cli, lease.Key(gw, "pump"), 2) }()
+	select {
+	case g := <-got:
+		stop()
+		t.Fatalf("the waiter whose lease ran out returned while the holder holds (%v, %v); want it to queue again behind a new key", g.l, g.err)
+	case err := <-requeued:
+		stop()
+		if err != nil {
+			t.Fatalf("no new key from the waiter within 2 s after its client saw its lease end: %v; want it to queue again at once", err)
+		}
+		t.Logf("the waiter queued again %v after its client saw its lease end", time.Since(seen))
+	}
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -216,5 +232,39 @@ func TestAcquireWaitsAgainWhenItsSessionExpires(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the waiter was not granted within 60 s after the holder let go")
+	}
+}
+
+// keepAliveEnds waits until cli's keep-alive of lease id ends, as it does
+// when etcd answers that the lease is gone. cli multiplexes the keep-alives
+// of one lease: this one ends when a session's on the same client does.
+func keepAliveEnds(t *testing.T, ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) {
+	t.Helper()
+	kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ch, err := cli.KeepAlive(kctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range ch {
+	}
+	if kctx.Err() != nil {
+		t.Fatalf("the keep-alive of lease %x did not end within 30 s of its revocation", id)
+	}
+}
+
+// keysAppear waits until at least n keys exist under prefix+"/", or ctx
+// ends.
+func keysAppear(ctx context.Context, cli *clientv3.Client, prefix string, n int64) error {
+	for {
+		resp, err := cli.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil && resp.Count >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("fewer than %d keys under %s/ (%v, %v)", n, prefix, resp, err)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }

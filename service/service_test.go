@@ -40,6 +40,8 @@ type gateway struct {
 	cfg  *config.Config
 	info service.Info
 	stop func() error
+	// ended is closed when Run has returned, whatever ended it.
+	ended chan struct{}
 }
 
 // start runs a gateway in this process against broker, with its store in
@@ -60,10 +62,12 @@ func startConfig(t testing.TB, cfg *config.Config) *gateway {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan service.Info, 1)
 	done := make(chan error, 1)
+	g := &gateway{cfg: cfg, ended: make(chan struct{})}
 	go func() {
-		done <- service.Run(ctx, cfg, service.Options{Init: true, Ready: func(i service.Info) { ready <- i }})
+		err := service.Run(ctx, cfg, service.Options{Init: true, Ready: func(i service.Info) { ready <- i }})
+		close(g.ended)
+		done <- err
 	}()
-	g := &gateway{cfg: cfg}
 	var stopped bool
 	g.stop = func() error {
 		if stopped {

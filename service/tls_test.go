@@ -65,6 +65,15 @@ func TestBrokerTLS(t *testing.T) {
 		id := testenv.ID(t, "tls")
 		var log logBuffer
 		addr := runListening(t, tlsGateway(t, id, b.URL, tlsYAML, users["gateway"]), &log)
+		// With the right settings no attempt fails: a failed one is
+		// answer enough, without waiting for the online status.
+		waitFor(t, 20*time.Second, "taking commands over TLS", func() bool {
+			st := apiStatus(t, addr)
+			if st.Broker.Failures > 0 {
+				t.Fatalf("a connection attempt with the right settings failed: %s\n%s", st.Broker.LastError, log.String())
+			}
+			return st.Broker.Subscribed
+		})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		ctl, err := client.Dial(ctx, client.Options{Broker: b.URL, GatewayID: id, Username: "ctl", Password: users["ctl"],
@@ -97,7 +106,13 @@ func TestBrokerTLS(t *testing.T) {
 		t.Helper()
 		log = &logBuffer{}
 		addr = runListening(t, tlsGateway(t, testenv.ID(t, "tls"), url, tlsYAML, password), log)
-		waitFor(t, 15*time.Second, "two failed attempts", func() bool { return apiStatus(t, addr).Broker.Failures >= 2 })
+		waitFor(t, 15*time.Second, "two failed attempts", func() bool {
+			st := apiStatus(t, addr)
+			if st.Broker.Connected {
+				t.Fatalf("connected to the broker (%+v), want refused:\n%s", st.Broker, log.String())
+			}
+			return st.Broker.Failures >= 2
+		})
 		st := apiStatus(t, addr)
 		for _, w := range want {
 			if !strings.Contains(st.Broker.LastError, w) {

@@ -120,7 +120,7 @@ func testEtcdRestored(t *testing.T, after int) {
 	}
 	for _, want := range []string{why, "etcdutl snapshot restore --bump-revision", "docs/controllers.md"} {
 		if !strings.Contains(out, want) {
-			t.Errorf("gateway send after the plain restore does not say %q:\n%s", want, out)
+			t.Fatalf("gateway send after the plain restore does not say %q:\n%s", want, out)
 		}
 	}
 	if m, _ := boards.ReadLatch(latch); m["GPIO17"] != (after%2 == 0) {
