@@ -325,8 +325,32 @@ func TestSessionCommandsProveDelivery(t *testing.T) {
 		}
 	}
 	defer func() { testHookQueued, testHookOnConnect = nil, nil }()
+	// A probe is the contradiction: the broker drops it, and the link
+	// waits in vain. Another client sees it at once.
+	probed := make(chan string, 1)
+	watch := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(testenv.ID(t, "watch")))
+	if tok := watch.Connect(); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	defer watch.Disconnect(100)
+	if tok := watch.Subscribe(topics.Probe(), 0, func(_ mqtt.Client, m mqtt.Message) {
+		select {
+		case probed <- string(m.Payload()):
+		default:
+		}
+	}); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
 	h := &countHandler{}
-	l := startLink(t, Options{Broker: broker, ClientID: clientID, Topics: topics, Actuators: []string{"a"}, Store: "s"}, h)
+	l, ready := runLink(t, Options{Broker: broker, ClientID: clientID, Topics: topics, Actuators: []string{"a"}, Store: "s"}, h)
+	select {
+	case <-ready:
+	case p := <-probed:
+		t.Fatalf("the link published a probe (%s) although %d commands came on its connection before the connect handler: they prove delivery, and the broker, its queue full, drops the probe (status %+v)",
+			p, queued.Load(), l.Status())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the link did not take commands within 20 s (status %+v)", l.Status())
+	}
 	for deadline := time.Now().Add(20 * time.Second); h.distinct() < 4; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d commands handled within 20 s; status %+v", h.distinct(), l.Status())
