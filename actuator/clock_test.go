@@ -36,8 +36,10 @@ func (c *manualClock) Now() time.Time {
 }
 
 // Advance moves the clock d on: the timers due run (each in a goroutine
-// of its own, as time.AfterFunc's), and the sleeps due return.
-func (c *manualClock) Advance(d time.Duration) {
+// of its own, as time.AfterFunc's), and the sleeps due return. The
+// channel it returns is closed once those timers' functions returned; it
+// is nil if none was due.
+func (c *manualClock) Advance(d time.Duration) <-chan struct{} {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	var due []func()
@@ -56,9 +58,23 @@ func (c *manualClock) Advance(d time.Duration) {
 		}
 	}
 	c.mu.Unlock()
-	for _, f := range due {
-		go f()
+	if len(due) == 0 {
+		return nil
 	}
+	var wg sync.WaitGroup
+	for _, f := range due {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	ran := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(ran)
+	}()
+	return ran
 }
 
 // Sleep returns once a test advanced the clock by d; with auto, it

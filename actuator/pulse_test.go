@@ -125,11 +125,21 @@ func (r *pulseRig) drivesOf(pin string) []pinDrive {
 }
 
 // waitPulse waits until door's recorded pulse has status; to see a
-// running pulse done, it first advances the clock by its width.
+// running pulse done, it first advances the clock by its width, and once
+// the pulse's end has run (the rigs that call it arm no other timer), its
+// record must say done at once.
 func (r *pulseRig) waitPulse(t *testing.T, status string) fence.Output {
 	t.Helper()
+	ended := false
 	if out, err := r.bank.Output("door"); err == nil && out.Pulse != nil && out.Pulse.Status == fence.PulseRunning && status == fence.PulseDone {
-		r.clock.Advance(out.Pulse.Width)
+		if ran := r.clock.Advance(out.Pulse.Width); ran != nil { // else its end is already under way
+			select {
+			case <-ran:
+				ended = true
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the end of door's pulse %+v did not return within 10 s", out.Pulse)
+			}
+		}
 	}
 	deadline := time.After(10 * time.Second)
 	for {
@@ -139,6 +149,9 @@ func (r *pulseRig) waitPulse(t *testing.T, status string) fence.Output {
 		}
 		if out.Pulse != nil && out.Pulse.Status == status {
 			return out
+		}
+		if ended {
+			t.Fatalf("the end of door's pulse has run, and its pulse is recorded %+v, want it %s", out.Pulse, status)
 		}
 		select {
 		case <-r.changed:

@@ -1,9 +1,12 @@
 package mqttlink
 
 import (
+	"bytes"
 	"context"
+	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,16 +105,34 @@ func TestRetainedCommandRefused(t *testing.T) {
 // not decide (it stopped first) is not acknowledged, so the broker
 // delivers it again to the next process, from the session, right after its
 // connect: before that process subscribes. A hook holds the next process
-// until the command is in its actuator's queue (or 10 s): a link that
-// acknowledged commands before deciding them, or that had no handler for
-// messages on topics it has not subscribed to yet (paho drops those), would
-// lose it, and the core would get the next command first.
+// until the command is in its actuator's queue: a link that acknowledged
+// commands before deciding them, or that had no handler for messages on
+// topics it has not subscribed to yet (paho drops those), would lose it,
+// and the core would get the next commands first. The hook knows at once
+// when it is lost: u-m, queued behind u-1 in the first process and never
+// taken, comes from the session after it; once the next process has read
+// u-m from its connection, u-1 is queued within deliveryGrace or never.
 func TestUndecidedCommandDeliveredAgain(t *testing.T) {
 	broker := testenv.Mosquitto(t)
 	topics := wire.Topics{GatewayID: testenv.ID(t, "undecided")}
 	opts := Options{Broker: broker, Topics: topics, Actuators: []string{"a"}, Store: "s"}
 	ctl := testctl.Connect(t, broker, topics)
 
+	// u-1 is queued once in each process, u-m at least in the first.
+	var u1 atomic.Int32
+	queued, markerQueued := make(chan struct{}), make(chan struct{})
+	var markerOnce sync.Once
+	testHookQueued = func(_ string, payload []byte) {
+		switch idOf(payload) {
+		case "u-1":
+			if u1.Add(1) == 2 {
+				close(queued)
+			}
+		case "u-m":
+			markerOnce.Do(func() { close(markerQueued) })
+		}
+	}
+	t.Cleanup(func() { testHookQueued, testHookEstablish, testHookConn = nil, nil, nil }) // after the links stop
 	taken := make(chan struct{})
 	first := newLogHandler()
 	first.before["u-1"] = func(ctx context.Context) error {
@@ -126,30 +147,67 @@ func TestUndecidedCommandDeliveredAgain(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("u-1 did not reach the core within 20 s")
 	}
+	marker := wire.EncodeCommand(command("u-m", 2))
+	ctl.Publish(t, "a", marker, false)
+	select {
+	case <-markerQueued:
+	case <-time.After(20 * time.Second):
+		t.Fatal("u-m was not queued behind u-1 within 20 s")
+	}
 	if err, _ := a.stop(t, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 
-	queued := make(chan struct{})
-	var once sync.Once
-	testHookQueued = func(_ string, payload []byte) {
-		if idOf(payload) == "u-1" {
-			once.Do(func() { close(queued) })
-		}
+	markerRead := make(chan struct{})
+	var readOnce sync.Once
+	testHookConn = func(c net.Conn) net.Conn {
+		return &readWatch{Conn: c, want: marker, seen: func() { readOnce.Do(func() { close(markerRead) }) }}
 	}
 	testHookEstablish = func(int) {
 		select {
 		case <-queued:
+			return
+		case <-markerRead:
 		case <-time.After(10 * time.Second):
+			return
+		}
+		select {
+		case <-queued:
+		case <-time.After(deliveryGrace):
 		}
 	}
-	t.Cleanup(func() { testHookQueued, testHookEstablish = nil, nil }) // after the link stops
 	second := newLogHandler()
 	startLink(t, opts, second)
-	ctl.Publish(t, "a", wire.EncodeCommand(command("u-2", 2)), false)
-	if ids := second.waitFor(t, "u-2"); !slices.Equal(ids, []string{"u-1", "u-2"}) {
-		t.Errorf("the next process's core got %v, want [u-1 u-2]: u-1, taken but not decided, was lost", ids)
+	ctl.Publish(t, "a", wire.EncodeCommand(command("u-2", 3)), false)
+	if ids := second.waitFor(t, "u-2"); !slices.Equal(ids, []string{"u-1", "u-m", "u-2"}) {
+		t.Errorf("the next process's core got %v, want [u-1 u-m u-2]: u-1, taken but not decided, was lost", ids)
 	}
+}
+
+// deliveryGrace bounds how long after the link read a command from its
+// connection paho may take to hand it to the link.
+const deliveryGrace = 2 * time.Second
+
+// readWatch is a connection that calls seen once what it has read holds
+// want.
+type readWatch struct {
+	net.Conn
+	want []byte
+	seen func()
+	mu   sync.Mutex
+	read []byte
+}
+
+func (c *readWatch) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.read = append(c.read, p[:n]...)
+	found := bytes.Contains(c.read, c.want)
+	c.mu.Unlock()
+	if found {
+		c.seen()
+	}
+	return n, err
 }
 
 // TestActuatorOrder: one actuator's commands are decided in the order they

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,8 +173,8 @@ func (h *countHandler) Reject(c fence.Command, reason string, err error) fence.R
 
 // queuedInSession makes the persistent session of a gateway that went
 // down (its subscription, client id "fencegate-<id>") and publishes n
-// commands for its actuator "a" into it, seqs 1 to n.
-func queuedInSession(t *testing.T, broker, name string, n int) (wire.Topics, string) {
+// commands for its actuator into it, seqs 1 to n.
+func queuedInSession(t *testing.T, broker, name, actuator string, n int) (wire.Topics, string) {
 	t.Helper()
 	id := testenv.ID(t, name)
 	topics := wire.Topics{GatewayID: id}
@@ -187,7 +189,7 @@ func queuedInSession(t *testing.T, broker, name string, n int) (wire.Topics, str
 	gw.Disconnect(100)
 	ctl := testctl.Connect(t, broker, topics)
 	for i := 1; i <= n; i++ {
-		ctl.Publish(t, "a", wire.EncodeCommand(fence.Command{ID: fmt.Sprint(i), Actuator: "a",
+		ctl.Publish(t, actuator, wire.EncodeCommand(fence.Command{ID: fmt.Sprint(i), Actuator: actuator,
 			Fence: fence.Fence{Token: 1, Seq: uint64(i)}, State: fence.StateOn}), false)
 	}
 	return topics, clientID
@@ -200,25 +202,37 @@ func queuedInSession(t *testing.T, broker, name string, n int) (wire.Topics, str
 // backlog that only empties once it does. The commands it dropped come
 // again, without any resend: once its backlog is empty the link
 // reconnects to receive them (before, they waited for a reconnect that
-// might never come, and their controllers for answers).
+// might never come, and their controllers for answers). A link that has
+// dropped commands, and decided every one it queued, without closing its
+// connection within refetchGrace fails at once, not at the deadline.
 func TestFullQueueDoesNotStall(t *testing.T) {
 	const n = 20
 	// t.Cleanup, not defer: the subtests run in parallel, after this
 	// function returns.
 	was := backlogBytes
-	t.Cleanup(func() { backlogBytes = was })
+	t.Cleanup(func() { backlogBytes, testHookQueued = was, nil })
 	backlogBytes = 6 * (msgOverhead + 150) // about 6 of these commands
-	for bname, start := range testenv.Brokers() {
+	// Each subtest's link has an actuator of its own, named for its
+	// broker, by which the hook counts the commands it queued.
+	brokers := testenv.Brokers()
+	queued := map[string]*atomic.Int64{}
+	for bname := range brokers {
+		queued[bname] = new(atomic.Int64)
+	}
+	testHookQueued = func(name string, _ []byte) {
+		if q := queued[name]; q != nil {
+			q.Add(1)
+		}
+	}
+	for bname, start := range brokers {
 		t.Run(bname, func(t *testing.T) {
-			// A link that stalls is seen only when the deadline below
-			// passes: the brokers wait it out together, not one after
-			// the other (make mutants runs this test 3 times).
 			t.Parallel()
 			broker := start(t)
-			topics, clientID := queuedInSession(t, broker, "full", n)
+			topics, clientID := queuedInSession(t, broker, "full", bname, n)
 			h := &countHandler{}
+			drops := &countLogs{prefix: "commands dropped", n: new(atomic.Int64)}
 			ready := make(chan struct{}, 1)
-			l := New(Options{Broker: broker, ClientID: clientID, Topics: topics, Actuators: []string{"a"}, Store: "s",
+			l := New(Options{Broker: broker, ClientID: clientID, Topics: topics, Actuators: []string{bname}, Store: "s", Logger: slog.New(drops),
 				Ready: func() {
 					select {
 					case ready <- struct{}{}:
@@ -241,7 +255,22 @@ func TestFullQueueDoesNotStall(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatalf("the link did not take commands within 20 s (%d handled; status %+v)", h.n.Load(), l.Status())
 			}
+			var idle time.Time // since when the link holds nothing but dropped commands, before it first reconnects
 			for deadline := time.Now().Add(30 * time.Second); h.distinct() < n; time.Sleep(10 * time.Millisecond) {
+				// Queued before decided: the worker decides them in order,
+				// so equal counts mean every one queued was decided.
+				q := queued[bname].Load()
+				st := l.Status()
+				if drops.n.Load() > 0 && h.n.Load() == q && st.Connects == 1 && st.Connected {
+					if idle.IsZero() {
+						idle = time.Now()
+					} else if time.Since(idle) > refetchGrace {
+						t.Fatalf("the link dropped commands, decided the %d it queued, and did not close its connection to receive the dropped ones again within %v (%d of %d handled; status %+v)",
+							q, refetchGrace, h.distinct(), n, st)
+					}
+				} else {
+					idle = time.Time{}
+				}
 				if time.Now().After(deadline) {
 					t.Fatalf("%d of the %d commands queued in the session handled within 30 s (status %+v)", h.distinct(), n, l.Status())
 				}
@@ -250,6 +279,28 @@ func TestFullQueueDoesNotStall(t *testing.T) {
 		})
 	}
 }
+
+// refetchGrace bounds how long after its last command is decided a link
+// whose backlog dropped commands may take to close its connection: it
+// answers and acknowledges that command, then closes it at once.
+const refetchGrace = 2 * time.Second
+
+// countLogs is a log handler that counts the records whose message starts
+// with prefix.
+type countLogs struct {
+	prefix string
+	n      *atomic.Int64
+}
+
+func (c *countLogs) Enabled(context.Context, slog.Level) bool { return true }
+func (c *countLogs) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, c.prefix) {
+		c.n.Add(1)
+	}
+	return nil
+}
+func (c *countLogs) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *countLogs) WithGroup(string) slog.Handler      { return c }
 
 // TestSessionCommandsProveDelivery: commands the broker delivers from the
 // gateway's session as soon as it reconnects prove that it delivers
@@ -264,7 +315,7 @@ func TestSessionCommandsProveDelivery(t *testing.T) {
 	// A window of 4 unacknowledged messages and a queue of 4 behind it:
 	// the rest of the 20 commands, and the probe, are dropped.
 	broker := testenv.MosquittoConf(t, "allow_anonymous true\npersistence false\nmax_inflight_messages 4\nmax_queued_messages 4\n")
-	topics, clientID := queuedInSession(t, broker, "proof", 20)
+	topics, clientID := queuedInSession(t, broker, "proof", "a", 20)
 	// paho runs the connect handler after the session's commands are in.
 	var queued atomic.Int32
 	testHookQueued = func(string, []byte) { queued.Add(1) }
@@ -274,8 +325,32 @@ func TestSessionCommandsProveDelivery(t *testing.T) {
 		}
 	}
 	defer func() { testHookQueued, testHookOnConnect = nil, nil }()
+	// A probe is the contradiction: the broker drops it, and the link
+	// waits in vain. Another client sees it at once.
+	probed := make(chan string, 1)
+	watch := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(testenv.ID(t, "watch")))
+	if tok := watch.Connect(); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	defer watch.Disconnect(100)
+	if tok := watch.Subscribe(topics.Probe(), 0, func(_ mqtt.Client, m mqtt.Message) {
+		select {
+		case probed <- string(m.Payload()):
+		default:
+		}
+	}); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
 	h := &countHandler{}
-	l := startLink(t, Options{Broker: broker, ClientID: clientID, Topics: topics, Actuators: []string{"a"}, Store: "s"}, h)
+	l, ready := runLink(t, Options{Broker: broker, ClientID: clientID, Topics: topics, Actuators: []string{"a"}, Store: "s"}, h)
+	select {
+	case <-ready:
+	case p := <-probed:
+		t.Fatalf("the link published a probe (%s) although %d commands came on its connection before the connect handler: they prove delivery, and the broker, its queue full, drops the probe (status %+v)",
+			p, queued.Load(), l.Status())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the link did not take commands within 20 s (status %+v)", l.Status())
+	}
 	for deadline := time.Now().Add(20 * time.Second); h.distinct() < 4; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d commands handled within 20 s; status %+v", h.distinct(), l.Status())

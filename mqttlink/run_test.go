@@ -17,6 +17,19 @@ type testLink struct {
 // takes commands. It is stopped when t ends, if the test did not stop it.
 func startLink(t *testing.T, o Options, h Handler) *testLink {
 	t.Helper()
+	r, ready := runLink(t, o, h)
+	select {
+	case <-ready:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the link did not take commands within 20 s (status %+v)", r.Status())
+	}
+	return r
+}
+
+// runLink runs a link as startLink does, without waiting: ready receives
+// each time it begins to take commands.
+func runLink(t *testing.T, o Options, h Handler) (*testLink, <-chan struct{}) {
+	t.Helper()
 	ready := make(chan struct{}, 1)
 	o.Ready = func() {
 		select {
@@ -35,12 +48,7 @@ func startLink(t *testing.T, o Options, h Handler) *testLink {
 			t.Error("Run did not return within 20 s of the stop")
 		}
 	})
-	select {
-	case <-ready:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the link did not take commands within 20 s (status %+v)", r.Status())
-	}
-	return r
+	return r, ready
 }
 
 // stop stops the link and returns Run's error and how long the stop took;

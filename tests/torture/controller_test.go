@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/wire"
 )
 
 // actuator is one of the torture gateway's actuators.
@@ -56,11 +57,17 @@ const (
 	onceWait      = 5 * time.Second
 )
 
+// statusWait bounds how long a controller waits to see the gateway's
+// status the harness asks about.
+const statusWait = 60 * time.Second
+
 // controllerMain is a controller process: it sends commands until its
 // standard input closes, then finishes the commands it is sending and
 // exits. Each line "now" on its standard input makes it send one more
 // command at once, besides the one it may be waiting for: a new lease's
-// fence-only command. Each command and each answer goes to its log (JSON
+// fence-only command. A line "online" or "offline" makes it log when its
+// client has seen the gateway's status be that (see harness.awaitSeen).
+// Each command, each answer and each such status goes to its log (JSON
 // lines).
 func controllerMain() int {
 	if err := runController(); err != nil {
@@ -135,11 +142,20 @@ func runController() error {
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
 		for sc.Scan() {
-			if sc.Text() == "now" {
+			switch line := sc.Text(); line {
+			case "now":
 				extras.Add(1)
 				go func() {
 					defer extras.Done()
 					send("now", p.lease())
+				}()
+			case wire.StatusOnline, wire.StatusOffline:
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), statusWait)
+					defer cancel()
+					if cl.WaitStatus(ctx, line) == nil {
+						write(logLine{Ev: "status", T: now(), Status: line})
+					}
 				}()
 			}
 		}

@@ -5,7 +5,9 @@
 // at random moments and started again. After every cycle the test checks
 // that no fence went back, that every command answered applied is
 // covered by the recorded fence, that the outputs equal the recorded
-// states after reconciliation and that no command was lost; at the end
+// states after reconciliation, that after a clean stop the controllers
+// that resend publish again the commands they wait for as soon as they
+// see the gateway online, and that no command was lost; at the end
 // it checks the whole history of commands and answers for
 // linearizability with porcupine, each scope a fenced register.
 //

@@ -79,15 +79,17 @@ func (a answer) String() string {
 	return fmt.Sprintf("%s at %s, %s", s, a.Fence, a.State)
 }
 
-// logLine is a line of a controller's log: a command sent ("call"), or
-// the end of its Send ("ret"), with the answer if there was one.
+// logLine is a line of a controller's log: a command sent ("call"), the
+// end of its Send ("ret"), with the answer if there was one, or the
+// gateway's status as its client has seen it ("status").
 type logLine struct {
-	Ev   string   `json:"ev"`
-	Ctl  int      `json:"ctl"`
-	Op   int      `json:"op"`
-	T    int64    `json:"t"` // now()
-	Kind string   `json:"kind,omitempty"`
-	Cmd  *command `json:"cmd,omitempty"`
-	Res  *answer  `json:"res,omitempty"`
-	Err  string   `json:"err,omitempty"`
+	Ev     string   `json:"ev"`
+	Ctl    int      `json:"ctl"`
+	Op     int      `json:"op"`
+	T      int64    `json:"t"` // now()
+	Kind   string   `json:"kind,omitempty"`
+	Cmd    *command `json:"cmd,omitempty"`
+	Res    *answer  `json:"res,omitempty"`
+	Err    string   `json:"err,omitempty"`
+	Status string   `json:"status,omitempty"`
 }

@@ -208,8 +208,9 @@ type ctlProc struct {
 	log    string
 	stderr bytes.Buffer
 	done   chan struct{}
-	read   int64       // how much of the log ops has read
-	ops    map[int]*op // its commands, by number
+	read   int64            // how much of the log ops has read
+	ops    map[int]*op      // its commands, by number
+	saw    map[string]int64 // when it last logged that it saw each gateway status
 }
 
 func (h *harness) startControllers() {
@@ -326,13 +327,112 @@ func (h *harness) cycle(n int) {
 		h.checkRestart(n)
 	}
 	time.Sleep(time.Duration(200+h.rng.IntN(1300)) * time.Millisecond) // the load runs
-	h.stopGateway(n%4 == 1)
+	clean := n%4 == 1
+	h.stopGateway(clean)
 	h.checkStopped(n)
+	if clean {
+		h.awaitSeen(n, wire.StatusOffline, h.downs[len(h.downs)-1].at)
+	}
 	h.awaitSentWhileDown(n)
 	time.Sleep(time.Duration(h.rng.IntN(400)) * time.Millisecond) // commands queue (or are dropped, after a clean stop)
 	h.startGateway()
 	h.checkRestart(n)
+	if clean {
+		h.checkResent(n)
+	}
 	h.checkAnswered(n, h.downs[len(h.downs)-1].at)
+}
+
+// seenWait bounds awaitSeen.
+const seenWait = 30 * time.Second
+
+// awaitSeen asks every controller that resends to log when its client
+// has seen the gateway's status be status, and waits until each has,
+// after after. It returns when each saw it.
+func (h *harness) awaitSeen(n int, status string, after int64) map[int]int64 {
+	h.t.Helper()
+	for _, c := range h.ctls {
+		if c.resend {
+			io.WriteString(c.stdin, status+"\n")
+		}
+	}
+	deadline := time.Now().Add(seenWait)
+	for {
+		h.ops()
+		seen := map[int]int64{}
+		var missing []string
+		for _, c := range h.ctls {
+			if !c.resend {
+				continue
+			}
+			if t := c.saw[status]; t > after {
+				seen[c.idx] = t
+			} else {
+				missing = append(missing, strconv.Itoa(c.idx))
+			}
+		}
+		if len(missing) == 0 {
+			return seen
+		}
+		if time.Now().After(deadline) {
+			h.fatalf("cycle %d: controllers %s did not see the gateway %s within %v", n, strings.Join(missing, ", "), status, seenWait)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// resendGrace bounds how long a controller that saw the gateway come
+// online may take to publish again the commands it waits for: its client
+// wakes them when it takes the status, before it says it saw it.
+const resendGrace = 2 * time.Second
+
+// checkResent checks, after a clean stop and the restart, that every
+// controller that resends, once it saw the gateway online, published
+// again each command it was still waiting for (or had its answer): the
+// broker dropped those published while the gateway was away, its
+// subscription removed, and only a resend brings them to it. Each such
+// controller sent one while the gateway was down (awaitSentWhileDown), so
+// a controller that never resends fails here, not at checkAnswered's
+// deadline.
+func (h *harness) checkResent(n int) {
+	h.t.Helper()
+	started := h.gw.started
+	seen := h.awaitSeen(n, wire.StatusOnline, started)
+	var waiting []*op
+	last := int64(0)
+	for _, op := range h.ops() {
+		if t, ok := seen[op.ctl]; ok && op.call < t && (op.ret == 0 || op.ret > t) {
+			waiting = append(waiting, op)
+			last = max(last, t)
+		}
+	}
+	resent := func(op *op) bool {
+		return len(h.obs.answersOf(op.cmd.key())) > 0 ||
+			slices.ContainsFunc(h.obs.copiesOf(op.cmd.key()), func(t int64) bool { return t > started })
+	}
+	synced := false
+	for {
+		waiting = slices.DeleteFunc(waiting, resent)
+		if len(waiting) == 0 {
+			return
+		}
+		if synced {
+			break
+		}
+		if now() > last+int64(resendGrace) {
+			h.obs.sync(h.t) // what the controllers published by now has reached the observer
+			synced = true
+			continue
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var b strings.Builder
+	for _, op := range waiting[:min(len(waiting), 10)] {
+		fmt.Fprintf(&b, "\n  controller %d: %s, sent %.3f s before the gateway started, %d copies published, all before",
+			op.ctl, op.cmd, float64(started-op.call)/1e9, len(h.obs.copiesOf(op.cmd.key())))
+	}
+	h.fatalf("cycle %d: %d commands that resending controllers were waiting for when they saw the gateway come online were not published again within %v:%s",
+		n, len(waiting), resendGrace, b.String())
 }
 
 // sentWhileDownWait bounds awaitSentWhileDown.
@@ -703,6 +803,11 @@ func (h *harness) ops() []*op {
 				if o := c.ops[l.Op]; o != nil {
 					o.ret, o.res, o.err = l.T, l.Res, l.Err
 				}
+			case "status":
+				if c.saw == nil {
+					c.saw = map[string]int64{}
+				}
+				c.saw[l.Status] = l.T
 			}
 		}
 	}
