@@ -156,10 +156,16 @@ func TestAuditCLI(t *testing.T) {
 // waitOutput waits until p's output contains text.
 func waitOutput(t *testing.T, p *proc, text string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	waitOutputWithin(t, p, text, 20*time.Second)
+}
+
+// waitOutputWithin is waitOutput for text that must follow within d.
+func waitOutputWithin(t *testing.T, p *proc, text string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !strings.Contains(p.output(), text) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no %q within 20 s:\n%s", text, p.output())
+			t.Fatalf("no %q within %v:\n%s", text, d, p.output())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

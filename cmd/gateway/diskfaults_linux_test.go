@@ -32,6 +32,22 @@ func waitExit(t *testing.T, p *proc, d time.Duration, what string) int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
+// waitOutputOrExit waits until p's log holds text or p has exited.
+func waitOutputOrExit(t *testing.T, p *proc, text string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(p.output(), text) {
+		select {
+		case <-p.done:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within 20 s, and the gateway runs on:\n%s", text, p.output())
+		}
+	}
+}
+
 // pumpHigh reads the pump's latch level (GPIO17).
 func pumpHigh(t *testing.T, dir string) bool {
 	t.Helper()
@@ -316,7 +332,10 @@ func TestStoreGoneWhileRunning(t *testing.T) {
 					t.Error("the output moved for a command whose store was gone")
 				}
 			}
-			code := waitExit(t, p, 10*time.Second, "store "+how)
+			// The gateway logs that it stops, then stops: once the line
+			// is there its exit must follow within a short grace.
+			waitOutputOrExit(t, p, stoppedLine)
+			code := waitExit(t, p, 3*time.Second, "store "+how+", after the log said it stops")
 			if code != exitFailure || !strings.Contains(p.output(), stoppedLine) || !strings.Contains(p.output(), "was "+word) {
 				t.Fatalf("gateway with its store %s: exit %d, want %d and a log line saying the store was %s:\n%s", how, code, exitFailure, word, p.output())
 			}

@@ -35,9 +35,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "gateway")
-	out, err := exec.Command("go", "build", "-tags", "failpoints", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build gateway: %v\n%s", err, out)
+	// The link is kept here (.gitignore ignores *.test) for the next run.
+	if err := testenv.GoBuild("gateway-failpoints.test", binary, "-tags", "failpoints", "."); err != nil {
+		fmt.Fprintf(os.Stderr, "build gateway: %v\n", err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -371,15 +371,44 @@ func TestCrashBetweenFsyncAndDrive(t *testing.T) {
 // refused) fails the test instead of hanging it.
 const cliTimeout = 20 * time.Second
 
+// startedLine is what gateway run logs once it has taken over its outputs:
+// past every check at start. A `gateway run` of runCLI is one meant to
+// refuse at start, so this line fails the test at once, not at
+// cliTimeout.
+const startedLine = "outputs reconciled"
+
 func runCLI(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	var out bytes.Buffer
+	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = time.Second
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+	started := false
+wait:
+	for {
+		select {
+		case err = <-exited:
+			break wait
+		case <-tick.C:
+			if !started && len(args) > 0 && args[0] == "run" && strings.Contains(out.String(), startedLine) {
+				started = true
+				cancel()
+			}
+		}
+	}
+	if started {
+		t.Fatalf("gateway %v started (it logged %q) where it should have refused:\n%s", args, startedLine, out.String())
+	}
 	if ctx.Err() != nil {
 		t.Fatalf("gateway %v did not exit within %v (was it meant to refuse, and started instead?):\n%s", args, cliTimeout, out.String())
 	}
@@ -390,6 +419,25 @@ func runCLI(t *testing.T, args ...string) (string, int) {
 		t.Fatal(err)
 	}
 	return out.String(), code
+}
+
+// lockedBuffer is a bytes.Buffer that a command writes while the test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestCLIConfigErrors checks what gateway check prints for a broken

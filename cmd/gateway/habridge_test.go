@@ -114,8 +114,10 @@ func TestHABridge(t *testing.T) {
 		t.Fatalf("intruder: %+v", res)
 	}
 	again := press("on", 3)
+	// The outcome is the bridge's last word on this press, and what
+	// follows counts on its lease: a wrong one fails now.
 	if again.Outcome != fence.Applied || again.Token <= on.Token+1 {
-		t.Errorf("on after another controller raised the fence to %d/0: %+v; want applied with a higher token", on.Token+1, again)
+		t.Fatalf("on after another controller raised the fence to %d/0: %+v; want applied with a higher token", on.Token+1, again)
 	}
 	if !strings.Contains(bridge.output(), "stale: another controller took the scope") {
 		t.Errorf("the bridge's log does not say it was stale:\n%s", bridge.output())

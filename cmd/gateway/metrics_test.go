@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -95,6 +96,23 @@ func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
 		t.Fatalf("GET /metrics: %v", err)
 	}
 	return mfs
+}
+
+// waitMetric waits until the gateway's API at addr shows want for the
+// series of name whose labels include labels.
+func waitMetric(t *testing.T, addr, name string, labels map[string]string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := value(scrape(t, addr), name, labels)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s%v = %v after 20 s, want %v", name, labels, got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // find returns the series of name whose labels include labels.

@@ -12,6 +12,7 @@ import (
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
+	"github.com/fencegate/fencegate/tests/testctl"
 	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/wire"
 )
@@ -72,6 +73,10 @@ func TestResendAfterSessionLost(t *testing.T) {
 	}
 	m.Stop(t, syscall.SIGKILL) // the session, and the command in it, are lost
 	m.Start(t)
+	// A witness subscribed before the gateway restarts hears the answers
+	// to the client's resends: once it has one, the client must have it
+	// too, within a short grace, or it is not listening.
+	witness := testctl.Connect(t, m.URL, wire.Topics{GatewayID: gatewayID(t)})
 
 	p = startProc(t, nil, "run", "--config", cfg, "--log-level", "warn")
 	waitAPI(t, httpAddr, p)
@@ -80,6 +85,12 @@ func TestResendAfterSessionLost(t *testing.T) {
 	case a = <-answered:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no answer within 30 s of the restart: the client did not resend after the broker lost the command\n%s", p.output())
+	case <-witnessed(witness, cmd.ID, 30*time.Second):
+		select {
+		case a = <-answered:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("the gateway answered the resend, but the client did not hear it: it did not subscribe again after the reconnect\n%s", p.output())
+		}
 	}
 	if a.err != nil || a.res.Outcome != fence.Duplicate || a.res.Fence != cmd.Fence || a.res.State != fence.StateOn {
 		t.Fatalf("answer = %+v, %v; want duplicate at %s, on", a.res, a.err, cmd.Fence)
@@ -88,4 +99,15 @@ func TestResendAfterSessionLost(t *testing.T) {
 	if st.Drives == nil || *st.Drives != 1 || st.Level != "high" {
 		t.Errorf("pump after the answer: level %q, driven %v times since the restart; want high, driven once (at start, to the recorded state)", st.Level, st.Drives)
 	}
+}
+
+// witnessed is closed once ctl hears an answer with the given id within d.
+func witnessed(ctl *testctl.Controller, id string, d time.Duration) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		if _, ok := ctl.TryResult(id, d); ok {
+			close(ch)
+		}
+	}()
+	return ch
 }

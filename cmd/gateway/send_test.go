@@ -159,6 +159,7 @@ func processState(pid int) string {
 // SIGCONT and publishes. A must be answered stale and the latch must show
 // B's state, every time.
 func TestPausedControllerWithEtcd(t *testing.T) {
+	t.Parallel() // long (20 leases run out); nothing shared with the other tests
 	etcd := testenv.Etcd(t)
 	broker := testenv.EmbeddedBroker(t)
 	latch := gatewayProc(t, broker)

@@ -111,12 +111,13 @@ func (n *notifySocket) texts() []string {
 // pings (logging why) while a scope is held without progress, or while a
 // store commit does not return; it says STOPPING=1 when stopped.
 func TestSystemdNotify(t *testing.T) {
-	start := func(t *testing.T, watchdog time.Duration, env ...string) (*notifySocket, *proc, *testctl.Controller, string) {
+	start := func(t *testing.T, watchdog time.Duration, env ...string) (*notifySocket, *proc, *testctl.Controller, string, string) {
 		t.Helper()
 		n := listenNotify(t)
 		broker := testenv.EmbeddedBroker(t)
 		id := gatewayID(t)
-		cfg := writeConfigWith(t, t.TempDir(), id, broker, "", "actuators:\n  - {name: pump, pin: GPIO17}\n")
+		httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+		cfg := writeConfigWith(t, t.TempDir(), id, broker, httpAddr, "actuators:\n  - {name: pump, pin: GPIO17}\n")
 		env = append(env, "NOTIFY_SOCKET="+n.path, fmt.Sprintf("WATCHDOG_USEC=%d", watchdog.Microseconds()))
 		before := time.Now()
 		p := startProc(t, env, "run", "--config", cfg, "--init", "--log-level", "info")
@@ -129,7 +130,7 @@ func TestSystemdNotify(t *testing.T) {
 			t.Errorf("READY=1 before the outputs were reconciled:\n%s", p.output())
 		}
 		ctl.WaitStatus(t, "online")
-		return n, p, ctl, id
+		return n, p, ctl, id, httpAddr
 	}
 
 	t.Run("status follows the broker", func(t *testing.T) {
@@ -149,17 +150,20 @@ func TestSystemdNotify(t *testing.T) {
 	})
 
 	t.Run("stuck scope", func(t *testing.T) {
-		n, p, ctl, id := start(t, time.Second, "FENCEGATE_HANG_AFTER_COMMIT=2")
+		n, p, ctl, id, httpAddr := start(t, time.Second, "FENCEGATE_HANG_AFTER_COMMIT=2")
 		n.wait(t, time.Now(), "WATCHDOG=1")
 		n.wait(t, time.Now(), "WATCHDOG=1")
 		if res := ctl.Send(t, fence.Command{ID: id + "-1", Actuator: "pump", Fence: fence.Fence{Token: 5}, State: fence.StateOn}); res.Outcome != fence.Applied {
 			t.Fatalf("first command: %+v", res)
 		}
 		ctl.Publish(t, "pump", wire.EncodeCommand(fence.Command{ID: id + "-2", Actuator: "pump", Fence: fence.Fence{Token: 5, Seq: 1}, State: fence.StateOff}), false)
-		// The stall limit is half the interval (0.5 s): the gateway says
-		// when it stops the pings, and from one check (0.5 s) later none
-		// may come while the scope hangs.
-		waitOutput(t, p, "scope pump has been held")
+		// The second command hangs right after its commit: once the
+		// scope's fence shows it, the stall limit (half the interval, 0.5
+		// s) and a check (0.5 s) later the gateway says it stops the
+		// pings, and from one check later none may come while the scope
+		// hangs.
+		waitMetric(t, httpAddr, "fencegate_scope_fence_seq", map[string]string{"scope": "pump"}, 1)
+		waitOutputWithin(t, p, "scope pump has been held", 4*time.Second)
 		stuck := time.Now()
 		time.Sleep(2 * time.Second) // watching for pings that must not come
 		if late := n.pings(stuck.Add(600*time.Millisecond), time.Now()); len(late) > 0 {
@@ -171,7 +175,7 @@ func TestSystemdNotify(t *testing.T) {
 	})
 
 	t.Run("stuck store", func(t *testing.T) {
-		n, p, ctl, id := start(t, 400*time.Millisecond, "FENCEGATE_COMMIT_DELAY=1s")
+		n, p, ctl, id, _ := start(t, 400*time.Millisecond, "FENCEGATE_COMMIT_DELAY=1s")
 		n.wait(t, time.Now(), "WATCHDOG=1")
 		sent := time.Now()
 		if res := ctl.Send(t, fence.Command{ID: id + "-1", Actuator: "pump", Fence: fence.Fence{Token: 5}, State: fence.StateOn}); res.Outcome != fence.Applied {

@@ -23,3 +23,11 @@ func lockPort(path string) (unlock func(), ok bool, err error) {
 	held[path] = true
 	return func() { heldMu.Lock(); delete(held, path); heldMu.Unlock() }, true, nil
 }
+
+var dirMu sync.Mutex
+
+// lockDir holds dir within this process only: there is no flock here.
+func lockDir(dir string) (unlock func(), err error) {
+	dirMu.Lock()
+	return dirMu.Unlock, nil
+}

@@ -29,3 +29,16 @@ func lockPort(path string) (unlock func(), ok bool, err error) {
 	}
 	return func() { f.Close() }, true, nil // closing the last descriptor releases the lock
 }
+
+// lockDir takes an exclusive flock on the directory dir, waiting for it.
+func lockDir(dir string) (unlock func(), err error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
