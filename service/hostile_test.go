@@ -209,7 +209,8 @@ func watchStray(t *testing.T, broker string, tp wire.Topics) func() []string {
 	t.Cleanup(func() { c.Disconnect(100) })
 	tok := c.Subscribe("#", 0, func(_ mqtt.Client, m mqtt.Message) {
 		_, kind := tp.Parse(m.Topic())
-		own := kind == wire.KindResult || kind == wire.KindState || m.Topic() == tp.Status() || m.Topic() == tp.Instance()
+		own := kind == wire.KindResult || kind == wire.KindState || m.Topic() == tp.Status() || m.Topic() == tp.Instance() ||
+			tp.CheckReply(m.Topic()) == nil // an answer on the reply topic its command named
 		if !own && !strings.HasSuffix(m.Topic(), "/set") { // commands are the test's own
 			mu.Lock()
 			stray = append(stray, m.Topic())
