@@ -139,6 +139,10 @@ func (l *Link) establish(ctx context.Context, c mqtt.Client, gen int, dispatch m
 			return
 		}
 		l.conn.subscribeFailed(err)
+		if errors.Is(err, errDeaf) {
+			l.redial(err) // the next connection establishes itself
+			return
+		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():

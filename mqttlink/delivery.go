@@ -79,11 +79,17 @@ func (l *Link) deliver(ctx context.Context, work *backlog, wg *sync.WaitGroup) m
 func (l *Link) refetch(n int) {
 	l.log.Warn("reconnecting to receive again the commands dropped while the backlog was full", "dropped", n)
 	l.conn.refetching(n)
+	l.redial(errRefetch)
+}
+
+// redial closes the connection, so that paho connects anew; its reader
+// reads why.
+func (l *Link) redial(why error) {
 	l.mu.Lock()
 	c := l.netConn
 	l.mu.Unlock()
 	if c != nil {
-		c.abort(errRefetch)
+		c.abort(why)
 	}
 }
 

@@ -44,6 +44,18 @@ func newInstanceGuard(l *Link) *instanceGuard {
 	return &instanceGuard{l: l, echo: make(chan struct{}), foreign: make(chan wire.Claim, 1)}
 }
 
+// claimEchoWait bounds the wait for this process's own claim to come
+// back from the broker.
+var claimEchoWait = 10 * time.Second
+
+// errDeaf marks a connection on which the broker delivers nothing to the
+// gateway, not even its own claim: an ACL that starves the instance topic,
+// or a broker that handed the connection's session to another connection
+// with the same client id and left this one open but deaf (mochi-mqtt
+// does, when two connections take the session over at once). No command
+// can come on it: the link drops it and connects anew.
+var errDeaf = errors.New("mqttlink: the broker delivers nothing on this connection")
+
 // claim announces this process on connection gen and checks that no other
 // process serves the gateway id. It returns nil once commands may be
 // taken, ErrConflict (wrapped) if another process serves the id, or
@@ -71,9 +83,9 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 	}
 	select {
 	case <-echo:
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("the broker did not deliver this gateway's claim on %s back within 10s (the ACL must let user %q read and write it)",
-			t.Instance(), g.l.opts.Username)
+	case <-time.After(claimEchoWait):
+		return fmt.Errorf("%w: this gateway's own claim on %s did not come back within %v (the ACL must let user %q read and write it); connecting anew",
+			errDeaf, t.Instance(), claimEchoWait, g.l.opts.Username)
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -853,6 +853,14 @@ var mutants = []mutant{
 		pkgs: []string{"./service"}, run: "TestBrokerACL",
 	},
 	{
+		name: "deaf-connection-kept",
+		why:  "the link stays on a connection on which the broker delivers nothing, not even its own claim: it never takes commands again",
+		file: "mqttlink/connect.go",
+		old:  "\t\t\tl.redial(err) // the next connection establishes itself\n",
+		new:  "",
+		pkgs: []string{"./mqttlink"}, run: "TestDeafConnectionRedialed",
+	},
+	{
 		name: "client-subscribes-once",
 		why:  "package client does not subscribe again after a reconnect: after a broker restart it hears no answer, and its resends are never answered",
 		file: "client/client.go",
