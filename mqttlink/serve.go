@@ -36,8 +36,9 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 	bad := make([]error, len(ms))
 	why := make([]string, len(ms)) // the reason of each bad one
 	to := make([]string, len(ms))  // where each answer goes
+	shared := l.t.Result(name)
 	for i, m := range ms {
-		cmds[i], to[i], why[i], bad[i] = l.read(name, m.Payload())
+		cmds[i], to[i], why[i], bad[i] = l.read(name, shared, m.Payload())
 	}
 	// results answers the messages decided, a prefix of ms: those after
 	// it were not decided (the door closed, or the link is stopping).
@@ -101,13 +102,13 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 
 // read decodes a command to actuator name, and says where its answer goes:
 // to the reply topic it names if that is one the gateway answers on, else
-// to the actuator's shared result topic; with an error, the reason of the
+// to the actuator's shared result topic, shared; with an error, the reason of the
 // rejection. A command whose reply topic is wrong is rejected (answered on
 // the shared topic, so that its sender can see why), not carried out
 // with its answer lost.
-func (l *Link) read(name string, payload []byte) (c fence.Command, to, reason string, err error) {
+func (l *Link) read(name, shared string, payload []byte) (c fence.Command, to, reason string, err error) {
 	r, err := decode(name, payload)
-	to, reason = l.t.Result(name), fence.ReasonInvalid
+	to, reason = shared, fence.ReasonInvalid
 	if r.Reply == "" {
 		return r.Command, to, reason, err
 	}

@@ -14,8 +14,9 @@ import (
 //
 // One level per controller lets a broker ACL give each controller its own
 // answers and nobody else's (Mosquitto: pattern read
-// <prefix>/+/reply/%c/#), and lets the gateway publish to all of them
-// (topic write <prefix>/<gateway>/reply/#). No actuator or input may have
+// <prefix>/+/reply/%u/#, %u being the controller's user name), and lets
+// the gateway publish to all of them (topic write
+// <prefix>/<gateway>/reply/#). No actuator or input may have
 // this name: its topics would lie among the controllers' answers.
 const ReplyLevel = "reply"
 
