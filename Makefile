@@ -92,6 +92,7 @@ clean:
 ## dist: static binaries for the Raspberry Pi in dist/ (arm64; armv7; armv6 for the Zero and 1) with dist/SHA256SUMS,
 ##       built without the simulator (-tags nosim); make build and make sim keep it
 ## deb: .deb packages for arm64 and armhf (built for ARMv6: runs on every Pi) in dist/; see docs/packaging.md
+##      (DEB_ARCHS=arm64 builds one)
 .PHONY: dist deb
 DIST           ?= dist
 VERSION        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-unknown)
@@ -106,23 +107,44 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 # -tags nosim: the Pi binaries have no `gateway sim` (no embedded broker, simulator or scenarios; about 1.4 MB less).
 DIST_FLAGS     ?= -trimpath -buildvcs=auto -tags nosim -ldflags "-s -w"
 
+# DIST_BINS picks the binaries (make image builds arm64 alone); the packages need arm64 and armv6.
+DIST_BINS      ?= arm64 armv7 armv6
 dist:
 	mkdir -p $(DIST)
 	rm -f $(DIST)/gateway-linux-* $(DIST)/fencegate_*.deb $(DIST)/SHA256SUMS
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(DIST_FLAGS) -o $(DIST)/gateway-linux-arm64 ./cmd/gateway
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 $(GO) build $(DIST_FLAGS) -o $(DIST)/gateway-linux-armv7 ./cmd/gateway
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=6 $(GO) build $(DIST_FLAGS) -o $(DIST)/gateway-linux-armv6 ./cmd/gateway
-	cd $(DIST) && sha256sum gateway-linux-arm64 gateway-linux-armv7 gateway-linux-armv6 > SHA256SUMS
+	@for b in $(DIST_BINS); do \
+	  case $$b in arm64) arch="GOARCH=arm64";; armv7) arch="GOARCH=arm GOARM=7";; armv6) arch="GOARCH=arm GOARM=6";; \
+	    *) echo "DIST_BINS: $$b: want arm64, armv7 or armv6"; exit 1;; esac; \
+	  echo "CGO_ENABLED=0 GOOS=linux $$arch $(GO) build $(DIST_FLAGS) -o $(DIST)/gateway-linux-$$b ./cmd/gateway"; \
+	  env CGO_ENABLED=0 GOOS=linux $$arch $(GO) build $(DIST_FLAGS) -o $(DIST)/gateway-linux-$$b ./cmd/gateway || exit 1; \
+	done
+	cd $(DIST) && sha256sum $(addprefix gateway-linux-,$(DIST_BINS)) > SHA256SUMS
 
+DEB_ARCHS      ?= arm64 armhf
 deb: dist
 	@v='$(DEB_VERSION)'; test -n "$$v" || { echo "no Debian version for VERSION=$(VERSION)"; exit 1; }; \
-	for a in arm64:arm64 armhf:armv6; do \
-	  arch=$${a%%:*}; bin=$${a#*:}; \
+	for arch in $(DEB_ARCHS); do \
+	  case $$arch in arm64) bin=arm64;; armhf) bin=armv6;; *) echo "DEB_ARCHS: $$arch: want arm64 or armhf"; exit 1;; esac; \
 	  echo "nfpm: $(DIST)/fencegate_$${v}_$${arch}.deb"; \
 	  FENCEGATE_BINARY=$(DIST)/gateway-linux-$$bin DEB_ARCH=$$arch DEB_VERSION=$$v DEB_MAINTAINER='$(DEB_MAINTAINER)' \
 	  SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DIST)/fencegate_$${v}_$${arch}.deb || exit 1; \
 	done
-	cd $(DIST) && sha256sum gateway-linux-arm64 gateway-linux-armv7 gateway-linux-armv6 fencegate_*.deb > SHA256SUMS
+	cd $(DIST) && sha256sum $(addprefix gateway-linux-,$(DIST_BINS)) fencegate_*.deb > SHA256SUMS
+
+## image: the flashable Raspberry Pi image in dist/image/ (Debian trixie arm64 from Debian's packages, Mosquitto,
+##        this tree's .deb), with its checksum, .bmap and manifest; as root, installs the tools it needs from
+##        Debian's packages; IMAGE_* settings in piimage/build.sh; see docs/raspberry-pi.md
+## image-test: boots dist/image's image in the emulated Raspberry Pi 3B and checks it (3 power cuts, an upgrade)
+## image-torture: IMAGE_TORTURE_CYCLES (default 20) power cuts of the emulated Pi under commands
+.PHONY: image image-test image-torture
+image:
+	$(MAKE) deb DIST=$(DIST) DIST_BINS=arm64 DEB_ARCHS=arm64
+	IMAGE_DEB=$(DIST)/fencegate_$(DEB_VERSION)_arm64.deb piimage/build.sh --install
+IMAGE_TORTURE_CYCLES ?= 20
+image-test:
+	CI=$${CI:-} $(GO) test -tags imagetest -count=1 -v -timeout 40m ./piimage
+image-torture:
+	CI=$${CI:-} FENCEGATE_IMAGE_CUTS=$(IMAGE_TORTURE_CYCLES) $(GO) test -tags imagetest -count=1 -v -timeout 90m -run 'TestImage/power' ./piimage
 
 ## pi-emu: the emulated Raspberry Pi 3B (QEMU raspi3b, Debian's arm64 kernel, root); see piemu/README.md
 .PHONY: pi-emu

@@ -11,6 +11,7 @@
 //	gateway check --config gateway.yaml          check a configuration, the store, the board, as run would
 //	gateway inspect --store fence.db             print fences and the audit trail (read-only)
 //	gateway keygen --out ctl-a                   make a controller's key pair (ctl-a.key, ctl-a.pub) for signed commands
+//	gateway acl --config gateway.yaml --controller ctl-a   print the Mosquitto ACL for the gateway and its controllers
 //	gateway bench [--profile P]                  measure the gateway on this machine and disk, against its floors
 //	gateway version
 //
@@ -64,6 +65,8 @@ Usage:
   gateway inspect --store FILE         print fences and recent audit entries (read-only)
   gateway audit --store FILE|--api URL print recent decisions, filtered; --follow a running gateway's
   gateway keygen --out PATH            make a controller's key pair for signed commands
+  gateway acl --config FILE --controller NAME
+                                       print the Mosquitto ACL for this gateway and its controllers
   gateway ha-bridge --gateway ID --etcd URL --actuators A,B
                                        let Home Assistant's switches command actuators, fenced
   gateway bench [--profile P]          measure the gateway on this machine and disk (docs/performance.md)
@@ -164,6 +167,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdInspect(rest, stdout, stderr)
 	case "keygen":
 		return cmdKeygen(rest, stdout, stderr)
+	case "acl":
+		return cmdACL(ctx, rest, stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "version":

@@ -1,0 +1,263 @@
+//go:build imagetest && linux
+
+package piimage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/tests/testenv"
+)
+
+// The card's configuration, as docs/raspberry-pi.md has a user write it:
+// gateway.yaml is the image's own gateway.yaml.example, unchanged.
+const (
+	gatewayID  = "greenhouse-1"
+	controller = "controller"
+	floor      = 100
+)
+
+// image returns the image make image wrote last, or $FENCEGATE_IMAGE.
+func image(t *testing.T) string {
+	p := os.Getenv("FENCEGATE_IMAGE")
+	if p == "" {
+		p = "../dist/image/latest.img.xz"
+	}
+	abs, err := filepath.Abs(p)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		t.Fatalf("no image at %s (%v): run make image first (as root), or set FENCEGATE_IMAGE", p, err)
+	}
+	return abs
+}
+
+// cuts is how many power cuts TestImage makes: $FENCEGATE_IMAGE_CUTS
+// (make image-torture), else 3.
+func cuts(t *testing.T) int {
+	if s := os.Getenv("FENCEGATE_IMAGE_CUTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			t.Fatalf("FENCEGATE_IMAGE_CUTS=%q: want a count", s)
+		}
+		return n
+	}
+	return 3
+}
+
+// TestImage boots the image make image wrote in the emulated Raspberry Pi
+// 3B, configured on its boot partition as a user would, then reboots it,
+// cuts its power under commands and upgrades it. Each step goes on from
+// the state the one before left, as on a real card.
+func TestImage(t *testing.T) {
+	for _, p := range []string{"qemu-system-aarch64", "xz", "sfdisk", "mcopy", "ssh", "ssh-keygen"} {
+		testenv.Program(t, p)
+	}
+	xz := image(t)
+	c := newCard(t, xz, t.TempDir())
+	pi := newPi(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
+	defer cancel()
+
+	example, ok := c.get(t, "fencegate/gateway.yaml.example")
+	if !ok {
+		t.Fatal("the card has no fencegate/gateway.yaml.example")
+	}
+	password := fmt.Sprintf("pw-%x", rand.Uint64())
+	c.put(t, "gateway.yaml", example)
+	c.put(t, "store.txt", fmt.Sprintf("floor: %d\n", floor))
+	c.put(t, "passwd", controller+":"+password+"\n")
+	c.put(t, "authorized_keys", pi.publicKey())
+	c.put(t, "hostname.txt", "greenhouse\n")
+
+	var ctl *controllerConn
+	steps := []struct {
+		name string
+		f    func(t *testing.T)
+	}{
+		{"first-boot", func(t *testing.T) {
+			pi.boot(ctx)
+			firstBoot(ctx, t, pi, password)
+			ctl = dialController(ctx, t, pi, password)
+			commands(ctx, t, pi, ctl)
+		}},
+		{"reboot", func(t *testing.T) {
+			ctl.close()
+			before := pi.actuators()["pump"]
+			pi.shutdown("reboot")
+			pi.boot(ctx)
+			pi.waitFor(ctx, "systemctl is-active fencegate", regexp.MustCompile(`^active`))
+			pi.tunnel(ctx)
+			after := pi.actuators()["pump"]
+			if after.Fence != before.Fence {
+				t.Fatalf("after a clean reboot the pump's fence is %v; it was %v", after.Fence, before.Fence)
+			}
+			// The example's boot rule is off: the record says so, and the line.
+			if after.State != "off" || pi.gpio("GPIO17") != "out hi" {
+				t.Fatalf("after the reboot: pump %s, line %s; want off (boot: off), out hi (active low)", after.State, pi.gpio("GPIO17"))
+			}
+			ctl = dialController(ctx, t, pi, password)
+			stale := ctl.send(ctx, t, "pump", before.Fence.Token-1, fence.StateOn)
+			if stale.Outcome != fence.Stale || pi.gpio("GPIO17") != "out hi" {
+				t.Fatalf("a token below the fence after the reboot: %s, line %s; want stale, out hi", stale.Outcome, pi.gpio("GPIO17"))
+			}
+		}},
+		{"power-cuts", func(t *testing.T) { powerCuts(ctx, t, pi, &ctl, password, cuts(t)) }},
+		{"upgrade", func(t *testing.T) { upgrade(ctx, t, pi, ctl) }},
+	}
+	for _, s := range steps {
+		if !t.Run(s.name, func(t *testing.T) { pi.t = t; s.f(t) }) {
+			pi.t = t
+			t.Logf("--- console of the last boot (tail) ---\n%s", pi.consoleTail(80))
+			return
+		}
+	}
+}
+
+// firstBoot checks what the first boot made of the card's folder.
+func firstBoot(ctx context.Context, t *testing.T, pi *pi, password string) {
+	pi.waitFor(ctx, "systemctl is-active fencegate", regexp.MustCompile(`^active`))
+	status := pi.must("cat /boot/firmware/fencegate/status.txt")
+	for _, want := range []string{"gateway.yaml: applied", fmt.Sprintf("store: made (floor: %d)", floor), "broker: controllers " + controller,
+		"SSH: root's authorized keys set (1 keys)", "host name: greenhouse", "the gateway starts"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("status.txt does not say %q:\n%s", want, status)
+		}
+	}
+	// Nothing secret stays on the FAT partition.
+	left := pi.must("ls /boot/firmware/fencegate")
+	for _, gone := range []string{"passwd", "authorized_keys", "gateway.yaml", "store.txt", "hostname.txt"} {
+		if regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(gone) + `$`).MatchString(left) {
+			t.Errorf("%s is still on the boot partition after the first boot:\n%s", gone, left)
+		}
+	}
+	modes := pi.must("stat -c '%n %U:%G %a' /etc/mosquitto/passwd /etc/mosquitto/acl /etc/fencegate/mqtt.password /etc/fencegate/gateway.yaml /var/lib/fencegate/fence.db /root/.ssh/authorized_keys")
+	for _, want := range []string{"/etc/mosquitto/passwd root:mosquitto 640", "/etc/mosquitto/acl root:mosquitto 640",
+		"/etc/fencegate/mqtt.password root:fencegate 640", "/etc/fencegate/gateway.yaml root:fencegate 640",
+		"/var/lib/fencegate/fence.db fencegate:fencegate 600", "/root/.ssh/authorized_keys root:root 600"} {
+		if !strings.Contains(modes, want) {
+			t.Errorf("want %q:\n%s", want, modes)
+		}
+	}
+	if h := strings.TrimSpace(pi.must("hostname")); h != "greenhouse" {
+		t.Errorf("host name %q, want greenhouse (hostname.txt)", h)
+	}
+	if strings.Contains(pi.must("cat /etc/mosquitto/passwd"), password) {
+		t.Error("the controller's password is in /etc/mosquitto/passwd in the clear")
+	}
+	// Ready through sd_notify (Type=notify is active only after READY=1),
+	// the unit's watchdog pinged, the board's watchdog armed by systemd.
+	show := pi.must("systemctl show fencegate -p Type -p ActiveState -p WatchdogUSec -p WatchdogTimestampMonotonic -p NRestarts")
+	for _, want := range []string{"Type=notify", "ActiveState=active", "WatchdogUSec=30s", "NRestarts=0"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("systemctl show fencegate: want %s:\n%s", want, show)
+		}
+	}
+	if strings.Contains(show, "WatchdogTimestampMonotonic=0\n") {
+		t.Errorf("the gateway never pinged its watchdog:\n%s", show)
+	}
+	// The board's watchdog: its driver bound, and systemd told to arm it
+	// (off here only by the test's kernel command line: see boot).
+	if hw := pi.must("ls /dev/watchdog0; systemd-analyze cat-config systemd/system.conf | grep '^RuntimeWatchdogSec'"); !strings.Contains(hw, "/dev/watchdog0") || !strings.Contains(hw, "RuntimeWatchdogSec=15s") {
+		t.Errorf("the board's watchdog is not there or not configured:\n%s", hw)
+	}
+	grown := pi.must("df -m --output=size / | tail -n 1")
+	if n, _ := strconv.Atoi(strings.TrimSpace(grown)); int64(n) < (fileSize(t, pi.card.path)>>20)/2 {
+		t.Errorf("the root file system is %s MB on a %d MB card: growroot did not grow it", strings.TrimSpace(grown), fileSize(t, pi.card.path)>>20)
+	}
+	// Mosquitto refuses an anonymous client.
+	o := mqtt.NewClientOptions().AddBroker(fmt.Sprintf("tcp://127.0.0.1:%d", pi.mqtt)).SetClientID("anonymous").SetConnectTimeout(20 * time.Second)
+	anon := mqtt.NewClient(o)
+	if tok := anon.Connect(); !tok.WaitTimeout(30*time.Second) || tok.Error() == nil {
+		anon.Disconnect(0)
+		t.Errorf("Mosquitto on the Pi took an anonymous client (%v)", tok.Error())
+	} else {
+		t.Logf("anonymous client refused: %v", tok.Error())
+	}
+	pi.tunnel(ctx)
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// commands sends fenced commands from the host and checks the kernel's
+// GPIO line after each (the example's pump: GPIO17, active low).
+func commands(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
+	if r := ctl.send(ctx, t, "pump", floor, fence.StateOn); r.Outcome != fence.Stale {
+		t.Fatalf("token %d, the floor itself: %s; want stale", floor, r.Outcome)
+	}
+	if r := ctl.send(ctx, t, "pump", floor+1, fence.StateOn); r.Outcome != fence.Applied || pi.gpio("GPIO17") != "out lo" {
+		t.Fatalf("token %d on: %s, line %s; want applied, out lo", floor+1, r.Outcome, pi.gpio("GPIO17"))
+	}
+	if r := ctl.send(ctx, t, "pump", floor+2, fence.StateOff); r.Outcome != fence.Applied || pi.gpio("GPIO17") != "out hi" {
+		t.Fatalf("token %d off: %s, line %s; want applied, out hi", floor+2, r.Outcome, pi.gpio("GPIO17"))
+	}
+	// The paused controller of the README: an older token, refused.
+	if r := ctl.send(ctx, t, "pump", floor+1, fence.StateOn); r.Outcome != fence.Stale || pi.gpio("GPIO17") != "out hi" {
+		t.Fatalf("stale token %d on: %s, line %s; want stale, out hi", floor+1, r.Outcome, pi.gpio("GPIO17"))
+	}
+	if r := ctl.send(ctx, t, "pump", floor+3, fence.StateOn); r.Outcome != fence.Applied || pi.gpio("GPIO17") != "out lo" {
+		t.Fatalf("token %d on: %s, line %s; want applied, out lo", floor+3, r.Outcome, pi.gpio("GPIO17"))
+	}
+	if a := pi.actuators()["pump"]; a.Fence.Token != floor+3 || a.State != "on" || a.Level != "low" {
+		t.Fatalf("the gateway's API: pump %+v; want fence %d, on, level low", a, floor+3)
+	}
+}
+
+// controllerConn is a controller on the host, through the Pi's Mosquitto.
+type controllerConn struct {
+	cl *client.Client
+	n  int
+}
+
+func dialController(ctx context.Context, t *testing.T, pi *pi, password string) *controllerConn {
+	t.Helper()
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cl, err := client.Dial(dctx, client.Options{Broker: fmt.Sprintf("tcp://127.0.0.1:%d", pi.mqtt), GatewayID: gatewayID,
+		Username: controller, Password: password, Resend: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("controller: %v", err)
+	}
+	if err := cl.WaitStatus(dctx, "online"); err != nil {
+		t.Fatalf("controller: the gateway is not online: %v", err)
+	}
+	return &controllerConn{cl: cl}
+}
+
+func (c *controllerConn) close() { c.cl.Close() }
+
+// send sends a command and returns its answer; an answer that is not
+// applied, duplicate or stale fails the test.
+func (c *controllerConn) send(ctx context.Context, t *testing.T, actuator string, token uint64, s fence.State) fence.Result {
+	t.Helper()
+	c.n++
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	r, err := c.cl.Send(sctx, fence.Command{ID: fmt.Sprintf("image-%d-%d", token, c.n), Holder: "image-test", Actuator: actuator,
+		Fence: fence.Fence{Token: token}, State: s})
+	var se *client.StaleError
+	if err != nil && !errors.As(err, &se) {
+		t.Fatalf("token %d %s: %v", token, s, err)
+	}
+	return r
+}
