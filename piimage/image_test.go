@@ -23,11 +23,17 @@ import (
 )
 
 // The card's configuration, as docs/raspberry-pi.md has a user write it:
-// gateway.yaml is the image's own gateway.yaml.example, unchanged.
+// gateway.yaml is the image's own gateway.yaml.example with a second
+// relay added, the fan, whose boot rule is last.
 const (
 	gatewayID  = "greenhouse-1"
 	controller = "controller"
 	floor      = 100
+	fan        = `  - name: fan
+    pin: GPIO27
+    active_low: true
+    boot: last                # keeps its recorded state through restarts and upgrades
+`
 )
 
 // image returns the image make image wrote last, or $FENCEGATE_IMAGE.
@@ -78,7 +84,7 @@ func TestImage(t *testing.T) {
 		t.Fatal("the card has no fencegate/gateway.yaml.example")
 	}
 	password := fmt.Sprintf("pw-%x", rand.Uint64())
-	c.put(t, "gateway.yaml", example)
+	c.put(t, "gateway.yaml", example+fan)
 	c.put(t, "store.txt", fmt.Sprintf("floor: %d\n", floor))
 	c.put(t, "passwd", controller+":"+password+"\n")
 	c.put(t, "authorized_keys", pi.publicKey())
@@ -96,6 +102,9 @@ func TestImage(t *testing.T) {
 			commands(ctx, t, pi, ctl)
 		}},
 		{"reboot", func(t *testing.T) {
+			if r := ctl.send(ctx, t, "fan", floor+4, fence.StateOn); r.Outcome != fence.Applied || pi.gpio("GPIO27") != "out lo" {
+				t.Fatalf("fan on: %s, line %s; want applied, out lo", r.Outcome, pi.gpio("GPIO27"))
+			}
 			ctl.close()
 			before := pi.actuators()["pump"]
 			pi.shutdown("reboot")
@@ -109,6 +118,10 @@ func TestImage(t *testing.T) {
 			// The example's boot rule is off: the record says so, and the line.
 			if after.State != "off" || pi.gpio("GPIO17") != "out hi" {
 				t.Fatalf("after the reboot: pump %s, line %s; want off (boot: off), out hi (active low)", after.State, pi.gpio("GPIO17"))
+			}
+			// The fan's boot rule is last: on, as recorded.
+			if f := pi.actuators()["fan"]; f.State != "on" || f.Fence.Token != floor+4 || pi.gpio("GPIO27") != "out lo" {
+				t.Fatalf("after the reboot: fan %s at %v, line %s; want on at %d (boot: last), out lo", f.State, f.Fence, pi.gpio("GPIO27"), floor+4)
 			}
 			ctl = dialController(ctx, t, pi, password)
 			stale := ctl.send(ctx, t, "pump", before.Fence.Token-1, fence.StateOn)

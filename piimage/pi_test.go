@@ -110,11 +110,12 @@ func (c *card) get(t *testing.T, name string) (string, bool) {
 
 // pi is the emulated Raspberry Pi 3B with the card in it.
 type pi struct {
-	t       *testing.T
+	t       *testing.T // the running step's
+	root    *testing.T // TestImage's: QEMU and tunnels end with it
 	card    *card
 	dir     string
 	key     string // SSH private key, whose public half is on the card
-	ssh     int    // host ports forwarded to the Pi's 22, 1883 and 8080
+	ssh     int    // host ports forwarded to the Pi's 22 and 1883, and (tunnel) to its API
 	mqtt    int
 	api     int
 	cmd     *exec.Cmd
@@ -122,14 +123,15 @@ type pi struct {
 	console string
 	boots   int
 	// tunnelCmd forwards api to the gateway's API (tunnel).
-	tunnelCmd *exec.Cmd
+	tunnelCmd  *exec.Cmd
+	tunnelDone chan struct{}
 }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
 
 func newPi(t *testing.T, c *card) *pi {
 	dir := t.TempDir()
-	p := &pi{t: t, card: c, dir: dir, key: filepath.Join(dir, "id_ed25519")}
+	p := &pi{t: t, root: t, card: c, dir: dir, key: filepath.Join(dir, "id_ed25519")}
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "image-test", "-f", p.key).CombinedOutput(); err != nil {
 		t.Fatalf("ssh-keygen: %v\n%s", err, out)
 	}
@@ -176,7 +178,8 @@ func (p *pi) boot(ctx context.Context) {
 	appendLine := strings.TrimSpace(string(cmdline)) + " console=ttyAMA0,115200 systemd.watchdog_sec=off"
 	p.ssh, p.mqtt, p.api = testenv.Port(t), testenv.Port(t), testenv.Port(t)
 	p.console = filepath.Join(p.dir, fmt.Sprintf("console-%d.log", p.boots))
-	fwd := fmt.Sprintf("user,id=net0,hostfwd=tcp:127.0.0.1:%d-:22,hostfwd=tcp:127.0.0.1:%d-:1883,hostfwd=tcp:127.0.0.1:%d-:8080", p.ssh, p.mqtt, p.api)
+	// The gateway's API listens on the Pi's loopback: tunnel reaches it.
+	fwd := fmt.Sprintf("user,id=net0,hostfwd=tcp:127.0.0.1:%d-:22,hostfwd=tcp:127.0.0.1:%d-:1883", p.ssh, p.mqtt)
 	// -accel tcg,thread=single: raspi3b has 4 vCPUs, and multi-threaded
 	// TCG on two host cores spends its time in cross-vCPU TLB flushes.
 	// -no-reboot: a reboot ends QEMU; boot starts the next one.
@@ -195,7 +198,7 @@ func (p *pi) boot(ctx context.Context) {
 	}
 	p.exited = make(chan struct{})
 	go func() { p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() { p.kill() })
+	p.root.Cleanup(func() { p.kill() })
 	for {
 		select {
 		case <-p.exited:
@@ -304,7 +307,7 @@ func (p *pi) gpio(line string) string {
 func (p *pi) tunnel(ctx context.Context) {
 	if p.tunnelCmd != nil {
 		p.tunnelCmd.Process.Kill()
-		p.tunnelCmd.Wait()
+		<-p.tunnelDone
 	}
 	cmd := p.sshCmd([]string{"-N", "-o", "ExitOnForwardFailure=yes", "-L", fmt.Sprintf("127.0.0.1:%d:127.0.0.1:8080", p.api)}, "")
 	var out bytes.Buffer
@@ -312,10 +315,10 @@ func (p *pi) tunnel(ctx context.Context) {
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("ssh -L: %v", err)
 	}
-	p.tunnelCmd = cmd
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	p.t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	p.tunnelCmd, p.tunnelDone = cmd, exited
+	p.root.Cleanup(func() { cmd.Process.Kill(); <-exited })
 	for {
 		if resp, err := httpClient.Get(fmt.Sprintf("http://127.0.0.1:%d/api/status", p.api)); err == nil {
 			resp.Body.Close()

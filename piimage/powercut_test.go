@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
 )
 
@@ -100,9 +99,4 @@ func powerCuts(ctx context.Context, t *testing.T, pi *pi, ctlp **controllerConn,
 		}
 	}
 	t.Logf("power cuts: %d cycles in %v, %d fence regressions", n, time.Since(start).Round(time.Second), regressions)
-}
-
-// sendOne is a command with a fresh id.
-func sendOne(ctx context.Context, cl *client.Client, id string, tok uint64, s fence.State) (fence.Result, error) {
-	return cl.Send(ctx, fence.Command{ID: id, Holder: "image-test", Actuator: "pump", Fence: fence.Fence{Token: tok}, State: s})
 }

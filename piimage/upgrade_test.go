@@ -91,20 +91,21 @@ func (p *pi) copyTo(t *testing.T, local, remote string) {
 
 // traceGPIO starts recording every level the Pi's kernel writes to a GPIO
 // line (gpiolib's gpio_value tracepoint); the returned function stops and
-// returns the writes to the header line, as "set 0" and "set 1".
-func (p *pi) traceGPIO(t *testing.T, line string) func() []string {
+// returns the writes to each header line (GPIO17, GPIO27), as "set 0" and
+// "set 1".
+func (p *pi) traceGPIO(t *testing.T) func() map[string][]string {
 	t.Helper()
-	num := regexp.MustCompile(`gpio-(\d+)\s+\(` + regexp.QuoteMeta(line) + `\s*[|)]`).FindStringSubmatch(p.must("cat /sys/kernel/debug/gpio"))
-	if num == nil {
-		t.Fatalf("no %s in /sys/kernel/debug/gpio", line)
+	nums := map[string]string{}
+	for _, m := range regexp.MustCompile(`gpio-(\d+)\s+\((GPIO\d+)\s*[|)]`).FindAllStringSubmatch(p.must("cat /sys/kernel/debug/gpio"), -1) {
+		nums[m[1]] = m[2]
 	}
 	p.must("cd /sys/kernel/tracing && echo 0 > tracing_on && echo > trace && echo 1 > events/gpio/gpio_value/enable && echo 1 > tracing_on")
-	return func() []string {
+	return func() map[string][]string {
 		out := p.must("cd /sys/kernel/tracing && echo 0 > tracing_on && echo 0 > events/gpio/gpio_value/enable && cat trace")
-		var sets []string
+		sets := map[string][]string{}
 		for _, m := range regexp.MustCompile(`gpio_value: (\d+) (set|get) (\d)`).FindAllStringSubmatch(out, -1) {
-			if m[1] == num[1] && m[2] == "set" {
-				sets = append(sets, "set "+m[3])
+			if line := nums[m[1]]; line != "" && m[2] == "set" {
+				sets[line] = append(sets[line], "set "+m[3])
 			}
 		}
 		return sets
@@ -116,10 +117,14 @@ func (p *pi) traceGPIO(t *testing.T, line string) func() []string {
 // gateway cannot read the store.
 func upgrade(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
 	deb, version := theDeb(t, image(t))
-	// The pump on, so that a restart that let the line go would show.
-	tok := pi.actuators()["pump"].Fence.Token + 1
-	if r := ctl.send(ctx, t, "pump", tok, fence.StateOn); r.Outcome != fence.Applied || pi.gpio("GPIO17") != "out lo" {
-		t.Fatalf("before the upgrade: %s; want applied, out lo", r.Outcome)
+	// The fan (boot: last) on, so that a restart that let its line go
+	// would show; the pump (boot: off) is off, as every start leaves it.
+	tok := pi.actuators()["fan"].Fence.Token + 1
+	if r := ctl.send(ctx, t, "fan", tok, fence.StateOn); r.Outcome != fence.Applied || pi.gpio("GPIO27") != "out lo" {
+		t.Fatalf("before the upgrade: fan on: %s; want applied, out lo", r.Outcome)
+	}
+	if r := ctl.send(ctx, t, "pump", pi.actuators()["pump"].Fence.Token+1, fence.StateOff); r.Outcome != fence.Applied {
+		t.Fatalf("before the upgrade: pump off: %s; want applied", r.Outcome)
 	}
 	ctl.close()
 	kept := "sha256sum /etc/fencegate/gateway.yaml /etc/fencegate/mqtt.password /etc/mosquitto/passwd; ls -i /var/lib/fencegate/fence.db"
@@ -130,7 +135,7 @@ func upgrade(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
 	newer := repack(t, deb, version+"+up1", "")
 	pi.copyTo(t, newer, "/root/"+filepath.Base(newer))
 	pid := mainPID()
-	stopTrace := pi.traceGPIO(t, "GPIO17")
+	stopTrace := pi.traceGPIO(t)
 	pi.must("DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold /root/" + filepath.Base(newer))
 	pi.waitFor(ctx, "systemctl is-active fencegate", regexpActive)
 	checkUpgraded(ctx, t, pi, version+"+up1", pid, mainPID(), tok, stopTrace())
@@ -156,7 +161,7 @@ func upgrade(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
 	pi.must("echo 'deb [trusted=yes] file:/srv/repo ./' > /etc/apt/sources.list.d/local.list")
 	only := "-o Dir::Etc::SourceList=/etc/apt/sources.list.d/local.list -o Dir::Etc::SourceParts=-"
 	pid = mainPID()
-	stopTrace = pi.traceGPIO(t, "GPIO17")
+	stopTrace = pi.traceGPIO(t)
 	pi.must("apt-get update -q " + only + " && DEBIAN_FRONTEND=noninteractive apt-get upgrade -y -q " + only + " -o Dpkg::Options::=--force-confold")
 	pi.waitFor(ctx, "systemctl is-active fencegate", regexpActive)
 	checkUpgraded(ctx, t, pi, version+"+up2", pid, mainPID(), tok, stopTrace())
@@ -170,28 +175,29 @@ func upgrade(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
 	buildOldFormat(t, old)
 	older := repack(t, deb, "0.0.0~old", old)
 	pi.copyTo(t, older, "/root/"+filepath.Base(older))
-	stopTrace = pi.traceGPIO(t, "GPIO17")
+	stopTrace = pi.traceGPIO(t)
 	pi.must("DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confold /root/" + filepath.Base(older))
 	pi.waitFor(ctx, "systemctl is-failed fencegate; systemctl is-active fencegate", regexp.MustCompile(`^failed`))
 	journal := pi.must("journalctl -b -u fencegate -n 30 --no-pager")
 	if !strings.Contains(journal, "was it written by a newer fencegate?") {
 		t.Errorf("the older gateway's refusal does not say why:\n%s", journal)
 	}
-	if sets := stopTrace(); len(sets) > 0 {
-		t.Errorf("the downgrade moved the pump's line: %v", sets)
+	if sets := stopTrace(); len(sets["GPIO27"]) > 0 || len(sets["GPIO17"]) > 0 {
+		t.Errorf("the refused downgrade wrote the relays' lines: %v", sets)
 	}
 	// And back: the store, untouched by the refused build, opens again.
 	pi.must("DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold /srv/repo/" + filepath.Base(newest) + " && systemctl restart fencegate")
 	pi.waitFor(ctx, "systemctl is-active fencegate", regexpActive)
 	pi.tunnel(ctx)
-	if a := pi.actuators()["pump"]; a.Fence.Token != tok {
-		t.Errorf("after the refused downgrade and the upgrade back, the pump's fence is %d; want %d", a.Fence.Token, tok)
+	if a := pi.actuators()["fan"]; a.Fence.Token != tok || a.State != "on" || pi.gpio("GPIO27") != "out lo" {
+		t.Errorf("after the refused downgrade and the upgrade back: fan at %d %s, line %s; want %d on, out lo", a.Fence.Token, a.State, pi.gpio("GPIO27"), tok)
 	}
 }
 
-// checkUpgraded: the new version runs (a new process), the fence and the
-// state are kept, and the pump's line was never written off (no click).
-func checkUpgraded(ctx context.Context, t *testing.T, pi *pi, version, oldPID, newPID string, tok uint64, sets []string) {
+// checkUpgraded: the new version runs (a new process), the fan's fence and
+// state are kept, and its line was never written off (no click); the
+// pump, off, was never written on.
+func checkUpgraded(ctx context.Context, t *testing.T, pi *pi, version, oldPID, newPID string, tok uint64, sets map[string][]string) {
 	t.Helper()
 	if v := strings.TrimSpace(pi.must("dpkg-query -W -f '${Version}' fencegate")); v != version {
 		t.Errorf("installed fencegate %s; want %s", v, version)
@@ -199,15 +205,17 @@ func checkUpgraded(ctx context.Context, t *testing.T, pi *pi, version, oldPID, n
 	if oldPID == newPID {
 		t.Errorf("the gateway was not restarted by the upgrade to %s (MainPID %s)", version, newPID)
 	}
-	for _, s := range sets {
-		if s != "set 0" {
-			t.Errorf("upgrade to %s: the pump's line (on, at low) was written %v: the relay clicked", version, sets)
-			break
+	for line, level := range map[string]string{"GPIO27": "set 0", "GPIO17": "set 1"} {
+		for _, s := range sets[line] {
+			if s != level {
+				t.Errorf("upgrade to %s: %s was written %v, away from its level (%s): the relay clicked", version, line, sets[line], level)
+				break
+			}
 		}
 	}
 	pi.tunnel(ctx)
-	if a := pi.actuators()["pump"]; a.Fence.Token != tok || a.State != "on" || pi.gpio("GPIO17") != "out lo" {
-		t.Errorf("after the upgrade to %s: pump fence %d %s, line %s; want %d on, out lo", version, a.Fence.Token, a.State, pi.gpio("GPIO17"), tok)
+	if a := pi.actuators()["fan"]; a.Fence.Token != tok || a.State != "on" || pi.gpio("GPIO27") != "out lo" || pi.gpio("GPIO17") != "out hi" {
+		t.Errorf("after the upgrade to %s: fan fence %d %s, line %s, pump's line %s; want %d on, out lo, out hi", version, a.Fence.Token, a.State, pi.gpio("GPIO27"), pi.gpio("GPIO17"), tok)
 	}
 	t.Logf("upgrade to %s: restarted, fence %d kept, line writes %v", version, tok, sets)
 }
