@@ -33,6 +33,7 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags failpoints ./cmd/gateway
 	$(GO) vet -tags nosim ./cmd/gateway
+	$(GO) vet -tags imagetest ./piimage
 
 ## fuzz: a short run (FUZZTIME) of each fuzz target: the command decoder, the topic parser, the configuration
 ##       loader; their seed corpora (testdata/fuzz) run with every go test. A failure writes its input there.
@@ -135,7 +136,7 @@ deb: dist
 ##        this tree's .deb), with its checksum, .bmap and manifest; as root, installs the tools it needs from
 ##        Debian's packages; IMAGE_* settings in piimage/build.sh; see docs/raspberry-pi.md
 ## image-test: boots dist/image's image in the emulated Raspberry Pi 3B and checks it (3 power cuts, an upgrade)
-## image-torture: IMAGE_TORTURE_CYCLES (default 20) power cuts of the emulated Pi under commands
+## image-torture: make image-test with IMAGE_TORTURE_CYCLES (default 20) power cuts instead of 3
 .PHONY: image image-test image-torture
 image:
 	$(MAKE) deb DIST=$(DIST) DIST_BINS=arm64 DEB_ARCHS=arm64
@@ -144,7 +145,7 @@ IMAGE_TORTURE_CYCLES ?= 20
 image-test:
 	CI=$${CI:-} $(GO) test -tags imagetest -count=1 -v -timeout 40m ./piimage
 image-torture:
-	CI=$${CI:-} FENCEGATE_IMAGE_CUTS=$(IMAGE_TORTURE_CYCLES) $(GO) test -tags imagetest -count=1 -v -timeout 90m -run 'TestImage/power' ./piimage
+	CI=$${CI:-} FENCEGATE_IMAGE_CUTS=$(IMAGE_TORTURE_CYCLES) $(GO) test -tags imagetest -count=1 -v -timeout 120m ./piimage
 
 ## pi-emu: the emulated Raspberry Pi 3B (QEMU raspi3b, Debian's arm64 kernel, root); see piemu/README.md
 .PHONY: pi-emu

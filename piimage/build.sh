@@ -17,6 +17,9 @@
 # Writes IMAGE_OUT/NAME.img.xz, NAME.img.xz.sha256, NAME.img.bmap and
 # NAME.manifest, NAME = fencegate-VERSION-raspi-arm64.
 set -euo pipefail
+# All of it in main, read whole before it runs: a script edited while it runs
+# would otherwise go on from the old offset in the new text.
+main() {
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 DEB=${IMAGE_DEB:?set IMAGE_DEB to the fencegate arm64 .deb (make image does)}
@@ -30,7 +33,6 @@ die() { echo "image: $*" >&2; exit 1; }
 step() { echo "image: $(date -u +%T) $*"; }
 
 [ -f "$DEB" ] || die "no .deb at $DEB"
-[ "$(id -u)" = 0 ] || die "needs root (mmdebstrap's root mode, file ownership in the image); run: sudo make image"
 
 # What the build needs, by command and Debian package.
 need=(mmdebstrap:mmdebstrap qemu-aarch64-static:qemu-user-static update-binfmts:binfmt-support
@@ -38,6 +40,10 @@ need=(mmdebstrap:mmdebstrap qemu-aarch64-static:qemu-user-static update-binfmts:
   arch-test:arch-test)
 missing=()
 for n in "${need[@]}"; do command -v "${n%%:*}" >/dev/null 2>&1 || missing+=("${n#*:}"); done
+if [ "$(id -u)" != 0 ]; then
+  ((${#missing[@]} == 0)) || echo "image: also missing: install with: sudo apt-get install --no-install-recommends ${missing[*]}" >&2
+  die "needs root (mmdebstrap's root mode, file ownership in the image): run sudo make image"
+fi
 if ((${#missing[@]})); then
   [ "${1:-}" = --install ] || die "missing programs; install them with: apt-get install --no-install-recommends ${missing[*]}"
   step "installing ${missing[*]}"
@@ -116,3 +122,5 @@ mv "$OUT/$NAME.img.xz.part" "$OUT/$NAME.img.xz"
 cp "$WORK/manifest" "$OUT/$NAME.manifest"
 ln -sfn "$NAME.img.xz" "$OUT/latest.img.xz"
 step "done in ${SECONDS}s: $OUT/$NAME.img.xz ($(du -m "$OUT/$NAME.img.xz" | cut -f1) MB; ${total} MB written to the card)"
+}
+main "$@"

@@ -76,7 +76,11 @@ func TestImage(t *testing.T) {
 	xz := image(t)
 	c := newCard(t, xz, t.TempDir())
 	pi := newPi(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
+	deadline := time.Now().Add(110 * time.Minute)
+	if d, ok := t.Deadline(); ok {
+		deadline = d.Add(-time.Minute) // room to report, before go test's own timeout
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 
 	example, ok := c.get(t, "fencegate/gateway.yaml.example")
