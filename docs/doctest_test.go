@@ -56,9 +56,9 @@
 // and writes to it (bin/, dist/) go to a throw-away overlay. A freshly built
 // gateway is at bin/gateway, as make build leaves it (README.md's set-up,
 // which the docs assume), and not on PATH: a doc that calls a bare gateway
-// fails, as it would for a reader, except docs/raspberry-pi.md, whose
-// commands run where the Debian package installed /usr/bin/gateway, so it
-// is on PATH there too. Files run in parallel. Without namespaces (or
+// fails, as it would for a reader, except docs/raspberry-pi.md and
+// docs/raspberry-pi-os.md, whose commands run where the Debian package
+// installed /usr/bin/gateway, so it is on PATH there too. Files run in parallel. Without namespaces (or
 // without mosquitto, curl, etcd, etcdctl, openssl, chromium where a file uses them) the test
 // skips, and fails under CI=true. etcdutl, which Debian 12 lacks, is built
 // from tools/etcdutl when it is not installed.
@@ -158,7 +158,7 @@ func sessionMain() int {
 
 // installedDocs are the docs whose commands run where the package
 // installed the gateway as /usr/bin/gateway: they call it gateway.
-var installedDocs = []string{"docs/raspberry-pi.md"}
+var installedDocs = []string{"docs/raspberry-pi.md", "docs/raspberry-pi-os.md"}
 
 // installBuilt puts the gateway the test built at bin/gateway in the
 // session's view of the repository (the working directory), where make

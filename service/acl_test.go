@@ -362,14 +362,14 @@ func audit(t *testing.T, addr string) []fencelog.Entry {
 }
 
 // TestSingleGatewayACL runs a real Mosquitto with the one-gateway ACL of
-// docs/raspberry-pi.md (docs/protocol.md has the same): the gateway logs
+// docs/raspberry-pi-os.md (docs/protocol.md has the same): the gateway logs
 // in as gateway, a controller as controller, and the controller's
 // commands are answered on its reply topic, both as package client sends
 // them and as the tests' controller does.
 func TestSingleGatewayACL(t *testing.T) {
-	acl := singleGatewayACL(t, "../docs/raspberry-pi.md", "sudo tee /etc/mosquitto/acl <<'EOF'\n", "\nEOF\n")
+	acl := singleGatewayACL(t, "../docs/raspberry-pi-os.md", "sudo tee /etc/mosquitto/acl <<'EOF'\n", "\nEOF\n")
 	if same := singleGatewayACL(t, "../docs/protocol.md", "```conf\nuser gateway\n", "\n```\n"); "user gateway\n"+same != acl {
-		t.Fatalf("docs/protocol.md's ACL differs from docs/raspberry-pi.md's:\n%s\n---\n%s", same, acl)
+		t.Fatalf("docs/protocol.md's ACL differs from docs/raspberry-pi-os.md's:\n%s\n---\n%s", same, acl)
 	}
 	id := testenv.ID(t, "acl")
 	users := map[string]string{"gateway": "pw-gw", "controller": "pw-ctl"}

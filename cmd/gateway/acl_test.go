@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestACL: gateway acl prints the ACL that docs/raspberry-pi.md shows for
+// TestACL: gateway acl prints the ACL that docs/raspberry-pi-os.md shows for
 // one gateway and one controller (which TestSingleGatewayACL runs against
 // a real Mosquitto), adds what inputs and Home Assistant need, and refuses
 // names that would break it.
@@ -22,18 +22,18 @@ func TestACL(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("gateway acl: exit %d\n%s", code, out)
 	}
-	doc, err := os.ReadFile("../../docs/raspberry-pi.md")
+	doc, err := os.ReadFile("../../docs/raspberry-pi-os.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, _ := strings.Cut(string(doc), "sudo tee /etc/mosquitto/acl <<'EOF'\n")
 	want, _, ok := strings.Cut(rest, "\nEOF\n")
 	if !ok {
-		t.Fatal("docs/raspberry-pi.md: no ACL")
+		t.Fatal("docs/raspberry-pi-os.md: no ACL")
 	}
 	_, got, _ := strings.Cut(out, "\n") // the comment line
 	if strings.TrimSpace(got) != strings.TrimSpace(want) {
-		t.Errorf("gateway acl differs from docs/raspberry-pi.md's ACL:\n%s\n--- docs ---\n%s", got, want)
+		t.Errorf("gateway acl differs from docs/raspberry-pi-os.md's ACL:\n%s\n--- docs ---\n%s", got, want)
 	}
 
 	more := strings.Replace(base, "board: sim\n", "board: sim\nhome_assistant: {}\ninputs:\n  - {name: door, pin: GPIO5}\n", 1)

@@ -17,7 +17,7 @@ import (
 )
 
 // brokerDocs are the docs with a recommended Mosquitto configuration.
-var brokerDocs = []string{"protocol.md", "raspberry-pi.md", "security.md"}
+var brokerDocs = []string{"protocol.md", "raspberry-pi-os.md", "security.md"}
 
 // docsQueueLimit returns the max_queued_messages of the recommended
 // Mosquitto configurations of the docs, which must all set it, to the
