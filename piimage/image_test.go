@@ -111,8 +111,26 @@ func TestImage(t *testing.T) {
 			}
 			ctl.close()
 			before := pi.actuators()["pump"]
+			// A configuration with a mistake, put on the card for the next
+			// boot: refused, said so, the gateway stays stopped, no line is
+			// taken; mended, the gateway starts.
+			pi.must(`printf 'id: greenhouse-1\nmqtt: {broker: "tcp://127.0.0.1:1883", username: gateway, password_file: /etc/fencegate/mqtt.password}\nstore: /var/lib/fencegate/fence.db\nboard: raspberry-pi\nactuators:\n  - {name: pump, pin: GPIO99}\n' > /boot/firmware/fencegate/gateway.yaml`)
 			pi.shutdown("reboot")
 			pi.boot(ctx)
+			pi.waitFor(ctx, "systemctl is-active fencegate-bootconfig", regexp.MustCompile(`^(failed|active)`))
+			if st := pi.must("systemctl is-active fencegate; true"); !strings.HasPrefix(st, "inactive") {
+				t.Errorf("with a bad gateway.yaml the gateway is %q; want inactive (not started)", strings.TrimSpace(st))
+			}
+			status := pi.must("cat /boot/firmware/fencegate/status.txt; ls /boot/firmware/fencegate")
+			for _, want := range []string{"gateway.yaml is not valid", "GPIO99", "the gateway is NOT started", "gateway.yaml\r\n"} {
+				if !strings.Contains(strings.ReplaceAll(status, "\r\n", "\n"), strings.ReplaceAll(want, "\r\n", "\n")) {
+					t.Errorf("after a bad gateway.yaml, status.txt and the folder do not say %q:\n%s", want, status)
+				}
+			}
+			if gpio := pi.must("cat /sys/kernel/debug/gpio"); regexp.MustCompile(`\((GPIO17|GPIO27)\s*\|`).MatchString(gpio) {
+				t.Errorf("with the gateway stopped, a relay's line is taken:\n%s", gpio)
+			}
+			pi.must("rm /boot/firmware/fencegate/gateway.yaml && systemctl restart fencegate-bootconfig && systemctl start fencegate")
 			pi.waitFor(ctx, "systemctl is-active fencegate", regexp.MustCompile(`^active`))
 			pi.tunnel(ctx)
 			after := pi.actuators()["pump"]
