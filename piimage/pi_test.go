@@ -189,7 +189,9 @@ func (p *pi) boot(ctx context.Context) {
 		"-drive", "if=sd,format=raw,file="+p.card.path,
 		"-netdev", fwd, "-device", "usb-net,netdev=net0",
 		"-nographic", "-serial", "file:"+p.console, "-monitor", "none", "-no-reboot")
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own group (kill ends it all); and it dies with the test
+	// process, however that ends, so no emulated Pi keeps a core busy.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
 	p.cmd.Stdout, p.cmd.Stderr = &out, &out
 	start := time.Now()
@@ -310,6 +312,7 @@ func (p *pi) tunnel(ctx context.Context) {
 		<-p.tunnelDone
 	}
 	cmd := p.sshCmd([]string{"-N", "-o", "ExitOnForwardFailure=yes", "-L", fmt.Sprintf("127.0.0.1:%d:127.0.0.1:8080", p.api)}, "")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
