@@ -201,13 +201,19 @@ func (p *pi) boot(ctx context.Context) {
 	p.exited = make(chan struct{})
 	go func() { p.cmd.Wait(); close(p.exited) }()
 	p.root.Cleanup(func() { p.kill() })
+	// A boot takes 1.5 to 2.5 minutes here; one that takes 10 is stuck.
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
 	for {
 		select {
 		case <-p.exited:
 			t.Fatalf("boot %d: QEMU ended (%s) before the Pi answered SSH:\n%s\n--- console (tail) ---\n%s", p.boots, p.cmd.ProcessState, out.String(), p.consoleTail(60))
-		case <-ctx.Done():
+		case <-bctx.Done():
 			t.Fatalf("boot %d: no SSH after %v\n--- console (tail) ---\n%s", p.boots, time.Since(start).Round(time.Second), p.consoleTail(60))
 		case <-time.After(2 * time.Second):
+		}
+		if c, _ := os.ReadFile(p.console); bytes.Contains(c, []byte("Reached target emergency.target")) || bytes.Contains(c, []byte("Emergency Mode")) {
+			t.Fatalf("boot %d: the Pi stopped in emergency mode\n--- console (tail) ---\n%s", p.boots, p.consoleTail(80))
 		}
 		if _, err := p.run("true"); err == nil {
 			t.Logf("boot %d: SSH answers %.0f s after power-on", p.boots, time.Since(start).Seconds())
