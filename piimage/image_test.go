@@ -114,7 +114,15 @@ func TestImage(t *testing.T) {
 			// A configuration with a mistake, put on the card for the next
 			// boot: refused, said so, the gateway stays stopped, no line is
 			// taken; mended, the gateway starts.
-			pi.must(`printf 'id: greenhouse-1\nmqtt: {broker: "tcp://127.0.0.1:1883", username: gateway, password_file: /etc/fencegate/mqtt.password}\nstore: /var/lib/fencegate/fence.db\nboard: raspberry-pi\nactuators:\n  - {name: pump, pin: GPIO99}\n' > /boot/firmware/fencegate/gateway.yaml`)
+			bad := strings.Replace(example, "pin: GPIO17", "pin: GPIO99", 1)
+			if bad == example {
+				t.Fatal("the example gateway.yaml has no pin: GPIO17 to spoil")
+			}
+			badFile := filepath.Join(t.TempDir(), "gateway.yaml")
+			if err := os.WriteFile(badFile, []byte(bad), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			pi.copyTo(t, badFile, "/boot/firmware/fencegate/gateway.yaml")
 			pi.shutdown("reboot")
 			pi.boot(ctx)
 			pi.waitFor(ctx, "systemctl is-active fencegate-bootconfig", regexp.MustCompile(`^(failed|active)`))
