@@ -140,3 +140,67 @@ func TestHeartbeat(t *testing.T) {
 		t.Errorf("pump without heartbeats = %+v, %v; want off at fence 8/0", o, err)
 	}
 }
+
+// A heartbeat answered later than Every, while the broker is stalled,
+// still counts; one unanswered for its Timeout ends Heartbeat with
+// ErrTimeout.
+func TestHeartbeatLateAnswer(t *testing.T) {
+	broker, proc := testenv.EmbeddedBrokerProcess(t)
+	run(t, fmt.Sprintf("id: gw\nmqtt: {broker: %s}\nstore: %s\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\nscopes:\n  - {name: pump, safe: {after: 5s}}\n",
+		broker, filepath.Join(t.TempDir(), "fence.db")))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var seq client.Seq
+	if _, err := c.Send(ctx, fence.Command{ID: "a-1", Actuator: "pump", Holder: "a", Fence: fence.Fence{Token: 7, Seq: seq.Next()}, State: fence.StateOn}); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.Pause(proc); err != nil {
+		t.Skip(err)
+	}
+	testenv.Resume(proc)
+	stall := func(d time.Duration) {
+		testenv.Pause(proc)
+		time.Sleep(d)
+		testenv.Resume(proc)
+	}
+	beat := func(timeout time.Duration) (context.CancelFunc, chan error) {
+		hctx, hcancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- c.Heartbeat(hctx, client.Heartbeat{Actuator: "pump", Holder: "a", Token: 7, Seq: &seq, Every: 100 * time.Millisecond, Timeout: timeout})
+		}()
+		return hcancel, done
+	}
+
+	hcancel, done := beat(3 * time.Second)
+	stall(time.Second) // ten times Every, a third of Timeout
+	before := seq.Next()
+	if _, err := c.WaitState(ctx, "pump", func(o fence.Output) bool { return o.Fence.Seq > before+2 }); err != nil {
+		t.Fatalf("no heartbeat applied after the broker's stall: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Heartbeat ended after a stall shorter than its Timeout: %v", err)
+	default:
+	}
+	hcancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Heartbeat at its context's end = %v, want nil", err)
+	}
+
+	_, done = beat(300 * time.Millisecond)
+	go stall(2 * time.Second)
+	select {
+	case err := <-done:
+		if !errors.Is(err, client.ErrTimeout) {
+			t.Errorf("Heartbeat after a stall longer than its Timeout = %v, want ErrTimeout", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Heartbeat goes on without answers for longer than its Timeout")
+	}
+}

@@ -31,6 +31,13 @@ type Heartbeat struct {
 	// Every is the time between heartbeats: well under the scope's
 	// dead-man time (safe: after), say a third of it.
 	Every time.Duration
+	// Timeout is how long one heartbeat waits for its answer (resent
+	// meanwhile as Options.Resend says) before Heartbeat gives up; zero
+	// means 3×Every, about the dead-man time when Every is a third of it.
+	// A busy gateway or broker may answer later than Every: a heartbeat
+	// answered late still counts, while one unanswered for about the
+	// dead-man time means the scope may already be in its safe state.
+	Timeout time.Duration
 }
 
 // Heartbeat sends a fence-only command to h.Actuator every h.Every while
@@ -40,17 +47,22 @@ type Heartbeat struct {
 // another holder's command raised the fence (the lease is gone: stop
 // acting), or the error of a heartbeat that got no answer (a resent
 // heartbeat is its redelivery, never a second one). A controller runs it
-// in a goroutine for as long as it holds the lease.
+// in a goroutine for as long as it holds the lease. A tick missed while
+// a heartbeat waits for its answer is dropped, not made up.
 func (cl *Client) Heartbeat(ctx context.Context, h Heartbeat) error {
 	if h.Every <= 0 || h.Seq == nil || h.Token == 0 || h.Actuator == "" {
 		return errors.New("client: a heartbeat needs an actuator, a token, a Seq and Every > 0")
+	}
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = 3 * h.Every
 	}
 	t := time.NewTicker(h.Every)
 	defer t.Stop()
 	for {
 		c := fence.Command{Actuator: h.Actuator, Holder: h.Holder, Fence: fence.Fence{Token: h.Token, Seq: h.Seq.Next()}}
 		c.ID = fmt.Sprintf("%s-hb-%d-%d", h.Holder, c.Fence.Token, c.Fence.Seq)
-		sctx, cancel := context.WithTimeout(ctx, h.Every)
+		sctx, cancel := context.WithTimeout(ctx, timeout)
 		_, err := cl.Send(sctx, c)
 		cancel()
 		if err != nil {

@@ -53,12 +53,20 @@ var (
 // Linux the kernel kills it). Its log ends up in t's log if t fails.
 func EmbeddedBroker(t testing.TB) string {
 	t.Helper()
+	url, _ := EmbeddedBrokerProcess(t)
+	return url
+}
+
+// EmbeddedBrokerProcess is EmbeddedBroker that also returns the broker's
+// process, for a test that pauses it (Pause) to make it slow.
+func EmbeddedBrokerProcess(t testing.TB) (string, *os.Process) {
+	t.Helper()
 	b, err := startBrokerd()
 	if err != nil {
 		t.Fatalf("testenv: embedded broker: %v", err)
 	}
-	t.Cleanup(func() { b.stop(t) })
-	return b.url
+	t.Cleanup(func() { Resume(b.cmd.Process); b.stop(t) })
+	return b.url, b.cmd.Process
 }
 
 // brokerd is a running brokerd process.
