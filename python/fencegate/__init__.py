@@ -11,7 +11,7 @@ commands (:meth:`Client.send`), which return the gateway's answer or raise
 
 from .client import DEFAULT_RESEND, MAX_RESEND, Client
 from .errors import (AnswerError, BrokerError, EtcdError, FailedError, FencegateError, KeyFileError, LeaseLost,
-                     RejectedError, StaleError, Timeout)
+                     OutputError, RejectedError, StaleError, Timeout)
 from .heartbeat import Heartbeat
 from .lease import Etcd, Lease, acquire, lock_name
 from .seq import Seq
@@ -21,7 +21,7 @@ from .wire import ActuatorState, Answer, Command, Fence, InvalidCommand, Topics
 __all__ = [
     "Client", "DEFAULT_RESEND", "MAX_RESEND",
     "AnswerError", "BrokerError", "EtcdError", "FailedError", "FencegateError", "KeyFileError", "LeaseLost",
-    "RejectedError", "StaleError", "Timeout", "InvalidCommand",
+    "OutputError", "RejectedError", "StaleError", "Timeout", "InvalidCommand",
     "Heartbeat", "Etcd", "Lease", "acquire", "lock_name", "Seq", "Signer", "read_private_key",
     "ActuatorState", "Answer", "Command", "Fence", "Topics",
 ]

@@ -10,7 +10,9 @@ token and writes what happens as JSON lines on stdout, flushed at once::
 
 then releases its lease and exits: 0 applied or duplicate, 3 stale, 4
 rejected, 5 failed, 64 bad usage, 1 anything else (one line on stderr
-saying what and why).
+saying what and why). An applied or duplicate answer whose state is not
+the one asked (a later command, a failed drive) exits 0 too, with a line
+on stderr that says so.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import sys
 from typing import Any, Dict, NoReturn, Optional, Sequence
 
 from .client import Client
-from .errors import FailedError, FencegateError, RejectedError, StaleError
+from .errors import FailedError, FencegateError, OutputError, RejectedError, StaleError
 from .lease import Lease, acquire
 from .signing import Signer
 from .wire import MAX_TOKEN, Answer, Command, Fence, InvalidCommand
@@ -178,6 +180,12 @@ def _send(a: argparse.Namespace) -> int:
                 _emit(_answer_event(e.answer))
                 print(f"fencegate send: {e}", file=sys.stderr)
                 return EXIT_FAILED
+            except OutputError as e:
+                # Applied or duplicate: the gateway took it. Say that the
+                # output is otherwise now, for the person who reads this.
+                _emit(_answer_event(e.answer))
+                print(f"fencegate send: {e}", file=sys.stderr)
+                return EXIT_OK
             _emit(_answer_event(answer))
             return EXIT_OK
         finally:

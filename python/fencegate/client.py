@@ -25,14 +25,14 @@ from dataclasses import replace
 from typing import Callable, Dict, List, Optional
 
 from .connection import Connection, Security
-from .errors import BrokerError, FailedError, FencegateError, RejectedError, StaleError, Timeout
+from .errors import BrokerError, FailedError, FencegateError, OutputError, RejectedError, StaleError, Timeout
 from .lease import Lease
 from .signing import Signer
 from .wire import (APPLIED, DEFAULT_PREFIX, DUPLICATE, FAILED, REJECTED, STALE, STATUS_ONLINE,
-                   ActuatorState, Answer, Command, InvalidCommand, Topics, WireError, answers,
+                   ActuatorState, Answer, Command, InvalidCommand, Topics, WireError, answers, output_as_asked,
                    check_command, encode_request, parse_answer, parse_state)
 
-__all__ = ["Client", "DEFAULT_RESEND", "MAX_RESEND", "MAX_PAYLOAD"]
+__all__ = ["Client", "prepare", "DEFAULT_RESEND", "MAX_RESEND", "MAX_PAYLOAD"]
 
 #: How long an unanswered command waits before it is published again, at first.
 DEFAULT_RESEND = 1.0
@@ -40,6 +40,21 @@ DEFAULT_RESEND = 1.0
 MAX_RESEND = 8.0
 #: The largest command payload the gateway accepts, in bytes.
 MAX_PAYLOAD = 1024
+
+
+def prepare(gateway: str, c: Command, reply: str = "", signer: Optional[Signer] = None) -> bytes:
+    """The payload of ``c`` for ``gateway``: checked, signed (with ``signer``), encoded.
+
+    Raises :class:`~fencegate.wire.InvalidCommand`, before anything is
+    published, for a command the gateway would reject as malformed.
+    """
+    name = signer.name if signer else ""
+    check_command(c, name)
+    sig = signer.sign(gateway, c) if signer else None
+    payload = encode_request(c, reply, name, sig)
+    if len(payload) > MAX_PAYLOAD:
+        raise InvalidCommand("payload", f"the command is {len(payload)} bytes; the gateway takes at most {MAX_PAYLOAD}")
+    return payload
 
 
 class _Waiter:
@@ -242,24 +257,20 @@ class Client:
         return f"{self.client_id}-{next(self._ids)}"
 
     def prepare(self, command: Command) -> tuple[Command, bytes]:
-        """The command (with an id) and its payload, checked and signed, as :meth:`send` publishes it.
+        """The command (with an id) and its payload, as :meth:`send` publishes it.
 
         Raises :class:`~fencegate.wire.InvalidCommand` for a command the
         gateway would reject: nothing is published.
         """
         c = command if command.id else replace(command, id=self.new_id())
-        signer = self.signer.name if self.signer else ""
-        check_command(c, signer)
-        sig = self.signer.sign(self.gateway, c) if self.signer else None
-        payload = encode_request(c, self.reply, signer, sig)
-        if len(payload) > MAX_PAYLOAD:
-            raise InvalidCommand("payload", f"the command is {len(payload)} bytes; the gateway takes at most {MAX_PAYLOAD}")
-        return c, payload
+        return c, prepare(self.gateway, c, self.reply, self.signer)
 
     def send(self, command: Command, timeout: float = 10.0, lease: Optional[Lease] = None) -> Answer:
         """Publish ``command`` (QoS 1) and wait for its answer.
 
-        Returns the answer for applied and duplicate. Raises
+        Returns the answer for applied and duplicate (but raises
+        :class:`~fencegate.errors.OutputError` if the answer says the
+        actuator is not in the state asked). Raises
         :class:`~fencegate.errors.StaleError`, ``RejectedError`` or
         ``FailedError`` (each with the answer) for those outcomes,
         :class:`~fencegate.errors.Timeout` if no answer came within
@@ -281,7 +292,7 @@ class Client:
                 raise BrokerError("the client is closed")
             self._waiters.setdefault(c.id, []).append(w)
         try:
-            return self._outcome(self._resending(w, topic, payload, timeout, lease))
+            return self.outcome(c, self._resending(w, topic, payload, timeout, lease))
         finally:
             with self._cv:
                 ws = self._waiters.get(c.id, [])
@@ -335,8 +346,13 @@ class Client:
         return msg + (f" (its status is {st})" if st else " (it has published no status: is the gateway id right, and is it running?)")
 
     @staticmethod
-    def _outcome(a: Answer) -> Answer:
+    def outcome(c: Command, a: Answer) -> Answer:
+        """What :meth:`send` makes of answer ``a`` to ``c``: ``a`` for applied
+        and duplicate (an :class:`~fencegate.errors.OutputError` if the
+        output is not as ``c`` asked), else the outcome's error."""
         if a.outcome in (APPLIED, DUPLICATE):
+            if not output_as_asked(c, a):
+                raise OutputError(a, c.state)
             return a
         if a.outcome == STALE:
             raise StaleError(a)

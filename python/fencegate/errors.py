@@ -2,8 +2,9 @@
 
 Outcomes first: a stale, rejected or failed answer is raised as
 :class:`StaleError`, :class:`RejectedError` or :class:`FailedError`, each
-carrying the gateway's :class:`~fencegate.wire.Answer`; no answer in time
-is a :class:`Timeout`. Then the faults of the parts around: the broker
+carrying the gateway's :class:`~fencegate.wire.Answer`, and an applied or
+duplicate one that says the output is not as asked as :class:`OutputError`;
+no answer in time is a :class:`Timeout`. Then the faults of the parts around: the broker
 (:class:`BrokerError`), etcd (:class:`EtcdError`), a lease that is gone
 (:class:`LeaseLost`), a key file (:class:`KeyFileError`). Every one of them
 is a :class:`FencegateError`, whose message says what and why in words a
@@ -17,7 +18,7 @@ from typing import Optional
 from .wire import Answer, Fence, InvalidCommand
 
 __all__ = [
-    "FencegateError", "AnswerError", "StaleError", "RejectedError", "FailedError",
+    "FencegateError", "AnswerError", "StaleError", "OutputError", "RejectedError", "FailedError",
     "Timeout", "BrokerError", "EtcdError", "LeaseLost", "KeyFileError", "InvalidCommand",
 ]
 
@@ -60,6 +61,25 @@ class StaleError(AnswerError):
     def __init__(self, answer: Answer) -> None:
         super().__init__(answer, f"stale: {answer.error or 'the command is not above the fence'} "
                                  f"(fence {answer.fence}, {answer.actuator} is {answer.state or 'unknown'})")
+
+
+class OutputError(AnswerError):
+    """An applied or duplicate answer that says the actuator is not as the command asked.
+
+    The gateway took the command (its fence holds), but the output is
+    otherwise now: a later command undid it, the boot rule switched it off
+    at a restart, or its drive failed (``answer.actual``). Reread the
+    state and, to set it, send a new command with a higher seq.
+    """
+
+    def __init__(self, answer: Answer, asked: str) -> None:
+        now = answer.state or "unknown"
+        if answer.actual:
+            now = f"recorded {answer.state or 'unknown'} but reads back {answer.actual}"
+        super().__init__(answer, f"{answer.outcome}, but {answer.actuator} is {now} now, not {asked} as asked: the output "
+                                 "changed after the command was applied (a later command, the boot rule at a restart, or a "
+                                 "failed drive); reread the state, and send a new command with a higher seq to set it")
+        self.asked = asked
 
 
 class RejectedError(AnswerError):

@@ -232,10 +232,6 @@ def json_string(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
-def _text_bytes(s: str) -> int:
-    return len(s.encode("utf-8", "surrogatepass"))
-
-
 def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -275,8 +271,12 @@ def check_command(c: Command, signer: str = "") -> None:
     for what, value in (("id", c.id), ("holder", c.holder), ("signer", signer)):
         if not isinstance(value, str):
             raise InvalidCommand(what, f"{what} {value!r} is not a string")
-        if _text_bytes(value) > MAX_TEXT:
-            raise InvalidCommand(what, f"{what} is {_text_bytes(value)} bytes; the limit is {MAX_TEXT}")
+        try:
+            n = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise InvalidCommand(what, f"{what} {value!r} is not valid UTF-8 text (it holds a lone surrogate)") from None
+        if n > MAX_TEXT:
+            raise InvalidCommand(what, f"{what} is {n} bytes; the limit is {MAX_TEXT}")
 
 
 def _text(s: str) -> bytes:
@@ -453,8 +453,24 @@ def answers(c: Command, a: Answer) -> bool:
             and a.token in (0, c.token) and a.seq in (0, c.seq))
 
 
+def output_as_asked(c: Command, a: Answer) -> bool:
+    """Whether an applied or duplicate answer ``a`` says the actuator is as ``c`` asked.
+
+    A fence-only command asks for nothing, and a pulse is on and then back
+    at rest (its answer says how it went in ``pulse``); any other command
+    asked for a state, which the answer's ``state`` (and ``actual``, when
+    present) must be. If not, the output changed after the command was
+    applied (a later command, the boot rule at a restart, a failed drive):
+    reread the state, and send a new command with a higher seq to set it.
+    """
+    if not c.state or c.pulse_ms > 0 or a.pulse is not None:
+        return True
+    return a.state == c.state and (not a.actual or a.actual == c.state)
+
+
 #: What a controller does with an answer (the conformance suite's words).
 DONE = "done"
+REREAD = "reread"
 REACQUIRE = "reacquire"
 REPORT = "report"
 RETRY_LATER = "retry-later"
@@ -464,11 +480,14 @@ IGNORE = "ignore"
 def action(c: Command, a: Answer) -> str:
     """What a controller does with answer ``a`` to command ``c``.
 
-    ``done`` (applied, duplicate), ``reacquire`` (stale: stop acting under
+    ``done`` (applied, duplicate), ``reread`` (applied or duplicate, but
+    the output is not as asked: see :func:`output_as_asked`), ``reacquire`` (stale: stop acting under
     this token, reread, acquire again), ``report`` (rejected),
     ``retry-later`` (failed: retry with a higher seq), ``ignore`` (not an
     answer to ``c``, or an outcome this client does not know).
     """
     if not answers(c, a):
         return IGNORE
+    if a.outcome in (APPLIED, DUPLICATE) and not output_as_asked(c, a):
+        return REREAD
     return {APPLIED: DONE, DUPLICATE: DONE, STALE: REACQUIRE, REJECTED: REPORT, FAILED: RETRY_LATER}.get(a.outcome, IGNORE)
