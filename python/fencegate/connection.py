@@ -236,7 +236,7 @@ class Connection:
         self._stop = threading.Event()
         self.connected = False
         if PAHO_V2:
-            c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=True, protocol=paho.MQTTv311)
+            c = paho.Client(getattr(paho, "CallbackAPIVersion").VERSION2, client_id=client_id, clean_session=True, protocol=paho.MQTTv311)
             c.on_connect = lambda _c, _u, _f, rc, _p: self._connected(_connack_name(rc))
             c.on_subscribe = lambda _c, _u, mid, rcs, _p: self._subscribed(mid, any(r.is_failure for r in rcs))
             c.on_disconnect = lambda _c, _u, _f, rc, _p: self._disconnected()
@@ -345,7 +345,7 @@ class Connection:
         """Publish with QoS 1, never retained; False if not connected now
         (paho keeps the message and sends it once connected)."""
         info = self._paho.publish(topic, payload, qos=1, retain=False)
-        return info.rc == paho.MQTT_ERR_SUCCESS
+        return bool(info.rc == paho.MQTT_ERR_SUCCESS)
 
     def close(self) -> None:
         """Disconnect and stop the network thread."""

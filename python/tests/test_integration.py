@@ -21,12 +21,12 @@ import threading
 import time
 import unittest
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
 
-from fencegate import (Client, Command, Etcd, LeaseLost, RejectedError, Signer, StaleError, acquire,  # noqa: E402
-                       lock_name)
+from fencegate import (Client, Command, Etcd, Lease, LeaseLost, RejectedError, Signer, StaleError,  # noqa: E402
+                       acquire, lock_name)
 from fencegate.connection import Connection, Security  # noqa: E402
 
 BROKER = os.environ.get("FENCEGATE_TEST_BROKER", "")
@@ -113,23 +113,24 @@ class TestGateway(unittest.TestCase):
         first = acquire(ETCD, GATEWAY, scope, ttl=5)
         self.addCleanup(first.release)
         self.assertEqual(one.send(Command("valve", first.token, holder=holder("one")), lease=first).outcome, "applied")
-        got: Dict[str, object] = {}
+        got: List[Lease] = []
+        granted: List[float] = []
 
         def second() -> None:
-            got["lease"] = acquire(ETCD, GATEWAY, two.scope("valve"), ttl=5, wait=20)
-            got["at"] = time.monotonic()
+            got.append(acquire(ETCD, GATEWAY, two.scope("valve"), ttl=5, wait=20))
+            granted.append(time.monotonic())
 
         t = threading.Thread(target=second)
         t.start()
         time.sleep(1.5)
-        self.assertNotIn("lease", got, "the second controller got the lock while the first held it")
+        self.assertEqual(got, [], "the second controller got the lock while the first held it")
         released = time.monotonic()
         first.release()
         t.join(20)
-        l2 = got["lease"]
-        assert isinstance(l2, type(first))
+        self.assertEqual(len(got), 1, "the second controller did not get the lock after the first released it")
+        l2 = got[0]
         self.addCleanup(l2.release)
-        self.assertGreaterEqual(got["at"], released)  # type: ignore[operator]
+        self.assertGreaterEqual(granted[0], released)
         self.assertGreater(l2.token, first.token)
         self.assertEqual(two.send(Command("valve", l2.token, holder=holder("two")), lease=l2).outcome, "applied")
         with self.assertRaises(StaleError):
@@ -188,6 +189,12 @@ def _events(out: str) -> List[Dict[str, object]]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
+def _kill(p: "subprocess.Popen[str]") -> None:
+    if p.poll() is None:
+        p.kill()
+        p.communicate()
+
+
 def _stopped(pid: int) -> bool:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0] == "T"
@@ -216,7 +223,7 @@ class TestDriver(unittest.TestCase):
         me = holder("pause")
         p = _driver("--actuator", "pump", "--holder", me, "--id", f"{me}-1", "--ttl", "2", "--timeout", "20",
                     "--stop-after-grant", "on")
-        self.addCleanup(lambda: p.poll() is None and p.kill())
+        self.addCleanup(_kill, p)
         deadline = time.monotonic() + 20
         while not _stopped(p.pid):
             self.assertIsNone(p.poll(), "the driver ended before it stopped itself")

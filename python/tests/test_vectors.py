@@ -8,12 +8,12 @@ import base64
 import json
 import sys
 import unittest
+from unittest import mock
 from pathlib import Path
 from typing import Any, Dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
 
-from fencegate import client as fgclient
 from fencegate.client import Client, prepare
 from fencegate.errors import FailedError, OutputError, RejectedError, StaleError
 from fencegate.signing import Signer
@@ -138,12 +138,8 @@ class _RecordingConnection:
 
 def _offline_client() -> Client:
     """A Client whose connection records publishes instead of making them."""
-    orig = fgclient.Connection
-    fgclient.Connection = lambda *a, **k: _Opened()  # type: ignore[assignment,misc]
-    try:
+    with mock.patch("fencegate.client.Connection", lambda *a, **k: _Opened()):
         return Client("tcp://test.invalid:1883", "gw", client_id="unit")
-    finally:
-        fgclient.Connection = orig  # type: ignore[misc]
 
 
 class _Opened(_RecordingConnection):
