@@ -222,16 +222,19 @@ class Lease:
             self._released = True
         self._stop.set()
         err: Optional[EtcdError] = None
-        if self.key:
-            try:
-                self.etcd.call("lock/unlock", {"key": _b64(self.key)})
-            except EtcdError as e:
-                err = e
         try:
-            self.etcd.call("lease/revoke", {"ID": self.id})
+            if self.key:
+                self.etcd.call("lock/unlock", {"key": _b64(self.key)})
         except EtcdError as e:
-            if _code(e) != 5 and "lease not found" not in str(e):  # 5: NotFound, already gone
-                err = err or e
+            err = e
+        finally:
+            # Also when the unlock was interrupted (KeyboardInterrupt):
+            # revoking the lease deletes the lock key with it.
+            try:
+                self.etcd.call("lease/revoke", {"ID": self.id})
+            except EtcdError as e:
+                if _code(e) != 5 and "lease not found" not in str(e):  # 5: NotFound, already gone
+                    err = err or e
         if err is not None:
             raise err
 

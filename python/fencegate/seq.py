@@ -26,6 +26,12 @@ class Seq:
             self._n += 1
             return self._n
 
+    def skip_to(self, n: int) -> None:
+        """Hand out numbers above ``n`` from now on (e.g. above a fence of
+        one's own token that a later command of one's own set)."""
+        with self._lock:
+            self._n = max(self._n, n)
+
     @property
     def last(self) -> int:
         """The last seq handed out (``after`` if none)."""
