@@ -124,7 +124,7 @@ def _hostport(host: str, port: int) -> str:
 def explain(e: BaseException, broker: str, s: Security) -> str:
     """Why connecting to ``broker`` failed, as a person can act on it."""
     n = s.names
-    host, port, _ = parse_broker(broker)
+    host, port, tls = parse_broker(broker)
     where = _hostport(host, port)
     if isinstance(e, ssl.SSLCertVerificationError):
         code, msg = e.verify_code, e.verify_message or str(e)
@@ -140,6 +140,8 @@ def explain(e: BaseException, broker: str, s: Security) -> str:
         if code == 9:
             return "the broker's certificate is not valid yet: is this machine's clock right?"
         return f"the broker's certificate was refused: {msg}"
+    if isinstance(e, ssl.SSLEOFError) or (tls and isinstance(e, (ConnectionResetError, BrokenPipeError, EOFError))):
+        return _closed_in_handshake(where, s)
     if isinstance(e, ssl.SSLError):
         reason = (e.reason or str(e)).upper()
         if "WRONG_VERSION_NUMBER" in reason or "UNKNOWN_PROTOCOL" in reason or "RECORD_LAYER" in reason:
@@ -158,6 +160,23 @@ def explain(e: BaseException, broker: str, s: Security) -> str:
     if isinstance(e, OSError) and e.strerror:
         return f"{e.strerror} ({where})"
     return str(e) or type(e).__name__
+
+
+def _closed_in_handshake(where: str, s: Security) -> str:
+    """A TLS connection the broker closed before it accepted this client.
+
+    Mosquitto ends a handshake whose client certificate it refuses (or
+    misses) with an alert or just by closing, depending on the TLS
+    version; with TLS 1.3 the close comes after this side's handshake
+    is done, with the first read.
+    """
+    n = s.names
+    if s.cert_file:
+        return (f"the broker closed the connection during the TLS handshake or right after it: it may have refused this "
+                f"client's certificate, {n['cert_file']} {s.cert_file} (it must be signed by a CA the broker trusts, valid "
+                f"now, and for client authentication), or {where} is not its TLS listener; the broker's log says why")
+    return (f"the broker closed the connection during the TLS handshake or right after it: it may require a client "
+            f"certificate ({n['cert_file']} and {n['key_file']}), or {where} is not its TLS listener; the broker's log says why")
 
 
 def _alert(reason: str, s: Security) -> str:
@@ -180,11 +199,14 @@ def _tls_context(s: Security) -> ssl.SSLContext:
     if s.cert_file:
         try:
             ctx.load_cert_chain(s.cert_file, s.key_file)
-        except OSError as e:
-            if e.strerror:
-                raise BrokerError(f"{n['cert_file']} {s.cert_file} / {n['key_file']} {s.key_file}: {e.strerror}") from None
+        except ssl.SSLError as e:
+            if "KEY_VALUES_MISMATCH" in (e.reason or ""):
+                raise BrokerError(f"{n['cert_file']} {s.cert_file} and {n['key_file']} {s.key_file} do not belong together: "
+                                  "the key is not the certificate's") from None
             raise BrokerError(f"{n['cert_file']} {s.cert_file} and {n['key_file']} {s.key_file} are not a PEM certificate "
-                              "and its private key (do they belong together?)") from None
+                              "and its private key") from None
+        except OSError as e:
+            raise BrokerError(f"{n['cert_file']} {s.cert_file} / {n['key_file']} {s.key_file}: {e.strerror or e}") from None
     return ctx
 
 
@@ -265,6 +287,9 @@ class Connection:
         try:
             self._paho.connect(self.host, self.port, keepalive=30)
         except (OSError, ssl.SSLError, EOFError) as e:
+            sock = self._paho.socket()
+            if sock is not None:
+                sock.close()
             raise BrokerError(f"connect {self.broker}: {explain(e, self.broker, s)}") from None
         self._thread.start()
         with self._cv:
@@ -282,6 +307,8 @@ class Connection:
             why = self._last_error
             if "ALERT" in why.upper():
                 raise BrokerError(f"connect {self.broker}: {_alert(why.upper(), s)}")
+            if self._lost_before_connack and self.tls:
+                raise BrokerError(f"connect {self.broker}: {_closed_in_handshake(_hostport(self.host, self.port), s)}")
             if self._lost_before_connack:
                 raise BrokerError(f"connect {self.broker}: the broker closed the connection before it accepted this client"
                                   f"{' (' + why + ')' if why else ''}; its log says why")
