@@ -8,17 +8,18 @@ import base64
 import json
 import sys
 import unittest
-from unittest import mock
 from pathlib import Path
 from typing import Any, Dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # fakes.py
 
 from fencegate.client import Client, prepare
 from fencegate.errors import FailedError, OutputError, RejectedError, StaleError
 from fencegate.signing import Signer
 from fencegate.wire import (Command, InvalidCommand, Topics, action, answers, canonical, encode_request,
                             parse_answer, parse_state)
+from fakes import offline_client
 
 CONFORMANCE = Path(__file__).resolve().parents[2] / "conformance"
 
@@ -73,12 +74,12 @@ class TestCommands(unittest.TestCase):
     def test_refused_are_not_published(self) -> None:
         """Client.send checks before it publishes: a client whose connection
         would fail the test if it were used refuses every refused command."""
-        cl = _offline_client()
+        cl, conn = offline_client()
         for v in load("commands.json")["refused"]:
             with self.subTest(v["name"]):
                 with self.assertRaises(InvalidCommand):
                     cl.send(command_of(v["command"]), timeout=0.1)
-        self.assertEqual(cl._conn.published, [])  # type: ignore[attr-defined]
+        self.assertEqual(conn.published, [])
 
 
 @unittest.skipUnless((CONFORMANCE / "answers.json").exists(), "no conformance/answers.json (not in the repository)")
@@ -117,34 +118,6 @@ def _client_action(c: Command, a: Any) -> str:
         assert e.answer is a
         return "retry-later"
     return "done"
-
-
-class _RecordingConnection:
-    """A stand-in for the MQTT connection that records what would be published."""
-
-    broker = "tcp://test.invalid:1883"
-    connected = False
-
-    def __init__(self) -> None:
-        self.published: list[tuple[str, bytes]] = []
-
-    def publish(self, topic: str, payload: bytes) -> bool:
-        self.published.append((topic, payload))
-        return False
-
-    def close(self) -> None:
-        pass
-
-
-def _offline_client() -> Client:
-    """A Client whose connection records publishes instead of making them."""
-    with mock.patch("fencegate.client.Connection", lambda *a, **k: _Opened()):
-        return Client("tcp://test.invalid:1883", "gw", client_id="unit")
-
-
-class _Opened(_RecordingConnection):
-    def open(self, timeout: float) -> None:
-        pass
 
 
 class TestWire(unittest.TestCase):
