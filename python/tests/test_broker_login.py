@@ -40,8 +40,8 @@ def free_port() -> int:
 class Broker:
     """A Mosquitto with one listener configured by ``conf`` lines."""
 
-    def __init__(self, d: Path, conf: List[str]) -> None:
-        self.port = free_port()
+    def __init__(self, d: Path, conf: List[str], port: int = 0) -> None:
+        self.port = port or free_port()
         # Mosquitto started as root reads its files as the user mosquitto.
         os.chmod(d, 0o755)
         for f in d.iterdir():
@@ -59,7 +59,7 @@ class Broker:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     err = self.proc.stderr.read().decode() if self.proc.stderr else ""
                     raise RuntimeError(f"mosquitto did not start: {err}")
-                time.sleep(0.05)
+                time.sleep(0.02)
 
     def stop(self) -> None:
         self.proc.terminate()
