@@ -17,7 +17,11 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-import paho.mqtt.client as paho
+try:
+    import paho.mqtt.client as paho
+except ImportError as e:  # pragma: no cover - depends on the installation
+    raise ImportError(f"fencegate needs paho-mqtt (1.6 or 2.x): on Debian, apt-get install python3-paho-mqtt "
+                      f"and run Debian's /usr/bin/python3; elsewhere, pip install paho-mqtt ({e})") from None
 
 from .errors import BrokerError
 
@@ -255,10 +259,12 @@ class Connection:
         self._sub_mid: Optional[int] = None
         self._sub_error = ""
         self._last_error = ""
+        self._lost_before_connack = False
         self._stop = threading.Event()
         self.connected = False
         if PAHO_V2:
-            c = paho.Client(getattr(paho, "CallbackAPIVersion").VERSION2, client_id=client_id, clean_session=True, protocol=paho.MQTTv311)
+            version2 = getattr(paho, "CallbackAPIVersion").VERSION2
+            c = paho.Client(version2, client_id=client_id, clean_session=True, protocol=paho.MQTTv311)
             c.on_connect = lambda _c, _u, _f, rc, _p: self._connected(_connack_name(rc))
             c.on_subscribe = lambda _c, _u, mid, rcs, _p: self._subscribed(mid, any(r.is_failure for r in rcs))
             c.on_disconnect = lambda _c, _u, _f, rc, _p: self._disconnected()
@@ -314,8 +320,6 @@ class Connection:
                                   f"{' (' + why + ')' if why else ''}; its log says why")
             raise BrokerError(f"connect {self.broker}: no answer from the broker within {timeout:g}s")
         raise BrokerError(f"subscribe at {self.broker}: no answer from the broker within {timeout:g}s")
-
-    _lost_before_connack = False
 
     def _run(self) -> None:
         # paho's loop_forever, kept going: paho 1.x lets some TLS errors

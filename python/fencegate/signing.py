@@ -12,8 +12,12 @@ import base64
 import os
 from typing import Union
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+try:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+except ImportError as e:  # pragma: no cover - depends on the installation
+    raise ImportError(f"fencegate needs cryptography: on Debian, apt-get install python3-cryptography "
+                      f"and run Debian's /usr/bin/python3; elsewhere, pip install cryptography ({e})") from None
 
 from .errors import KeyFileError
 from .wire import Command, canonical
