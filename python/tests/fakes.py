@@ -4,7 +4,7 @@ and the test plays the broker's part by handing messages to the client."""
 from __future__ import annotations
 
 import threading
-from typing import Any, List, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 from unittest import mock
 
 from fencegate.client import Client
@@ -19,6 +19,8 @@ class RecordingConnection:
         self.published: List[Tuple[str, bytes]] = []
         self.connected = True
         self.changed = threading.Condition()
+        #: Called with each publish: the test's gateway, which may answer.
+        self.gateway: Optional[Callable[[str, bytes], None]] = None
 
     def open(self, timeout: float) -> None:
         pass
@@ -27,6 +29,8 @@ class RecordingConnection:
         with self.changed:
             self.published.append((topic, payload))
             self.changed.notify_all()
+        if self.gateway is not None:
+            self.gateway(topic, payload)
         return self.connected
 
     def wait_published(self, n: int, timeout: float) -> bool:

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # fakes.py
 
-from fencegate import Answer, Client, Command, LeaseLost, StaleError, Timeout
+from fencegate import Answer, Client, Command, Heartbeat, LeaseLost, Seq, StaleError, Timeout
 from fencegate.lease import Etcd, Lease
 from fakes import offline_client
 
@@ -136,6 +136,36 @@ class TestResend(unittest.TestCase):
         with self.assertRaises(Exception) as cm:
             cl.scope("pmup", timeout=0.1)
         self.assertIn("no actuator 'pmup' on gateway 'gw'; its actuators are fan", str(cm.exception))
+
+
+class TestHeartbeat(unittest.TestCase):
+    def test_fence_only_until_stale(self) -> None:
+        cl, conn = offline_client()
+        lease = Lease(Etcd("http://127.0.0.1:1"), "1", 10, "gw", "pump")
+        lease.token = 9
+        sent: List[Dict[str, Any]] = []
+
+        def gateway(topic: str, payload: bytes) -> None:
+            c = json.loads(payload)
+            sent.append(c)
+            cmd = Command("pump", c["token"], c.get("seq", 0), id=c["id"])
+            if len(sent) < 4:
+                cl._message(c["reply"], answer_for(cmd), False)
+            else:  # someone newer raised the fence
+                cl._message(c["reply"], answer_for(cmd, "stale", fence={"token": 10, "seq": 0}), False)
+
+        conn.gateway = gateway
+        seq = Seq()
+        self.assertEqual(seq.next(), 1)  # a command of the holder's own, between heartbeats
+        errors: List[BaseException] = []
+        hb = Heartbeat(cl, lease, "pump", seq, every=0.05, holder="h", on_error=errors.append).start()
+        hb._thread.join(5)
+        self.assertIsInstance(hb.error, StaleError)
+        self.assertEqual(errors, [hb.error])
+        self.assertEqual([c["seq"] for c in sent], [2, 3, 4, 5])
+        self.assertTrue(all("state" not in c and c["token"] == 9 and c["holder"] == "h" for c in sent), sent)
+        self.assertEqual(seq.last, 5)
+        hb.stop()
 
 
 if __name__ == "__main__":
