@@ -6,7 +6,9 @@ on that scope, raises the gateway's fence as soon as it is granted (a
 fence-only command), then switches the actuator on and off in a loop with
 a growing seq. A stale answer is normal recovery: it rereads the state,
 lets go of its lease and acquires a new one (with a higher token) before it
-acts again. SIGINT or SIGTERM stop it cleanly: it releases its lease, so
+acts again, unless the gateway's fence is above every revision etcd has
+issued (etcd was reset or restored): then no new lease can help, and it
+stops with the reason. SIGINT or SIGTERM stop it cleanly: it releases its lease, so
 the next controller need not wait for the lease to expire.
 
     python3 examples/python/controller.py --etcd http://127.0.0.1:2379 \\
@@ -128,7 +130,14 @@ def run(gw: Client, a: argparse.Namespace) -> None:
             hold(gw, lease, a)
         except StaleError as e:
             # Normal recovery: someone newer holds the scope. Reread, then
-            # acquire again; the new grant's token is higher.
+            # acquire again; the new grant's token is higher. Unless the
+            # fence is above everything etcd has issued (asked before the
+            # lease is released): then no grant can pass it, and looping
+            # would only hide that.
+            try:
+                lease.check_fence(e.fence.token)
+            except EtcdError as ce:
+                log.warning("cannot check the fence against etcd: %s", ce)
             st = gw.reread(a.actuator, e.answer)
             log.warning("stale (fence %s, %s); reread: %s is %s, fence %s; acquiring again",
                         e.fence, e.answer.error, a.actuator, st.state, st.fence)

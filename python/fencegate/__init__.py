@@ -10,19 +10,19 @@ commands (:meth:`Client.send`), which return the gateway's answer or raise
 """
 
 from .client import DEFAULT_RESEND, MAX_RESEND, Client
-from .errors import (AnswerError, BrokerError, EtcdError, FailedError, FencegateError, KeyFileError, LeaseLost,
+from .errors import (AheadError, AnswerError, BrokerError, EtcdError, FailedError, FencegateError, KeyFileError, LeaseLost,
                      OutputError, RejectedError, StaleError, Timeout)
 from .heartbeat import Heartbeat
-from .lease import Etcd, Lease, acquire, lock_name
+from .lease import Etcd, Lease, acquire, check_fence, lock_name
 from .seq import Seq
 from .signing import Signer, read_private_key
 from .wire import ActuatorState, Answer, Command, Fence, InvalidCommand, Topics
 
 __all__ = [
     "Client", "DEFAULT_RESEND", "MAX_RESEND",
-    "AnswerError", "BrokerError", "EtcdError", "FailedError", "FencegateError", "KeyFileError", "LeaseLost",
+    "AheadError", "AnswerError", "BrokerError", "EtcdError", "FailedError", "FencegateError", "KeyFileError", "LeaseLost",
     "OutputError", "RejectedError", "StaleError", "Timeout", "InvalidCommand",
-    "Heartbeat", "Etcd", "Lease", "acquire", "lock_name", "Seq", "Signer", "read_private_key",
+    "Heartbeat", "Etcd", "Lease", "acquire", "check_fence", "lock_name", "Seq", "Signer", "read_private_key",
     "ActuatorState", "Answer", "Command", "Fence", "Topics",
 ]
 

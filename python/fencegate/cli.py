@@ -163,6 +163,13 @@ def _send(a: argparse.Namespace) -> int:
                 answer = client.send(cmd, timeout=a.timeout)
             except StaleError as e:
                 _emit(_answer_event(e.answer))
+                if lease is not None:
+                    try:
+                        # A fence that no newer holder of this etcd can
+                        # have raised: say so, acquiring again cannot help.
+                        lease.check_fence(e.fence.token)
+                    except FencegateError as ahead:
+                        print(f"fencegate send: {ahead}", file=sys.stderr)
                 try:
                     st = client.reread(a.actuator, e.answer, a.timeout)
                     _emit({"event": "reread", "state": st.state, "fence": _fence(st.fence)})

@@ -19,7 +19,7 @@ from .wire import Answer, Fence, InvalidCommand
 
 __all__ = [
     "FencegateError", "AnswerError", "StaleError", "OutputError", "RejectedError", "FailedError",
-    "Timeout", "BrokerError", "EtcdError", "LeaseLost", "KeyFileError", "InvalidCommand",
+    "Timeout", "BrokerError", "EtcdError", "AheadError", "LeaseLost", "KeyFileError", "InvalidCommand",
 ]
 
 
@@ -113,6 +113,28 @@ class BrokerError(FencegateError):
 
 class EtcdError(FencegateError):
     """etcd could not be reached or refused a request."""
+
+
+class AheadError(FencegateError):
+    """The gateway's fence was not raised by a holder of this etcd.
+
+    Its token is above every revision etcd has issued (or, while this
+    holder still holds its lock, at or above its own token): typed by hand,
+    from another lease service, or etcd was reset or restored from an older
+    backup. No token from this etcd can pass it until its revision does;
+    acquiring again will not help (docs/controllers.md, "Restoring etcd").
+    """
+
+    def __init__(self, fence: int, revision: int, held: int = 0) -> None:
+        what = f"is above every revision this etcd has issued (its current revision is {revision})"
+        if held and revision >= fence:
+            what = (f"is at or above the token {held} that this etcd has just granted to the lock this holder still holds, "
+                    f"so no newer holder of this etcd raised it (this etcd handed out token {held} again)")
+        super().__init__(f"the gateway's fence token {fence} {what}: the fence's tokens did not come from this etcd: "
+                         "they were typed by hand, or came from another lease service, or etcd was reset or restored from "
+                         "an older backup. No token from this etcd can pass the fence until its revision does; retrying "
+                         "will not help (docs/controllers.md, \"Restoring etcd\")")
+        self.fence, self.revision, self.held = fence, revision, held
 
 
 class LeaseLost(FencegateError):

@@ -32,9 +32,9 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Dict, List, Optional
 
-from .errors import EtcdError, LeaseLost
+from .errors import AheadError, EtcdError, LeaseLost
 
-__all__ = ["PREFIX", "lock_name", "Etcd", "Lease", "acquire"]
+__all__ = ["PREFIX", "lock_name", "Etcd", "Lease", "acquire", "check_fence"]
 
 #: The key prefix of fencegate's locks (as Go's lease.Prefix).
 PREFIX = "/fencegate/locks/"
@@ -210,6 +210,24 @@ class Lease:
             raise EtcdError(f"etcd {self.etcd.url}: lock key has revision {rev}")
         self.token = rev
 
+    def still_held(self) -> bool:
+        """Whether the lock key still exists under this lease, asking etcd."""
+        kvs = self.etcd.call("kv/range", {"key": _b64(self.key)}).get("kvs") or []
+        return bool(kvs) and str(kvs[0].get("lease", "")) == self.id and int(kvs[0].get("create_revision", 0)) == self.token
+
+    def check_fence(self, fence: int) -> None:
+        """:func:`check_fence` for a stale answer under this lease, before it is released.
+
+        Also raises :class:`~fencegate.errors.AheadError` if the fence is at
+        or above this lease's token while the lock is still held: no holder
+        of this etcd can have been granted a newer token meanwhile (after a
+        restore without --bump-revision, etcd hands out its old tokens again).
+        """
+        check_fence(self.etcd, fence)
+        if fence < self.token or not self.still_held():
+            return
+        raise AheadError(fence, self.etcd.revision(), held=self.token)
+
     def release(self) -> None:
         """Unlock and revoke the lease (a lease already gone is no error).
 
@@ -237,6 +255,17 @@ class Lease:
                     err = err or e
         if err is not None:
             raise err
+
+
+def check_fence(etcd: str | Etcd, fence: int) -> None:
+    """Raise :class:`~fencegate.errors.AheadError` if ``fence`` (a gateway's
+    fence token, as a stale answer reports it) is above etcd's current
+    revision: then no newer holder of this etcd raised it, and acquiring
+    again cannot produce a token that passes it."""
+    e = etcd if isinstance(etcd, Etcd) else Etcd(etcd)
+    rev = e.revision()
+    if fence > rev:
+        raise AheadError(fence, rev)
 
 
 def acquire(etcd: str | Etcd, gateway: str, scope: str, ttl: int = 10, wait: Optional[float] = None,
