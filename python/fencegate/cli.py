@@ -65,6 +65,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with exit status 64 (EX_USAGE) for bad usage, not 2."""
 
     def error(self, message: str) -> NoReturn:
+        """Print the usage and the problem, and exit 64."""
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: {message}\n")
 
@@ -210,6 +211,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command is None:
         p.print_help(sys.stderr)
         return EXIT_USAGE
+
     def _terminate(_sig: int, _frame: object) -> None:
         raise KeyboardInterrupt  # release the lease on the way out, as at Ctrl-C
 
