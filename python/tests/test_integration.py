@@ -17,15 +17,16 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
 
-from fencegate import (Client, Command, Etcd, Lease, LeaseLost, RejectedError, Signer, StaleError,  # noqa: E402
+from fencegate import (Answer, Client, Command, Etcd, Lease, LeaseLost, RejectedError, Signer, StaleError,  # noqa: E402
                        acquire, lock_name)
 from fencegate.connection import Connection, Security  # noqa: E402
 
@@ -33,6 +34,7 @@ BROKER = os.environ.get("FENCEGATE_TEST_BROKER", "")
 ETCD = os.environ.get("FENCEGATE_TEST_ETCD", "")
 GATEWAY = os.environ.get("FENCEGATE_TEST_GATEWAY", "")
 KEY = os.environ.get("FENCEGATE_TEST_KEY", "")
+GATEWAY_BIN = os.environ.get("FENCEGATE_TEST_GATEWAY_BIN", "")
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 RUN = secrets.token_hex(3)
 #: How long a test waits for a lock: other suites may hold the scope for a while.
@@ -181,6 +183,42 @@ class TestGateway(unittest.TestCase):
         return [base64.b64decode(kv["key"]) for kv in kvs]
 
 
+@unittest.skipUnless(BROKER and GATEWAY_BIN, "set FENCEGATE_TEST_BROKER and FENCEGATE_TEST_GATEWAY_BIN")
+class TestGatewayRestart(unittest.TestCase):
+    """A gateway of this test's own, stopped and started again."""
+
+    def start(self, config: Path, *flags: str) -> "subprocess.Popen[bytes]":
+        p = subprocess.Popen([GATEWAY_BIN, "run", "--config", str(config), *flags], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        self.addCleanup(_kill, p)
+        return p
+
+    def test_command_sent_while_the_gateway_is_down(self) -> None:
+        """Sent while the gateway is stopped, a command is answered once it is back."""
+        with tempfile.TemporaryDirectory() as d:
+            gw_id = f"py-gw-{RUN}"
+            config = Path(d, "gateway.yaml")
+            config.write_text(f"id: {gw_id}\nmqtt:\n  broker: {BROKER}\nstore: {d}/fence.db\nboard: sim\nhttp: \"\"\n"
+                              "actuators:\n  - {name: pump, pin: GPIO17}\n")
+            gw = self.start(config, "--init")
+            with Client(BROKER, gw_id) as c:
+                c.wait_status("online", 20)
+                gw.terminate()
+                gw.wait(20)
+                c.wait_status("offline", 10)
+                got: List[Answer] = []
+                t = threading.Thread(target=lambda: got.append(c.send(Command("pump", 1, 1, "on", holder=holder("restart")),
+                                                                      timeout=30)))
+                t.start()
+                time.sleep(1.5)
+                self.assertEqual(got, [])
+                gw = self.start(config)
+                t.join(35)
+                self.assertEqual([a.outcome for a in got], ["applied"])
+                gw.terminate()
+                gw.wait(20)
+
+
 def _driver(*args: str) -> "subprocess.Popen[str]":
     return subprocess.Popen([sys.executable, "-m", "fencegate", "send", "--broker", BROKER, "--gateway", GATEWAY,
                              "--etcd", ETCD, *args], cwd=PYTHON_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -191,7 +229,7 @@ def _events(out: str) -> List[Dict[str, object]]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def _kill(p: "subprocess.Popen[str]") -> None:
+def _kill(p: "subprocess.Popen[Any]") -> None:
     if p.poll() is None:
         p.kill()
         p.communicate()
