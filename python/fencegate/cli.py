@@ -138,7 +138,12 @@ def _check(a: argparse.Namespace) -> None:
         raise _UsageError("give both --key and --signer, or neither")
 
 
+def _terminate(_sig: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # release the lease on the way out, as at Ctrl-C
+
+
 def _send(a: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     signer = Signer(a.signer, a.key) if a.key else None
     holder = a.holder or f"fencegate-py@{socket.gethostname()}"
     lease: Optional[Lease] = None
@@ -211,11 +216,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command is None:
         p.print_help(sys.stderr)
         return EXIT_USAGE
-
-    def _terminate(_sig: int, _frame: object) -> None:
-        raise KeyboardInterrupt  # release the lease on the way out, as at Ctrl-C
-
-    signal.signal(signal.SIGTERM, _terminate)
     try:
         _check(args)
         return _send(args)
