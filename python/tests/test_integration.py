@@ -142,6 +142,27 @@ class TestGateway(unittest.TestCase):
         l2.release()
         self.assertFalse(l2.held)
 
+    @unittest.skipUnless(GATEWAY_BIN, "set FENCEGATE_TEST_GATEWAY_BIN (gateway send --etcd is the Go client)")
+    def test_go_waits_for_python(self) -> None:
+        """The lock is Go's lease package's: gateway send --etcd waits while a
+        Python controller holds the scope, then gets a higher token."""
+        c = self.client()
+        scope = c.scope("valve")
+        l = acquire(ETCD, GATEWAY, scope, ttl=5, wait=WAIT)
+        self.addCleanup(l.release)
+        go = subprocess.Popen([GATEWAY_BIN, "send", "--broker", BROKER, "--gateway", GATEWAY, "--etcd", ETCD,
+                               "--actuator", "valve", "--holder", holder("go"), "--timeout", "30s", "fence"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(_kill, go)
+        time.sleep(1.5)
+        self.assertIsNone(go.poll(), "gateway send did not wait for the Python controller's lock")
+        l.release()
+        out, err = go.communicate(timeout=40)
+        self.assertEqual(go.returncode, 0, err)
+        answer = json.loads(out)
+        self.assertEqual(answer["outcome"], "applied")
+        self.assertGreater(answer["token"], l.token)
+
     def test_lost_lease_sends_nothing(self) -> None:
         """A lease revoked behind the client's back: send refuses, nothing is published."""
         c = self.client()
