@@ -240,6 +240,40 @@ class TestGatewayRestart(unittest.TestCase):
                 gw.wait(20)
 
 
+@unittest.skipUnless(BROKER and ETCD and GATEWAY, "set FENCEGATE_TEST_BROKER, FENCEGATE_TEST_ETCD and FENCEGATE_TEST_GATEWAY")
+class TestExample(unittest.TestCase):
+    def test_runs_and_releases_on_sigint(self) -> None:
+        """examples/python/controller.py switches the fan, and lets go of its lease at Ctrl-C."""
+        p = subprocess.Popen([sys.executable, str(PYTHON_DIR.parent / "examples" / "python" / "controller.py"),
+                              "--etcd", ETCD, "--broker", BROKER, "--gateway", GATEWAY, "--actuator", "fan",
+                              "--period", "0.2", "--ttl", "10", "--name", holder("example")],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(_kill, p)
+        assert p.stdout is not None
+        lines: List[str] = []
+        deadline = time.monotonic() + WAIT
+        while sum("applied: " in line for line in lines) < 3 and time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+        p.send_signal(signal.SIGINT)
+        rest, _ = p.communicate(timeout=20)
+        lines += rest.splitlines()
+        self.assertEqual(p.returncode, 0, "".join(lines))
+        granted = [line for line in lines if "granted token" in line]
+        self.assertTrue(granted, lines)
+        self.assertIn("applied: fence", "".join(lines))
+        self.assertIn("stopped", lines[-1])
+        token = int(granted[-1].rsplit(" ", 1)[1])
+        etcd = Etcd(ETCD)
+        prefix = (lock_name(GATEWAY, "climate") + "/").encode()
+        end = prefix[:-1] + bytes([prefix[-1] + 1])
+        kvs = etcd.call("kv/range", {"key": base64.b64encode(prefix).decode(),
+                                     "range_end": base64.b64encode(end).decode()}).get("kvs") or []
+        self.assertNotIn(token, [int(kv["create_revision"]) for kv in kvs], "the example left its lock behind")
+
+
 def _driver(*args: str) -> "subprocess.Popen[str]":
     return subprocess.Popen([sys.executable, "-m", "fencegate", "send", "--broker", BROKER, "--gateway", GATEWAY,
                              "--etcd", ETCD, *args], cwd=PYTHON_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
