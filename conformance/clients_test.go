@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,7 +37,12 @@ func TestPython(t *testing.T) {
 	})
 	t.Run("paho-2", func(t *testing.T) {
 		t.Parallel()
-		runClientTests(t, "../python", []string{python(t), "-m", "unittest", "discover", "-s", "tests", "-v"}, "PYTHONPATH="+paho2(t))
+		path := paho2(t)
+		v, err := exec.Command(python(t), "-c", "import sys; sys.path.insert(0, sys.argv[1]); import paho.mqtt; print(paho.mqtt.__version__)", path).Output()
+		if err != nil || !strings.HasPrefix(string(v), "2.") {
+			t.Fatalf("paho-mqtt from %s is %q (%v), want 2.x", path, v, err)
+		}
+		runClientTests(t, "../python", []string{python(t), "-m", "unittest", "discover", "-s", "tests", "-v"}, "PYTHONPATH="+path)
 	})
 }
 
