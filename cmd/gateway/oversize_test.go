@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -75,7 +76,15 @@ func TestOversizedCommand(t *testing.T) {
 	const size = 64 << 20
 	head := `{"id":"huge-1","token":6,"state":"off","holder":"`
 	payload := []byte(head + strings.Repeat("x", size-len(head)-2) + `"}`)
-	ctl.Publish(t, "pump", payload, false)
+	// 64 MB through the broker and into the gateway's discard takes
+	// seconds on a busy machine: a minute for its acknowledgement, as for
+	// its answer.
+	pctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	err := ctl.PublishRaw(pctx, "pump", payload, false)
+	cancel()
+	if err != nil {
+		t.Fatalf("publish a 64 MB command: %v\n%s", err, p.output())
+	}
 	payload = nil
 	res, ok := ctl.TryResult("huge-1", time.Minute)
 	if !ok {
