@@ -74,3 +74,10 @@ func ctxErr(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
+
+// ErrorOf returns the error Send returns when r answers c: nil for
+// applied and duplicate (an *OutputError if the output is not as c
+// asked), a *StaleError, *RejectedError or *FailedError for those
+// outcomes. Every client of the protocol maps answers so (see
+// conformance/answers.json).
+func ErrorOf(c fence.Command, r fence.Result) error { return checkOutput(c, r, answerErr(r)) }

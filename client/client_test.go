@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +69,15 @@ func TestTypedAnswers(t *testing.T) {
 	var se *client.StaleError
 	if !errors.As(err, &se) || se.Fence() != (fence.Fence{Token: 42}) || se.State() != fence.StateOn {
 		t.Fatalf("Send(old token) error = %v, want *StaleError with fence 42/0 and state on", err)
+	}
+	// No token: refused before anything is sent (a sent one would be rejected, and answered).
+	if _, err := c.Send(ctx, fence.Command{ID: "no-token", Actuator: "pump", State: fence.StateOff}); err == nil || !strings.Contains(err.Error(), "not sent: a command needs a token") {
+		t.Errorf("Send(no token) error = %v, want not sent", err)
+	}
+	quiet, cancelQuiet := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelQuiet()
+	if r, err := c.Await(quiet, "no-token"); err == nil {
+		t.Errorf("a command without a token was sent: answered %+v", r)
 	}
 	_, err = c.Send(ctx, fence.Command{Actuator: "nope", Fence: fence.Fence{Token: 50}, State: fence.StateOff})
 	var re *client.RejectedError

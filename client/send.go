@@ -33,12 +33,16 @@ func (cl *Client) retryLocked() {
 // answers, an *OutputError for an applied or duplicate answer that says
 // the actuator is not in the state c asked for, ErrTimeout when the
 // context's deadline passed without an
-// answer, or a transport or context error.
+// answer, or a transport or context error. A command the gateway would
+// reject as malformed (no token, say: see wire.CheckCommand) is not sent.
 func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, error) {
 	if c.ID == "" {
 		c.ID = cl.prefix + fmt.Sprint(cl.ids.Add(1))
 	}
 	c = cl.sign(c)
+	if err := wire.CheckCommand(c); err != nil {
+		return fence.Result{}, fmt.Errorf("client: not sent: %w", err)
+	}
 	w := cl.expect(c.ID, func(r fence.Result) bool { return Answers(c, r) }, false)
 	defer cl.forget(w)
 	topic, payload := cl.topics.Set(c.Actuator), wire.EncodeRequest(wire.Request{Command: c, Reply: cl.reply})

@@ -541,3 +541,41 @@ func TestCheckReply(t *testing.T) {
 		t.Errorf("ReplyFilter() = %q", got)
 	}
 }
+
+// CheckCommand refuses what the gateway's decoder would reject, and
+// accepts what it reads back unchanged.
+func TestCheckCommand(t *testing.T) {
+	ok := []fence.Command{
+		{Actuator: "pump", Fence: fence.Fence{Token: 1}},
+		{Actuator: "door", ID: "é", Fence: fence.Fence{Token: fence.MaxToken, Seq: fence.MaxSeq}, Pulse: fence.MaxPulse},
+		{Actuator: "heater", Fence: fence.Fence{Token: 2}, Reset: true},
+	}
+	for _, c := range ok {
+		if err := CheckCommand(c); err != nil {
+			t.Errorf("CheckCommand(%+v) = %v", c, err)
+		}
+	}
+	bad := []fence.Command{
+		{Actuator: "pump", State: fence.StateOn},
+		{Actuator: "pump", Fence: fence.Fence{Token: fence.MaxToken + 1}},
+		{Actuator: "pump", Fence: fence.Fence{Token: 1, Seq: fence.MaxSeq + 1}},
+		{Actuator: "pump", Fence: fence.Fence{Token: 1}, State: fence.State(7)},
+		{Actuator: "door", Fence: fence.Fence{Token: 1}, Pulse: fence.MaxPulse + time.Millisecond},
+		{Actuator: "door", Fence: fence.Fence{Token: 1}, Pulse: 1500 * time.Microsecond},
+		{Actuator: "door", Fence: fence.Fence{Token: 1}, Pulse: -time.Second},
+		{Actuator: "door", Fence: fence.Fence{Token: 1}, Pulse: time.Second, State: fence.StateOff},
+		{Actuator: "heater", Fence: fence.Fence{Token: 1}, Reset: true, State: fence.StateOff},
+		{Actuator: "pump", Fence: fence.Fence{Token: 1}, ID: strings.Repeat("x", MaxText+1)},
+		{Actuator: "pump", Fence: fence.Fence{Token: 1}, Holder: "\xff"},
+		{Actuator: "pump", Fence: fence.Fence{Token: 1}, Signer: "a"},
+		{Actuator: "pump", Fence: fence.Fence{Token: 1}, Signer: "a", Sig: []byte{1, 2}},
+		{Actuator: "", Fence: fence.Fence{Token: 1}},
+		{Actuator: "a/b", Fence: fence.Fence{Token: 1}},
+		{Actuator: "+", Fence: fence.Fence{Token: 1}},
+	}
+	for _, c := range bad {
+		if err := CheckCommand(c); err == nil {
+			t.Errorf("CheckCommand(%+v) accepts it", c)
+		}
+	}
+}
