@@ -221,7 +221,8 @@ function answers(c, a) {
     (a.token === 0n || a.token === c.token) && (a.seq === 0n || a.seq === c.seq);
 }
 
-// ACTIONS is what a controller does on each outcome: done (success),
+// ACTIONS is what a controller does on each outcome: done (success; but
+// reread if the output is not as asked, see decide),
 // reacquire (stale: stop acting under the token, reread, acquire again),
 // report (rejected: the command is wrong; resending gives the same answer),
 // retry-later (failed: again later with a higher seq).
@@ -229,6 +230,27 @@ const ACTIONS = { applied: 'done', duplicate: 'done', stale: 'reacquire', reject
 
 function action(outcome) {
   return ACTIONS[outcome] || 'report';
+}
+
+// decide maps answer a (parseAnswer's) to command c (normalized) as a
+// controller reads it: whether it answers c, its outcome, reason, fence
+// (decimal strings) and state, and what the controller does (ACTIONS;
+// ignore for an answer to another command).
+function decide(c, a) {
+  const matches = answers(c, a);
+  let act = matches ? action(a.outcome) : 'ignore';
+  if (act === 'done' && !outputAsAsked(c, a)) act = 'reread';
+  return { matches, outcome: a.outcome, reason: a.reason, fence: pairString(a.fence), state: a.state, action: act };
+}
+
+// outputAsAsked says whether an applied or duplicate answer a leaves the
+// actuator as command c asked (as Go's client checks it): its recorded
+// state, and the state its output reads back if the answer says, are the
+// state c asked for. A fence-only command asks for none; a pulse is on,
+// then back at rest, so its answer tells how it went, not a state to keep.
+function outputAsAsked(c, a) {
+  if (c.state === '' || c.pulseMs > 0n || a.pulse) return true;
+  return a.state === c.state && (a.actual === '' || a.actual === c.state);
 }
 
 // pairString writes a fence as msg.fence carries it: decimal strings.
@@ -246,5 +268,5 @@ function comparePairs(a, b) {
 module.exports = {
   DEFAULT_PREFIX, MAX_TOKEN, MAX_SEQ, MAX_TEXT, MAX_PULSE_MS, NAME, OUTCOMES,
   CommandError, topics, toBig, normalize, asks, encodeRequest, parseAnswer, parseState,
-  answers, action, pairString, comparePairs,
+  answers, action, decide, outputAsAsked, pairString, comparePairs,
 };

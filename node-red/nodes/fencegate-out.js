@@ -155,15 +155,24 @@ module.exports = function (RED) {
       if (a.actual) fields.actual = a.actual;
       if (a.pulse) fields.pulse = a.pulse;
       if (a.error) fields.error = a.error;
-      switch (a.outcome) {
-        case 'applied':
-        case 'duplicate': {
-          const what = c.pulseMs > 0n ? `pulse ${c.pulseMs} ms` : c.reset ? 'reset' : `${a.state || c.state}`;
+      switch (wire.decide(c, a).action) {
+        case 'done': {
+          const what = c.pulseMs > 0n ? `pulse ${c.pulseMs} ms` : c.reset ? 'reset' : `${a.state || c.state || 'fence only'}`;
           status('green', 'dot', `token ${c.token}: ${a.outcome} ${what}`);
           out(item, fields);
           return;
         }
-        case 'stale': {
+        case 'reread': {
+          // Taken, but the output is otherwise now (a later command, the
+          // boot rule at a restart, a failed drive): say so; a new message
+          // sets it again.
+          const now = a.actual && a.actual !== a.state ? `recorded ${a.state}, reads back ${a.actual}` : a.state;
+          status('yellow', 'dot', `token ${c.token}: ${a.outcome}, but ${node.actuator} is ${now}`);
+          node.warn(`${node.actuator}: ${a.outcome}, but it is ${now} now, not ${c.state} as asked; send the message again to set it`);
+          out(item, fields);
+          return;
+        }
+        case 'reacquire': {
           // Stop acting under this token now; the answer goes out once
           // the state is reread, and the lease is acquired again.
           if (lease === held && endLease) endLease('stale');
@@ -181,12 +190,12 @@ module.exports = function (RED) {
           out(item, fields);
           return;
         }
-        case 'rejected':
-          status('red', 'ring', `rejected: ${a.reason || a.error}`);
-          node.warn(`${node.actuator}: command rejected (${a.reason}): ${a.error}`);
+        case 'report':
+          status('red', 'ring', `${a.outcome}: ${a.reason || a.error}`);
+          node.warn(`${node.actuator}: command ${a.outcome} (${a.reason}): ${a.error}`);
           out(item, fields);
           return;
-        default: // failed, or an outcome this node does not know
+        default: // retry-later: failed
           status('red', 'ring', `${a.outcome}: ${a.error || 'no reason given'}`);
           node.warn(`${node.actuator}: command ${a.outcome}: ${a.error}`);
           out(item, fields);
