@@ -215,7 +215,20 @@ module.exports = function (RED) {
       status('grey', 'ring', 'connecting to the broker');
       await conn.whenReady(stop.signal);
       status('yellow', 'ring', `waiting for the state of ${node.actuator}`);
-      const s = await conn.waitState(node.actuator, (x) => x.scope !== '', { signal: stop.signal });
+      // The gateway retains every actuator's state: one that has not come
+      // after a few seconds is likely misnamed, or the gateway is not there.
+      const hint = setTimeout(() => {
+        const names = [...conn.states.keys()].sort();
+        status('yellow', 'ring', names.length ?
+          `no actuator ${node.actuator} on gateway ${config.gatewayId}; its actuators are ${names.join(', ')}` :
+          `no state of ${node.actuator} from gateway ${config.gatewayId} (is it running, with this id and topic prefix?)`);
+      }, 5000);
+      let s;
+      try {
+        s = await conn.waitState(node.actuator, (x) => x.scope !== '', { signal: stop.signal });
+      } finally {
+        clearTimeout(hint);
+      }
       scope = s.scope;
       let backoff = 1000;
       let lastError = '';

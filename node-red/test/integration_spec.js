@@ -76,6 +76,10 @@ describe('fenced output in Node-RED (integration)', function () {
   afterEach(async function () {
     await helper.unload();
     await new Promise((r) => helper.stopServer(r));
+    // The gateway is this suite's own: no lock of it may outlive a flow,
+    // neither a holder's nor a standby's place in the queue.
+    const left = (await locks()).filter((k) => k.startsWith(`/fencegate/locks/${env.gateway}/`));
+    assert.deepStrictEqual(left, [], 'locks left behind after the flow stopped');
   });
 
   it('loads, takes the lease, switches the pump on and sends the answer on', async function () {
@@ -192,6 +196,11 @@ describe('fenced output in Node-RED (integration)', function () {
     assert.strictEqual(m.n, 2);
     assert.strictEqual(m.token, g2.token);
     await statusMatching(holding, /^(lease lost|waiting for lease)$/);
+    // The old holder sends nothing under its lost token: its message waits
+    // for a lease of its own.
+    const waited = nextOutput(helper.getNode(`${holding.id}-out`), 1500).then((msg) => `sent: ${JSON.stringify(msg)}`, () => 'waited');
+    holding.receive({ payload: 'off' });
+    assert.strictEqual(await waited, 'waited');
   });
 
   it('keeps the password and the signing key out of the flow', async function () {
