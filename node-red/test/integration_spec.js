@@ -231,6 +231,23 @@ describe('fenced output in Node-RED (integration)', function () {
     assert.strictEqual(st.text, `etcd unreachable: connection refused: nothing listens at 127.0.0.1:${port} (is etcd running? is the URL right?)`);
   });
 
+  it('runs the example flow: inject on, the fenced pump, debug', async function () {
+    const example = require('../examples/fenced-pump.json').map((n) => (n.type === 'fencegate-gateway' ?
+      { ...n, broker: env.broker, etcd: env.etcd, gatewayId: env.gateway, ttl: 5 } : n));
+    const inject = require('@node-red/nodes/core/common/20-inject');
+    const debug = require('@node-red/nodes/core/common/21-debug');
+    await helper.load([...nodes, inject, debug], example);
+    const out = helper.getNode(example.find((n) => n.type === 'fencegate-out').id);
+    const g = await grants(out).next();
+    const dbg = helper.getNode(example.find((n) => n.type === 'debug').id);
+    const seen = new Promise((resolve) => dbg.once('input', resolve));
+    helper.getNode(example.find((n) => n.type === 'inject' && n.payload === 'on').id).receive({});
+    const msg = await seen;
+    assert.strictEqual(msg.outcome, 'applied', JSON.stringify(msg));
+    assert.strictEqual(msg.token, g.token);
+    assert.strictEqual(msg.state, 'on');
+  });
+
   it('leaves no lease in etcd when the flow stops', async function () {
     await helper.load(nodes, flow([{ id: 'out', actuator: 'pump' }]));
     const out = helper.getNode('out');

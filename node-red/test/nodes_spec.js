@@ -97,3 +97,17 @@ describe('fenced output nodes (no services)', function () {
     assert.strictEqual(msg.actuator, 'pump');
   });
 });
+
+describe('examples/fenced-pump.json', function () {
+  it('is a flow of inject nodes, a fenced output of the pump and a debug node, without credentials', function () {
+    const text = require('node:fs').readFileSync(require('node:path').join(__dirname, '..', 'examples', 'fenced-pump.json'), 'utf8');
+    const flow = JSON.parse(text);
+    const types = flow.map((n) => n.type).sort();
+    assert.deepStrictEqual(types, ['debug', 'fencegate-gateway', 'fencegate-out', 'inject', 'inject', 'tab']);
+    const out = flow.find((n) => n.type === 'fencegate-out');
+    assert.strictEqual(out.actuator, 'pump');
+    assert.strictEqual(flow.find((n) => n.id === out.gateway).type, 'fencegate-gateway');
+    assert.deepStrictEqual(flow.filter((n) => n.type === 'inject').map((n) => n.payload).sort(), ['off', 'on']);
+    assert.ok(!/credentials|password|PRIVATE KEY/.test(text));
+  });
+});
