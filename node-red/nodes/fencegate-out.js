@@ -58,6 +58,7 @@ module.exports = function (RED) {
     let busy = false; // a command is waiting for its answer
     let endLease = null; // resolves the current holding's wait: why it ended
     let lastStatus = { fill: 'grey', shape: 'ring', text: 'starting' };
+    let ahead = ''; // a fence no lease from this etcd can pass, until a command passes
 
     const status = (fill, shape, text) => {
       lastStatus = { fill, shape, text };
@@ -141,6 +142,7 @@ module.exports = function (RED) {
       status('green', 'ring', `token ${held.token}: sending ${asked}`);
       conn.send(c, { timeoutMs: node.timeoutMs, mayResend: () => lease === held && !held.lost && !stop.signal.aborted })
         .then((a) => answered(item, c, held, a), (e) => unanswered(item, c, e))
+        .catch((e) => node.error(`${node.actuator}: ${e.message}`, item.msg))
         .finally(() => {
           busy = false;
           pump();
@@ -157,6 +159,7 @@ module.exports = function (RED) {
       if (a.error) fields.error = a.error;
       switch (wire.decide(c, a).action) {
         case 'done': {
+          ahead = '';
           const what = c.pulseMs > 0n ? `pulse ${c.pulseMs} ms` : c.reset ? 'reset' : `${a.state || c.state || 'fence only'}`;
           status('green', 'dot', `token ${c.token}: ${a.outcome} ${what}`);
           out(item, fields);
@@ -188,6 +191,7 @@ module.exports = function (RED) {
             fields.reread = { state: reread.state, fence: wire.pairString(reread.fence) };
           }
           out(item, fields);
+          await aheadOfEtcd(a.fence.token);
           return;
         }
         case 'report':
@@ -199,6 +203,25 @@ module.exports = function (RED) {
           status('red', 'ring', `${a.outcome}: ${a.error || 'no reason given'}`);
           node.warn(`${node.actuator}: command ${a.outcome}: ${a.error}`);
           out(item, fields);
+      }
+    }
+
+    // aheadOfEtcd says so when a stale answer's fence is above every
+    // revision etcd has issued: no lease from this etcd can pass it
+    // (tokens typed by hand, another lease service, or an etcd restored
+    // from an older backup; see docs/controllers.md, "Restoring etcd").
+    async function aheadOfEtcd(fenceToken) {
+      let rev;
+      try {
+        rev = await leases.revision(config.etcd);
+      } catch (e) {
+        return; // etcd's trouble shows when the lease is requested
+      }
+      if (fenceToken > rev) {
+        const text = `the fence's token ${fenceToken} is above every revision etcd has issued (${rev}): no lease from this etcd can pass it`;
+        node.error(`${node.actuator}: ${text}. The fence's tokens were typed by hand (gateway send --token), came from another lease service, or etcd was restored from an older backup (docs/controllers.md, "Restoring etcd")`);
+        ahead = text;
+        status('red', 'ring', text);
       }
     }
 
@@ -263,7 +286,8 @@ module.exports = function (RED) {
         });
         lease = held;
         seq = 0n;
-        status('green', 'dot', `token ${held.token}: holding the lease`);
+        if (ahead) status('red', 'ring', `token ${held.token}: ${ahead}`);
+        else status('green', 'dot', `token ${held.token}: holding the lease`);
         if (typeof node.afterGrant === 'function') {
           node.afterGrant({ token: String(held.token), scope, key: held.key, lease: held.id });
           pump(true);
