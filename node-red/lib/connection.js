@@ -18,6 +18,7 @@ const RESEND_MS = 1000; // first wait for an answer before the command is publis
 const MAX_RESEND_MS = 8000;
 
 class TimeoutError extends Error {}
+class ClosedError extends Error {}
 
 // brokerURL checks a broker URL and returns it as MQTT.js takes it.
 function brokerURL(url) {
@@ -246,6 +247,10 @@ class GatewayConnection extends EventEmitter {
         finish();
         resolve(a);
       };
+      w.closed = () => {
+        finish();
+        reject(new ClosedError(`the connection to gateway ${this.gateway} was closed before the answer came`));
+      };
       w.retry = () => {
         if (!mayResend()) return;
         interval = RESEND_MS;
@@ -276,11 +281,12 @@ class GatewayConnection extends EventEmitter {
     return s;
   }
 
-  // close disconnects; commands waiting for an answer are left to their
-  // timeouts.
+  // close disconnects; sends still waiting for their answers end with a
+  // ClosedError.
   close() {
     return new Promise((resolve) => {
       this.closed = true;
+      for (const w of this.waiting) w.closed();
       if (!this.client) return resolve();
       this.client.end(true, {}, () => resolve());
     });
@@ -293,4 +299,4 @@ function abortError() {
   return e;
 }
 
-module.exports = { GatewayConnection, TimeoutError, brokerURL };
+module.exports = { GatewayConnection, TimeoutError, ClosedError, brokerURL };

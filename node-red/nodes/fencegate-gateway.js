@@ -34,6 +34,19 @@ module.exports = function (RED) {
       node.error(node.configError);
     }
 
+    // The broker's troubles are logged once each; the fenced outputs show
+    // them in their status while they last.
+    let lastProblem = '';
+    if (node.connection) {
+      node.connection.on('problem', (text) => {
+        if (text !== lastProblem) node.warn(text);
+        lastProblem = text;
+      });
+      node.connection.on('ready', () => {
+        lastProblem = '';
+      });
+    }
+
     // register is called by each fenced output that uses this
     // configuration; the connection starts with the first.
     node.register = (user) => {

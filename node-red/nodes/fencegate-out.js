@@ -226,6 +226,10 @@ module.exports = function (RED) {
     }
 
     function unanswered(item, c, e) {
+      if (stop.signal.aborted) {
+        item.done(); // closed while it waited: its answer is nobody's now
+        return;
+      }
       const text = e instanceof TimeoutError ? e.message : `cannot send: ${e.message}`;
       status('red', 'ring', text);
       node.warn(`${node.actuator}: ${text}`);
