@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/gateway
 PKGS    ?= ./...
 
-.PHONY: mutants all build test test-short lint fuzz bench soak screenshot scenarios sim clean torture
+.PHONY: mutants all build test clients conformance test-short lint fuzz bench soak screenshot scenarios sim clean torture
 
 all: build
 
@@ -11,9 +11,34 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o $(BIN) ./cmd/gateway
 
-## test: every test, with the race detector (CI=true makes missing programs fail instead of skip)
-test:
-	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+## test: every test, with the race detector (CI=true makes missing programs fail instead of skip); the Python and
+##       Node-RED clients' tests and the pause test across languages run in it (package conformance), after make clients
+test: clients
+	FENCEGATE_PAHO2=$(PAHO2_PATH) $(GO) test -race -count=1 -timeout 25m $(PKGS)
+
+## clients: what the Python and Node-RED clients' tests need besides Debian's python3-paho-mqtt, python3-cryptography,
+##          nodejs and npm: the Node-RED package's npm dependencies (npm ci in node-red/), and paho-mqtt 2 from Debian 13's
+##          package, unpacked in the user's cache (the Python package is tested with Debian 12's paho-mqtt 1.6 and with 2).
+##          Without npm or the network it says so, and those tests skip (under CI=true they fail).
+PAHO2_DEB    = python3-paho-mqtt_2.1.0-1_all.deb
+PAHO2_URL    = http://deb.debian.org/debian/pool/main/p/python-paho-mqtt/$(PAHO2_DEB)
+PAHO2_SHA256 = 09114c747bb5ff165d0da0bcd7676ef316d943fd64703af3e8476fbfd23d5af7
+PAHO2_DIR   ?= $(HOME)/.cache/fencegate/paho2
+PAHO2_PATH   = $(PAHO2_DIR)/usr/lib/python3/dist-packages
+clients:
+	@if ! command -v npm >/dev/null; then echo "clients: npm is not installed (apt-get install nodejs npm): the Node-RED tests skip"; \
+	elif [ ! -f node-red/node_modules/.package-lock.json ] || [ node-red/package-lock.json -nt node-red/node_modules/.package-lock.json ]; then \
+	  echo "clients: npm ci in node-red/"; (cd node-red && npm ci --no-audit --no-fund --loglevel=error) || [ "$$CI" != true ]; fi
+	@if [ ! -f $(PAHO2_PATH)/paho/mqtt/enums.py ]; then \
+	  echo "clients: paho-mqtt 2 from $(PAHO2_URL)"; mkdir -p $(PAHO2_DIR) && \
+	  curl -fsSL -o $(PAHO2_DIR)/$(PAHO2_DEB) $(PAHO2_URL) && \
+	  echo "$(PAHO2_SHA256)  $(PAHO2_DIR)/$(PAHO2_DEB)" | sha256sum -c --quiet && \
+	  dpkg-deb -x $(PAHO2_DIR)/$(PAHO2_DEB) $(PAHO2_DIR) || { echo "clients: paho-mqtt 2 not unpacked: the Python tests with it skip"; [ "$$CI" != true ]; }; fi
+
+## conformance: the pause test across languages, 20 times per pair of Go, Python and Node-RED controllers (make test runs
+##              it 3 times per pair), and its table; FENCEGATE_CONFORMANCE_REPS=N sets the repetitions
+conformance: clients
+	FENCEGATE_CONFORMANCE_REPS=$${FENCEGATE_CONFORMANCE_REPS:-20} $(GO) test -count=1 -v -timeout 30m -run '^TestPause$$' ./conformance
 
 ## torture: the crash torture (tests/torture) with 50 gateway stops (FENCEGATE_TORTURE_CYCLES), checked after each
 ##          and, at the end, its whole history with porcupine; it prints its seed, FENCEGATE_TORTURE_SEED=N replays it;

@@ -1,0 +1,137 @@
+package conformance_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/tests/testenv"
+)
+
+// bin holds the programs TestMain builds once: the gateway and the Go
+// client's driver.
+var bin struct{ gateway, godriver string }
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fencegate-conformance-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin.gateway, bin.godriver = filepath.Join(dir, "gateway"), filepath.Join(dir, "godriver")
+	for _, b := range []struct{ out, pkg string }{{bin.gateway, "./cmd/gateway"}, {bin.godriver, "./conformance/godriver"}} {
+		cmd := exec.Command("go", "build", "-race=false", "-o", b.out, b.pkg)
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b.pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// A gateway is a gateway process (board sim) with its broker (Mosquitto)
+// and an etcd, for the clients to command.
+type gateway struct {
+	ID, Broker, Etcd string
+	Latch            string // the sim board's latch file: the outputs' levels
+	Key              string // controller ctl-a's private key (PATH.key)
+	Pins             map[string]string
+}
+
+// startGateway starts a gateway with the actuators the clients' tests use
+// (pump and valve in scopes of their own, fan and heater in scope
+// climate, door taking commands signed by ctl-a) and those of extra, each
+// in a scope of its own.
+func startGateway(t *testing.T, extra ...string) *gateway {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the clients' tests run on Linux")
+	}
+	g := &gateway{ID: testenv.ID(t, "gw"), Broker: testenv.Mosquitto(t), Etcd: testenv.Etcd(t), Pins: map[string]string{}}
+	dir := t.TempDir()
+	keyBase := filepath.Join(dir, "ctl-a")
+	if out, err := exec.Command(bin.gateway, "keygen", "--out", keyBase).CombinedOutput(); err != nil {
+		t.Fatalf("gateway keygen: %v\n%s", err, out)
+	}
+	g.Key = keyBase + ".key"
+	pub, err := os.ReadFile(keyBase + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acts strings.Builder
+	pins := []int{17, 27, 22, 23, 24, 25, 5, 6, 12, 13, 16, 19, 20, 21, 26}
+	add := func(name, more string) {
+		if len(g.Pins) == len(pins) {
+			t.Fatalf("more than %d actuators", len(pins))
+		}
+		gpio := fmt.Sprintf("GPIO%d", pins[len(g.Pins)])
+		g.Pins[name] = gpio
+		fmt.Fprintf(&acts, "  - {name: %s, pin: %s%s}\n", name, gpio, more)
+	}
+	add("pump", "")
+	add("valve", "")
+	add("fan", ", scope: climate")
+	add("heater", ", scope: climate")
+	add("door", ", require_signature: true")
+	for _, name := range extra {
+		add(name, "")
+	}
+	store := filepath.Join(dir, "fence.db")
+	g.Latch = store + ".pins"
+	cfg := fmt.Sprintf("id: %s\nmqtt: {broker: %s}\nstore: %s\nboard: sim\nhttp: \"\"\ncontrollers:\n  - {name: ctl-a, public_key: %q, scopes: [door]}\nactuators:\n%s",
+		g.ID, g.Broker, store, strings.TrimSpace(string(pub)), acts.String())
+	path := filepath.Join(dir, "gateway.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin.gateway, "run", "--config", path, "--init", "--log-level", "warn")
+	log, err := os.Create(filepath.Join(dir, "gateway.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := testenv.StartChild(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("gateway log:\n%s", b)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{Broker: g.Broker, GatewayID: g.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.WaitStatus(ctx, "online"); err != nil {
+		b, _ := os.ReadFile(log.Name())
+		t.Fatalf("gateway not online: %v\n%s", err, b)
+	}
+	return g
+}
+
+// env is the environment the clients' own tests take the gateway from.
+func (g *gateway) env() []string {
+	return append(os.Environ(),
+		"FENCEGATE_TEST_BROKER="+g.Broker,
+		"FENCEGATE_TEST_ETCD="+g.Etcd,
+		"FENCEGATE_TEST_GATEWAY="+g.ID,
+		"FENCEGATE_TEST_KEY="+g.Key,
+		"FENCEGATE_TEST_GATEWAY_BIN="+bin.gateway,
+	)
+}

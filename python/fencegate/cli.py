@@ -1,0 +1,234 @@
+"""``python3 -m fencegate send``: send one fenced command, as a tool and as the conformance driver.
+
+It connects, learns the actuator's fence scope, acquires the scope's lease
+in etcd (waiting for the lock up to --timeout), sends one command under its
+token and writes what happens as JSON lines on stdout, flushed at once::
+
+    {"event":"granted","token":"N","scope":"S"}
+    {"event":"answer","outcome":"...","reason":"...","fence":{"token":"N","seq":"M"},"state":"on"}
+    {"event":"reread","state":"off","fence":{"token":"N","seq":"M"}}      (after a stale answer)
+
+then releases its lease and exits: 0 applied or duplicate, 3 stale, 4
+rejected, 5 failed, 64 bad usage, 1 anything else (one line on stderr
+saying what and why). An applied or duplicate answer whose state is not
+the one asked (a later command, a failed drive) exits 0 too, with a line
+on stderr that says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+from typing import Any, Dict, NoReturn, Optional, Sequence
+
+from .client import Client
+from .errors import FailedError, FencegateError, OutputError, RejectedError, StaleError
+from .lease import Lease, acquire
+from .signing import Signer
+from .wire import MAX_TOKEN, Answer, Command, Fence, InvalidCommand
+
+__all__ = ["main", "EXIT_OK", "EXIT_STALE", "EXIT_REJECTED", "EXIT_FAILED", "EXIT_OTHER", "EXIT_USAGE"]
+
+EXIT_OK = 0
+EXIT_OTHER = 1
+EXIT_STALE = 3
+EXIT_REJECTED = 4
+EXIT_FAILED = 5
+EXIT_USAGE = 64
+
+_SEND_ABOUT = """\
+Sends one tokenized command to a fencegate gateway and prints what happens
+as JSON lines on stdout: "granted" (the lease and its token), "answer" (the
+gateway's answer) and, after a stale answer, "reread" (the actuator's state
+as the gateway records it now).
+
+With --etcd the token comes from an etcd lock on the actuator's fence scope,
+which the gateway publishes (the lock key's create_revision); the lock is
+released before the program exits. With --token N the command goes under a
+token you give. "fence" sends a fence-only command: it raises the scope's
+fence and drives nothing. With --key and --signer the command is signed, as
+a gateway that requires signed commands wants.
+
+Exit codes: 0 applied or duplicate, 3 stale, 4 rejected, 5 failed, 64 bad
+usage, 1 anything else (broker or etcd unreachable, no answer)."""
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with exit status 64 (EX_USAGE) for bad usage, not 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and the problem, and exit 64."""
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python3 -m fencegate", description="fencegate's Python controller tools.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    s = sub.add_parser("send", help="send one fenced command and print the answer",
+                       description=_SEND_ABOUT, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("state", choices=["on", "off", "fence"], metavar="on|off|fence", help="what to send")
+    g = s.add_argument_group("the gateway")
+    g.add_argument("--broker", default="tcp://127.0.0.1:1883",
+                   help="MQTT broker URL: tcp://HOST:PORT, or ssl://HOST:PORT for TLS (default %(default)s)")
+    g.add_argument("--gateway", required=True, metavar="ID", help="the gateway's id (required)")
+    g.add_argument("--actuator", required=True, metavar="NAME", help="the actuator (required)")
+    g.add_argument("--prefix", default="fencegate", help="topic prefix (default %(default)s)")
+    t = s.add_argument_group("the token")
+    t.add_argument("--etcd", metavar="URL", help="take the token from an etcd lock on the actuator's scope (etcd's client URL)")
+    t.add_argument("--ttl", type=int, default=10, metavar="SECONDS", help="with --etcd: the lease's time to live (default %(default)s)")
+    t.add_argument("--token", type=int, default=0, metavar="N", help="send under this token instead (1 to 2^63-1)")
+    t.add_argument("--stop-after-grant", action="store_true",
+                   help="with --etcd: stop this process (SIGSTOP) after the grant and before the command is built; "
+                        "when continued (SIGCONT), send at once, without checking the lease (for the pause test)")
+    c = s.add_argument_group("the command")
+    c.add_argument("--id", default="", help="the command's id (default: generated)")
+    c.add_argument("--holder", default="", metavar="NAME", help="holder name for the audit trail (default: fencegate-py@HOST)")
+    c.add_argument("--seq", type=int, default=0, metavar="N", help="seq under the token (default %(default)s)")
+    c.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="how long to wait for the scope, the lock and the answer, each (default %(default)s)")
+    c.add_argument("--key", metavar="PATH.key", help="sign with this controller's private key (gateway keygen's PATH.key); with --signer")
+    c.add_argument("--signer", metavar="NAME", help="the controller's name in the gateway's configuration (controllers: name); with --key")
+    b = s.add_argument_group("the broker's login")
+    b.add_argument("--username", help="MQTT user name (the password comes from --password-file, or $FENCEGATE_MQTT_PASSWORD)")
+    b.add_argument("--password-file", metavar="PATH", help="file that holds the MQTT password, alone on one line")
+    b.add_argument("--tls-ca", metavar="PATH", help="TLS: the CA certificates (PEM) the broker's certificate must be signed by")
+    b.add_argument("--tls-cert", metavar="PATH", help="TLS: this controller's certificate (PEM), with --tls-key")
+    b.add_argument("--tls-key", metavar="PATH", help="TLS: the private key of --tls-cert (PEM)")
+    return p
+
+
+_NAMES = {"broker": "--broker", "ca_file": "--tls-ca", "cert_file": "--tls-cert", "key_file": "--tls-key",
+          "username": "--username", "password_file": "--password-file"}
+
+
+def _emit(event: Dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def _fence(f: Fence) -> Dict[str, str]:
+    return {"token": str(f.token), "seq": str(f.seq)}
+
+
+def _answer_event(a: Answer) -> Dict[str, Any]:
+    return {"event": "answer", "outcome": a.outcome, "reason": a.reason, "fence": _fence(a.fence), "state": a.state}
+
+
+def _check(a: argparse.Namespace) -> None:
+    if (a.token != 0) == bool(a.etcd):
+        raise _UsageError("give either --etcd URL or --token N")
+    if a.token < 0 or a.token > MAX_TOKEN:
+        raise _UsageError(f"--token {a.token} is not from 1 to 2^63-1")
+    if a.stop_after_grant and not a.etcd:
+        raise _UsageError("--stop-after-grant goes with --etcd")
+    if a.ttl <= 0:
+        raise _UsageError(f"--ttl {a.ttl} must be a positive number of seconds")
+    if a.timeout <= 0:
+        raise _UsageError(f"--timeout {a.timeout:g} must be positive")
+    if bool(a.key) != bool(a.signer):
+        raise _UsageError("give both --key and --signer, or neither")
+
+
+def _terminate(_sig: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # release the lease on the way out, as at Ctrl-C
+
+
+def _send(a: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
+    signer = Signer(a.signer, a.key) if a.key else None
+    holder = a.holder or f"fencegate-py@{socket.gethostname()}"
+    lease: Optional[Lease] = None
+    with Client(a.broker, a.gateway, prefix=a.prefix, username=a.username, password_file=a.password_file,
+                ca_file=a.tls_ca, cert_file=a.tls_cert, key_file=a.tls_key, signer=signer,
+                option_names=_NAMES) as client:
+        try:
+            token = a.token
+            if a.etcd:
+                # The lease is the scope's, as the gateway says: actuators
+                # that share a scope share one lease and one fence.
+                scope = client.scope(a.actuator, a.timeout)
+                lease = acquire(a.etcd, a.gateway, scope, ttl=a.ttl, wait=a.timeout)
+                token = lease.token
+                _emit({"event": "granted", "token": str(token), "scope": scope})
+                if a.stop_after_grant:
+                    os.kill(os.getpid(), signal.SIGSTOP)
+            cmd = Command(a.actuator, token, a.seq, "" if a.state == "fence" else a.state, id=a.id, holder=holder)
+            # No lease check here: with --stop-after-grant the command must
+            # reach the gateway even if the lease ran out meanwhile, to
+            # show that the fence, not the client, refuses it.
+            try:
+                answer = client.send(cmd, timeout=a.timeout)
+            except StaleError as e:
+                _emit(_answer_event(e.answer))
+                if lease is not None:
+                    try:
+                        # A fence that no newer holder of this etcd can
+                        # have raised: say so, acquiring again cannot help.
+                        lease.check_fence(e.fence.token)
+                    except FencegateError as ahead:
+                        print(f"fencegate send: {ahead}", file=sys.stderr)
+                try:
+                    st = client.reread(a.actuator, e.answer, a.timeout)
+                    _emit({"event": "reread", "state": st.state, "fence": _fence(st.fence)})
+                except FencegateError as re:
+                    print(f"fencegate send: stale, and the reread failed: {re}", file=sys.stderr)
+                return EXIT_STALE
+            except RejectedError as e:
+                _emit(_answer_event(e.answer))
+                if e.reason == "unknown-actuator":
+                    print(f"fencegate send: {client.unknown(a.actuator)}", file=sys.stderr)
+                else:
+                    print(f"fencegate send: {e}", file=sys.stderr)
+                return EXIT_REJECTED
+            except FailedError as e:
+                _emit(_answer_event(e.answer))
+                print(f"fencegate send: {e}", file=sys.stderr)
+                return EXIT_FAILED
+            except OutputError as e:
+                # Applied or duplicate: the gateway took it. Say that the
+                # output is otherwise now, for the person who reads this.
+                _emit(_answer_event(e.answer))
+                print(f"fencegate send: {e}", file=sys.stderr)
+                return EXIT_OK
+            _emit(_answer_event(answer))
+            return EXIT_OK
+        finally:
+            if lease is not None:
+                try:
+                    lease.release()
+                except FencegateError as e:
+                    print(f"fencegate send: release the lease: {e}", file=sys.stderr)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the CLI; returns the exit code."""
+    p = _parser()
+    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.command is None:
+        p.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        _check(args)
+        return _send(args)
+    except _UsageError as e:
+        print(f"fencegate send: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except InvalidCommand as e:
+        print(f"fencegate send: refused before sending: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (FencegateError, ValueError) as e:
+        print(f"fencegate send: {e}", file=sys.stderr)
+        return EXIT_OTHER
+    except KeyboardInterrupt:
+        print("fencegate send: interrupted", file=sys.stderr)
+        return EXIT_OTHER
+

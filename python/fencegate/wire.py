@@ -1,0 +1,493 @@
+"""fencegate's wire protocol: topics, commands, answers and states.
+
+This module is the Python twin of the Go package ``wire`` (and of the
+canonical encoding in package ``sign``); docs/protocol.md is the contract.
+It does no I/O: it builds the bytes a controller publishes and reads the
+bytes the gateway publishes.
+
+- :func:`encode_request` writes a command byte for byte as the Go
+  ``wire.EncodeRequest`` does: field order id, token, seq, pulse_ms or
+  state, reset, holder, signer, sig, reply; no spaces; strings escaped only
+  where JSON must.
+- :func:`canonical` builds the bytes a signature covers (version 1).
+- :func:`check_command` refuses, before anything is published, a command
+  the gateway would reject as malformed.
+- :func:`parse_answer` and :func:`parse_state` read the gateway's answers
+  and retained states; tokens and seqs stay exact Python ints.
+- :func:`answers` says whether an answer answers a command, as the Go
+  ``client.Answers`` does.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+#: The first topic level when the gateway's configuration sets none.
+DEFAULT_PREFIX = "fencegate"
+#: The largest token and seq (2^63-1): etcd revisions fit.
+MAX_TOKEN = (1 << 63) - 1
+MAX_SEQ = (1 << 63) - 1
+#: The longest pulse a command may ask for, in milliseconds (10 minutes).
+MAX_PULSE_MS = 600_000
+#: The longest id, holder or signer, in UTF-8 bytes.
+MAX_TEXT = 128
+#: The longest reply topic, in bytes.
+MAX_REPLY = 256
+#: The first bytes of the canonical encoding, version 1.
+MAGIC = b"fencegate-command-v1"
+
+STATUS_ONLINE = "online"
+STATUS_OFFLINE = "offline"
+
+#: The outcomes an answer can carry.
+APPLIED = "applied"
+DUPLICATE = "duplicate"
+STALE = "stale"
+REJECTED = "rejected"
+FAILED = "failed"
+OUTCOMES = (APPLIED, DUPLICATE, STALE, REJECTED, FAILED)
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class InvalidCommand(ValueError):
+    """A command refused before it was published: the gateway would reject it.
+
+    ``why`` names the field at fault (``token``, ``seq``, ``state``,
+    ``pulse_ms``, ``reset``, ``id``, ``holder``, ``signer``, ``actuator``,
+    ``reply``), for programs; the message says it for people.
+    """
+
+    def __init__(self, why: str, message: str) -> None:
+        super().__init__(message)
+        self.why = why
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A (token, seq) pair: pairs compare token first, then seq."""
+
+    token: int = 0
+    seq: int = 0
+
+    def pair(self) -> tuple[int, int]:
+        """The pair as a tuple, for comparisons."""
+        return (self.token, self.seq)
+
+    def __str__(self) -> str:
+        return f"{self.token}/{self.seq}"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A tokenized command to one actuator.
+
+    ``state`` is ``"on"``, ``"off"`` or ``""`` (a fence-only command, which
+    raises the scope's fence and drives nothing). ``pulse_ms`` (1 to
+    600000) asks a pulse output for a pulse of that width; its state is
+    then ``""`` or ``"on"``. ``reset`` (fence-only) releases a tripped scope.
+    ``id`` correlates the answer; a client gives one if it is empty.
+    """
+
+    actuator: str
+    token: int
+    seq: int = 0
+    state: str = ""
+    pulse_ms: int = 0
+    reset: bool = False
+    id: str = ""
+    holder: str = ""
+
+    @property
+    def fence(self) -> Fence:
+        """The command's pair."""
+        return Fence(self.token, self.seq)
+
+    def asks(self) -> str:
+        """The state the command asks for: a pulse asks for on."""
+        return "on" if self.pulse_ms > 0 else self.state
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The gateway's answer to a command (docs/protocol.md, Answers).
+
+    ``token`` and ``seq`` are the pair the command carried (0 for what a
+    rejected command's payload did not show), ``fence`` the scope's fence
+    after the decision, ``state`` the actuator's recorded state (``""`` if
+    the answer has none). ``raw`` is the answer as parsed.
+    """
+
+    id: str
+    actuator: str
+    outcome: str
+    reason: str = ""
+    token: int = 0
+    seq: int = 0
+    fence: Fence = Fence()
+    state: str = ""
+    actual: str = ""
+    error: str = ""
+    pulse: Optional[Dict[str, Any]] = None
+    blocking: Optional[Dict[str, Any]] = None
+    raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """True for applied and duplicate: the command is done."""
+        return self.outcome in (APPLIED, DUPLICATE)
+
+
+@dataclass(frozen=True)
+class ActuatorState:
+    """An actuator's retained state (docs/protocol.md, Retained state)."""
+
+    actuator: str
+    scope: str = ""
+    state: str = ""
+    fence: Fence = Fence()
+    holder: str = ""
+    changed_at: Optional[str] = None
+    why: str = ""
+    pulse: Optional[Dict[str, Any]] = None
+    raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Topics:
+    """The topics of one gateway: ``<prefix>/<gateway>/...``."""
+
+    gateway: str
+    prefix: str = DEFAULT_PREFIX
+
+    @property
+    def base(self) -> str:
+        """What every topic of the gateway starts with."""
+        return f"{self.prefix or DEFAULT_PREFIX}/{self.gateway}/"
+
+    def set(self, actuator: str) -> str:
+        """The command topic of an actuator."""
+        return self.base + actuator + "/set"
+
+    def state(self, actuator: str) -> str:
+        """The retained state topic of an actuator."""
+        return self.base + actuator + "/state"
+
+    def result(self, actuator: str) -> str:
+        """The shared result topic of an actuator."""
+        return self.base + actuator + "/result"
+
+    @property
+    def state_filter(self) -> str:
+        """The subscription filter of every actuator's state."""
+        return self.base + "+/state"
+
+    @property
+    def status(self) -> str:
+        """The gateway's retained status topic (online/offline)."""
+        return self.base + "status"
+
+    @property
+    def reply_base(self) -> str:
+        """What every reply topic of the gateway starts with."""
+        return self.base + "reply/"
+
+    def reply(self, client_id: str, username: str = "") -> str:
+        """The reply topic ``<base>reply/[<username>/]<client id>``.
+
+        The user name comes first: it is what a broker ACL knows a
+        controller by, and the client id gives each connection its own.
+        """
+        for what, level in (("user name", username), ("client id", client_id)):
+            if any(c in level for c in "+#/"):
+                raise ValueError(f"{what} {level!r} cannot be a level of the reply topic: it has + # or /")
+        if not client_id:
+            raise ValueError("a reply topic needs a client id")
+        topic = self.reply_base + (f"{username}/{client_id}" if username else client_id)
+        if len(topic.encode()) > MAX_REPLY:
+            raise ValueError(f"the reply topic {topic!r} is longer than {MAX_REPLY} bytes; choose a shorter client id")
+        return topic
+
+    def actuator_of_state(self, topic: str) -> Optional[str]:
+        """The actuator a state topic of this gateway names, else None."""
+        if not topic.startswith(self.base) or not topic.endswith("/state"):
+            return None
+        name = topic[len(self.base):-len("/state")]
+        return name if name and "/" not in name else None
+
+
+def json_string(s: str) -> str:
+    """``s`` as a JSON string with the shortest escapes, as Go's wire does.
+
+    Only ``"`` and ``\\``, the five short control escapes and other
+    characters below U+0020 (as ``\\u00xx``, lowercase) are escaped;
+    everything else stays raw UTF-8. ``json.dumps(ensure_ascii=False)``
+    does exactly this.
+    """
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_name(actuator: str) -> None:
+    """Refuse an actuator name that does not match ``[A-Za-z0-9_-]{1,64}``."""
+    if not isinstance(actuator, str) or not _NAME.fullmatch(actuator):
+        raise InvalidCommand("actuator", f"actuator {actuator!r} is not a name of 1 to 64 letters, digits, _ or -")
+
+
+def check_command(c: Command, signer: str = "") -> None:
+    """Raise :class:`InvalidCommand` if the gateway would reject ``c``.
+
+    Checked before anything is published: a missing, zero or too large
+    token, a seq above 2^63-1, a state other than on/off/none, a pulse out
+    of 1..600000 ms or with state off, reset with a state or pulse, an id,
+    holder or signer over 128 bytes, and an actuator name the gateway
+    cannot have.
+    """
+    check_name(c.actuator)
+    if not _is_int(c.token) or c.token <= 0:
+        raise InvalidCommand("token", f"token {c.token!r}: a command needs a token from 1 to 2^63-1 (from a lease grant)")
+    if c.token > MAX_TOKEN:
+        raise InvalidCommand("token", f"token {c.token} is above 2^63-1")
+    if not _is_int(c.seq) or c.seq < 0 or c.seq > MAX_SEQ:
+        raise InvalidCommand("seq", f"seq {c.seq!r} is not an integer from 0 to 2^63-1")
+    if c.state not in ("on", "off", ""):
+        raise InvalidCommand("state", f"state {c.state!r} is not \"on\", \"off\" or none (fence-only)")
+    if not _is_int(c.pulse_ms) or c.pulse_ms < 0 or c.pulse_ms > MAX_PULSE_MS:
+        raise InvalidCommand("pulse_ms", f"pulse_ms {c.pulse_ms!r} is not from 1 to {MAX_PULSE_MS} (10 minutes)")
+    if c.pulse_ms > 0 and c.state == "off":
+        raise InvalidCommand("pulse_ms", 'pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone')
+    if not isinstance(c.reset, bool):
+        raise InvalidCommand("reset", f"reset {c.reset!r} is not a bool")
+    if c.reset and (c.state or c.pulse_ms):
+        raise InvalidCommand("reset", "reset goes with a fence-only command (no state, no pulse_ms)")
+    for what, value in (("id", c.id), ("holder", c.holder), ("signer", signer)):
+        if not isinstance(value, str):
+            raise InvalidCommand(what, f"{what} {value!r} is not a string")
+        try:
+            n = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise InvalidCommand(what, f"{what} {value!r} is not valid UTF-8 text (it holds a lone surrogate)") from None
+        if n > MAX_TEXT:
+            raise InvalidCommand(what, f"{what} is {n} bytes; the limit is {MAX_TEXT}")
+
+
+def _text(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return struct.pack(">I", len(b)) + b
+
+
+def canonical(gateway: str, c: Command) -> bytes:
+    """The bytes a signature of ``c`` for ``gateway`` covers (version 1).
+
+    The magic, then gateway id, actuator, token, seq, state (``on`` for a
+    pulse), id and holder; a pulse appends its width and a reset the byte
+    1. Text is a 4-byte big-endian length and the UTF-8 bytes.
+    """
+    b = MAGIC + _text(gateway) + _text(c.actuator)
+    b += struct.pack(">QQ", c.token, c.seq)
+    b += _text(c.asks()) + _text(c.id) + _text(c.holder)
+    if c.pulse_ms > 0:
+        b += struct.pack(">Q", c.pulse_ms)
+    if c.reset:
+        b += b"\x01"
+    return b
+
+
+def encode_sig(sig: bytes) -> str:
+    """A signature as a command carries it: standard base64 with padding."""
+    return base64.b64encode(sig).decode("ascii")
+
+
+def encode_request(c: Command, reply: str = "", signer: str = "", sig: Optional[bytes] = None) -> bytes:
+    """The payload of command ``c``, byte for byte as Go's wire.EncodeRequest.
+
+    ``reply`` is the topic the answer goes to (``""``: the shared result
+    topic); ``signer`` and ``sig`` sign it (both or neither).
+    """
+    if bool(signer) != (sig is not None):
+        raise ValueError("signer and sig go together")
+    parts = []
+    if c.id:
+        parts.append('"id":' + json_string(c.id))
+    parts.append(f'"token":{c.token}')
+    if c.seq:
+        parts.append(f'"seq":{c.seq}')
+    if c.pulse_ms > 0:
+        parts.append(f'"pulse_ms":{c.pulse_ms}')
+    elif c.state:
+        parts.append('"state":' + json_string(c.state))
+    if c.reset:
+        parts.append('"reset":true')
+    if c.holder:
+        parts.append('"holder":' + json_string(c.holder))
+    if signer:
+        parts.append('"signer":' + json_string(signer))
+    if sig is not None:
+        parts.append(f'"sig":"{encode_sig(sig)}"')
+    if reply:
+        parts.append('"reply":' + json_string(reply))
+    return ("{" + ",".join(parts) + "}").encode("utf-8")
+
+
+class WireError(ValueError):
+    """An answer or state message that cannot be read."""
+
+
+def _no_float(s: str) -> Any:
+    raise WireError(f"a number with a fraction or exponent ({s}) where an integer belongs")
+
+
+def _no_constant(s: str) -> Any:
+    raise WireError(f"{s} is not JSON")
+
+
+def _object(payload: bytes | str, what: str) -> Dict[str, Any]:
+    if isinstance(payload, bytes):
+        try:
+            payload = payload.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise WireError(f"{what} is not UTF-8") from e
+    try:
+        # Python's ints are exact: a token of 2^63-1 stays what it is.
+        v = json.loads(payload, parse_float=_no_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise WireError(f"{what} is not JSON: {e}") from e
+    if not isinstance(v, dict):
+        raise WireError(f"{what} is not a JSON object")
+    return v
+
+
+def _str(d: Dict[str, Any], key: str, what: str) -> str:
+    v = d.get(key, "")
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise WireError(f"{what}: {key} is not a string")
+    return v
+
+
+def _uint(d: Dict[str, Any], key: str, what: str) -> int:
+    v = d.get(key, 0)
+    if not _is_int(v) or v < 0 or v >= 1 << 64:
+        raise WireError(f"{what}: {key} is not an unsigned integer")
+    return int(v)
+
+
+def _fence(d: Dict[str, Any], what: str) -> Fence:
+    f = d.get("fence") or {}
+    if not isinstance(f, dict):
+        raise WireError(f"{what}: fence is not an object")
+    return Fence(_uint(f, "token", what), _uint(f, "seq", what))
+
+
+def _state_word(d: Dict[str, Any], key: str, what: str) -> str:
+    s = _str(d, key, what)
+    if s not in ("", "on", "off"):
+        raise WireError(f"{what}: {key} {s!r} is not on or off")
+    return s
+
+
+def parse_answer(payload: bytes | str) -> Answer:
+    """Read an answer the gateway published; :class:`WireError` if it is none."""
+    what = "answer"
+    d = _object(payload, what)
+    pulse, blocking = d.get("pulse"), d.get("blocking")
+    return Answer(
+        id=_str(d, "id", what),
+        actuator=_str(d, "actuator", what),
+        outcome=_str(d, "outcome", what),
+        reason=_str(d, "reason", what),
+        token=_uint(d, "token", what),
+        seq=_uint(d, "seq", what),
+        fence=_fence(d, what),
+        state=_state_word(d, "state", what),
+        actual=_str(d, "actual", what),
+        error=_str(d, "error", what),
+        pulse=pulse if isinstance(pulse, dict) else None,
+        blocking=blocking if isinstance(blocking, dict) else None,
+        raw=d,
+    )
+
+
+def parse_state(payload: bytes | str) -> ActuatorState:
+    """Read an actuator's retained state; :class:`WireError` if it is none."""
+    what = "state"
+    d = _object(payload, what)
+    changed = d.get("changed_at")
+    pulse = d.get("pulse")
+    return ActuatorState(
+        actuator=_str(d, "actuator", what),
+        scope=_str(d, "scope", what),
+        state=_state_word(d, "state", what),
+        fence=_fence(d, what),
+        holder=_str(d, "holder", what),
+        changed_at=changed if isinstance(changed, str) else None,
+        why=_str(d, "why", what),
+        pulse=pulse if isinstance(pulse, dict) else None,
+        raw=d,
+    )
+
+
+def answers(c: Command, a: Answer) -> bool:
+    """Whether ``a`` answers command ``c``.
+
+    It must carry ``c``'s id, actuator, token and seq. A command rejected
+    as invalid is answered with the token and seq the gateway read before
+    the error, 0 for those it did not read: such an answer matches too.
+    An answer that does not match is someone else's (or an earlier
+    command's): ignore it.
+    """
+    if a.id != c.id or a.actuator != c.actuator:
+        return False
+    if (a.token, a.seq) == (c.token, c.seq):
+        return True
+    return (a.outcome == REJECTED and a.reason == "invalid"
+            and a.token in (0, c.token) and a.seq in (0, c.seq))
+
+
+def output_as_asked(c: Command, a: Answer) -> bool:
+    """Whether an applied or duplicate answer ``a`` says the actuator is as ``c`` asked.
+
+    A fence-only command asks for nothing, and a pulse is on and then back
+    at rest (its answer says how it went in ``pulse``); any other command
+    asked for a state, which the answer's ``state`` (and ``actual``, when
+    present) must be. If not, the output changed after the command was
+    applied (a later command, the boot rule at a restart, a failed drive):
+    reread the state, and send a new command with a higher seq to set it.
+    """
+    if not c.state or c.pulse_ms > 0 or a.pulse is not None:
+        return True
+    return a.state == c.state and (not a.actual or a.actual == c.state)
+
+
+#: What a controller does with an answer (the conformance suite's words).
+DONE = "done"
+REREAD = "reread"
+REACQUIRE = "reacquire"
+REPORT = "report"
+RETRY_LATER = "retry-later"
+IGNORE = "ignore"
+
+
+def action(c: Command, a: Answer) -> str:
+    """What a controller does with answer ``a`` to command ``c``.
+
+    ``done`` (applied, duplicate), ``reread`` (applied or duplicate, but
+    the output is not as asked: see :func:`output_as_asked`), ``reacquire`` (stale: stop acting under
+    this token, reread, acquire again), ``report`` (rejected),
+    ``retry-later`` (failed: retry with a higher seq), ``ignore`` (not an
+    answer to ``c``, or an outcome this client does not know).
+    """
+    if not answers(c, a):
+        return IGNORE
+    if a.outcome in (APPLIED, DUPLICATE) and not output_as_asked(c, a):
+        return REREAD
+    return {APPLIED: DONE, DUPLICATE: DONE, STALE: REACQUIRE, REJECTED: REPORT, FAILED: RETRY_LATER}.get(a.outcome, IGNORE)

@@ -1,0 +1,172 @@
+"""Client.send without a broker: resends, answer matching, what stops a send."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import unittest
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # fakes.py
+
+from fencegate import Answer, Client, Command, Heartbeat, LeaseLost, Seq, StaleError, Timeout
+from fencegate.lease import Etcd, Lease
+from fakes import offline_client
+
+
+def answer_for(c: Command, outcome: str = "applied", **kw: Any) -> bytes:
+    d: Dict[str, Any] = {"id": c.id, "actuator": c.actuator, "outcome": outcome, "token": c.token, "seq": c.seq,
+                         "fence": {"token": c.token, "seq": c.seq}, "state": c.state or "off"}
+    d.update(kw)
+    return json.dumps(d).encode()
+
+
+class Sender:
+    """Client.send in a thread."""
+
+    def __init__(self, cl: Client, c: Command, timeout: float, lease: Optional[Lease] = None) -> None:
+        self.answer: Optional[Answer] = None
+        self.error: Optional[BaseException] = None
+        self.t = threading.Thread(target=self._run, args=(cl, c, timeout, lease))
+        self.t.start()
+
+    def _run(self, cl: Client, c: Command, timeout: float, lease: Optional[Lease]) -> None:
+        try:
+            self.answer = cl.send(c, timeout=timeout, lease=lease)
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            self.error = e
+
+    def join(self) -> None:
+        self.t.join(10)
+
+
+class TestResend(unittest.TestCase):
+    def setUp(self) -> None:
+        self.cl, self.conn = offline_client(resend=0.2)
+
+    def payloads(self) -> List[bytes]:
+        return [p for _, p in self.conn.published]
+
+    def test_resends_unchanged_doubling(self) -> None:
+        c = Command("pump", 7, 1, "on", id="r-1")
+        s = Sender(self.cl, c, timeout=1.6)
+        s.join()
+        self.assertIsInstance(s.error, Timeout)
+        # At 0, 0.2, 0.6 and 1.4 s: the wait doubles.
+        self.assertEqual(len(self.payloads()), 4, self.payloads())
+        self.assertEqual(len(set(self.payloads())), 1)
+        self.assertIn("no answer from the gateway gw within 1.6s to command r-1", str(s.error))
+
+    def test_answer_ends_it(self) -> None:
+        c = Command("pump", 7, 1, "on", id="r-2")
+        s = Sender(self.cl, c, timeout=5)
+        self.assertTrue(self.conn.wait_published(1, 2))
+        reply = self.cl.reply
+        self.cl._message(reply, answer_for(Command("pump", 7, 0, "on", id="r-2")), False)  # another seq: not its answer
+        self.cl._message(reply, answer_for(Command("valve", 7, 1, "on", id="r-2")), False)  # another actuator
+        self.cl._message("fencegate/gw/pump/result", answer_for(c), False)  # not our reply topic
+        time.sleep(0.05)
+        self.assertIsNone(s.answer)
+        self.cl._message(reply, answer_for(c, "duplicate"), False)
+        s.join()
+        self.assertIsNone(s.error)
+        assert s.answer is not None
+        self.assertEqual(s.answer.outcome, "duplicate")
+
+    def test_stale(self) -> None:
+        c = Command("pump", 7, 1, "on", id="r-3")
+        s = Sender(self.cl, c, timeout=5)
+        self.assertTrue(self.conn.wait_published(1, 2))
+        self.cl._message(self.cl.reply, answer_for(c, "stale", fence={"token": 8, "seq": 0}, state="off"), False)
+        s.join()
+        self.assertIsInstance(s.error, StaleError)
+        assert isinstance(s.error, StaleError)
+        self.assertEqual((s.error.fence.token, s.error.state), (8, "off"))
+
+    def test_resend_at_once_when_the_gateway_comes_online(self) -> None:
+        cl, conn = offline_client(resend=30)
+        status = cl.topics.status
+        cl._message(status, b"offline", True)
+        s = Sender(cl, Command("pump", 7, 1, "on", id="r-4"), timeout=5)
+        self.assertTrue(conn.wait_published(1, 2))
+        cl._message(status, b"online", True)  # a retained online is how it is, not a change
+        time.sleep(0.2)
+        self.assertEqual(len(conn.published), 1)
+        cl._message(status, b"offline", False)
+        cl._message(status, b"online", False)
+        self.assertTrue(conn.wait_published(2, 2), "no resend when the gateway came online")
+        cl._ready()  # this client subscribed again after a reconnect
+        self.assertTrue(conn.wait_published(3, 2), "no resend after a reconnect")
+        cl._message(cl.reply, answer_for(Command("pump", 7, 1, "on", id="r-4")), False)
+        s.join()
+        self.assertIsNone(s.error)
+
+    def test_lost_lease(self) -> None:
+        lease = Lease(Etcd("http://127.0.0.1:1"), "1", 10, "gw", "pump")
+        lease.token = 7
+        c = Command("pump", 7, 1, "on", id="r-5")
+        s = Sender(self.cl, c, timeout=1.0, lease=lease)
+        self.assertTrue(self.conn.wait_published(1, 2))
+        lease._set_lost("revoked")
+        s.join()
+        self.assertIsInstance(s.error, Timeout)
+        self.assertEqual(len(self.conn.published), 1, "published again after the lease was lost")
+        self.assertIn("the lease was lost meanwhile", str(s.error))
+        with self.assertRaises(LeaseLost):
+            self.cl.send(Command("pump", 7, 2, "on"), lease=lease)
+        self.assertEqual(len(self.conn.published), 1)
+
+    def test_ids(self) -> None:
+        c, payload = self.cl.prepare(Command("pump", 7))
+        c2, _ = self.cl.prepare(Command("pump", 7))
+        self.assertNotEqual(c.id, c2.id)
+        self.assertEqual(json.loads(payload)["reply"], "fencegate/gw/reply/unit")
+
+    def test_states(self) -> None:
+        cl: Client = self.cl
+        t = threading.Timer(0.1, lambda: cl._message("fencegate/gw/fan/state",
+                                                      b'{"actuator":"fan","scope":"climate","state":"on","fence":{"token":3,"seq":1}}', True))
+        t.start()
+        self.assertEqual(cl.scope("fan", timeout=2), "climate")
+        self.assertEqual(cl.actuators(), ["fan"])
+        with self.assertRaises(Exception) as cm:
+            cl.scope("pmup", timeout=0.1)
+        self.assertIn("no actuator 'pmup' on gateway 'gw'; its actuators are fan", str(cm.exception))
+
+
+class TestHeartbeat(unittest.TestCase):
+    def test_fence_only_until_stale(self) -> None:
+        cl, conn = offline_client()
+        lease = Lease(Etcd("http://127.0.0.1:1"), "1", 10, "gw", "pump")
+        lease.token = 9
+        sent: List[Dict[str, Any]] = []
+
+        def gateway(topic: str, payload: bytes) -> None:
+            c = json.loads(payload)
+            sent.append(c)
+            cmd = Command("pump", c["token"], c.get("seq", 0), id=c["id"])
+            if len(sent) < 4:
+                cl._message(c["reply"], answer_for(cmd), False)
+            else:  # someone newer raised the fence
+                cl._message(c["reply"], answer_for(cmd, "stale", fence={"token": 10, "seq": 0}), False)
+
+        conn.gateway = gateway
+        seq = Seq()
+        self.assertEqual(seq.next(), 1)  # a command of the holder's own, between heartbeats
+        errors: List[BaseException] = []
+        hb = Heartbeat(cl, lease, "pump", seq, every=0.05, holder="h", on_error=errors.append).start()
+        hb._thread.join(5)
+        self.assertIsInstance(hb.error, StaleError)
+        self.assertEqual(errors, [hb.error])
+        self.assertEqual([c["seq"] for c in sent], [2, 3, 4, 5])
+        self.assertTrue(all("state" not in c and c["token"] == 9 and c["holder"] == "h" for c in sent), sent)
+        self.assertEqual(seq.last, 5)
+        hb.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()

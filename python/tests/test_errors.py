@@ -1,0 +1,118 @@
+"""Faults said in one sentence, never a traceback: nothing listens at the
+broker's or etcd's address; bad usage of the CLI. No infrastructure needed
+(port 1 on 127.0.0.1 is assumed closed)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+from typing import List, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
+
+from fencegate import BrokerError, Client, EtcdError, KeyFileError, Signer, acquire  # noqa: E402
+from fencegate.cli import EXIT_OTHER, EXIT_USAGE, main  # noqa: E402
+
+PYTHON_DIR = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run([sys.executable, "-m", "fencegate", *args], cwd=PYTHON_DIR, capture_output=True,
+                          text=True, timeout=60)
+
+
+class TestUnreachable(unittest.TestCase):
+    def test_broker(self) -> None:
+        with self.assertRaises(BrokerError) as cm:
+            Client("tcp://127.0.0.1:1", "gw")
+        self.assertEqual(str(cm.exception), "connect tcp://127.0.0.1:1: connection refused: nothing listens at "
+                                            "127.0.0.1:1 (is the broker running? is the port right?)")
+
+    def test_broker_url(self) -> None:
+        for url in ["127.0.0.1:1883", "http://127.0.0.1:1883", "tcp://127.0.0.1:99999"]:
+            with self.subTest(url=url), self.assertRaises(BrokerError) as cm:
+                Client(url, "gw")
+            self.assertIn("broker URL", str(cm.exception))
+
+    def test_etcd(self) -> None:
+        with self.assertRaises(EtcdError) as cm:
+            acquire("http://127.0.0.1:1", "gw", "pump")
+        self.assertEqual(str(cm.exception), "etcd http://127.0.0.1:1: connection refused: nothing listens at "
+                                            "127.0.0.1:1 (is etcd running? is the URL right?)")
+
+    def test_cli(self) -> None:
+        for args, want in [(["--broker", "tcp://127.0.0.1:1", "--token", "1"], "connection refused: nothing listens at 127.0.0.1:1"),
+                           (["--broker", "tcp://127.0.0.1:1", "--etcd", "http://127.0.0.1:1"], "connection refused")]:
+            with self.subTest(args=args):
+                r = cli("send", "--gateway", "gw", "--actuator", "pump", *args, "on")
+                self.assertEqual(r.returncode, EXIT_OTHER, r.stderr)
+                self.assertIn(want, r.stderr)
+                self.assertNotIn("Traceback", r.stderr)
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+                self.assertEqual(r.stdout, "")
+
+
+def run_main(*args: str) -> Tuple[int, str, str]:
+    """cli.main in this process (quicker than a python3 each): exit code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse's --help and usage errors
+            code = int(e.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+class TestUsage(unittest.TestCase):
+    def test_help_never_acts(self) -> None:
+        r = cli("send", "--help")  # once through python3 -m fencegate
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertIn("usage: python3 -m fencegate send", r.stdout)
+        for args in (["--help"], ["send", "-h", "--gateway", "gw", "--actuator", "pump",
+                                   "--broker", "tcp://127.0.0.1:1", "--token", "1", "on"]):
+            with self.subTest(args=args):
+                code, out, err = run_main(*args)
+                self.assertEqual((code, err), (0, ""))
+                self.assertIn("usage:", out)
+
+    def test_bad_usage_exits_64(self) -> None:
+        bad: List[List[str]] = [
+            [],
+            ["frobnicate"],
+            ["send", "on"],
+            ["send", "--gateway", "gw", "--actuator", "pump", "toggle"],
+            ["send", "--gateway", "gw", "--actuator", "pump", "on"],  # neither --etcd nor --token
+            ["send", "--gateway", "gw", "--actuator", "pump", "--token", "1", "--etcd", "http://x:1", "on"],
+            ["send", "--gateway", "gw", "--actuator", "pump", "--token", "9223372036854775808", "on"],
+            ["send", "--gateway", "gw", "--actuator", "pump", "--token", "1", "--key", "k.key", "on"],
+            ["send", "--gateway", "gw", "--actuator", "pump", "--token", "1", "--stop-after-grant", "on"],
+            ["send", "--gateway", "gw", "--actuator", "pump", "--token", "x", "on"],
+        ]
+        for args in bad:
+            with self.subTest(args=args):
+                code, out, err = run_main(*args)
+                self.assertEqual(code, EXIT_USAGE, err)
+                self.assertNotIn("Traceback", err)
+                self.assertEqual(out, "")
+
+
+class TestKeyFile(unittest.TestCase):
+    def test_errors(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            pub = Path(d, "k.pub")
+            pub.write_text("ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=\n")
+            junk = Path(d, "junk")
+            junk.write_text("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+            for path, want in [(pub, "is a public key"), (junk, "PRIVATE KEY"), (Path(d, "none"), "No such file")]:
+                with self.subTest(path=path.name), self.assertRaises(KeyFileError) as cm:
+                    Signer("ctl-a", str(path))
+                self.assertIn(want, str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
