@@ -1,0 +1,302 @@
+'use strict';
+
+// The connection to a gateway through an MQTT broker (MQTT.js): commands
+// out, their answers back on this connection's own reply topic, the
+// gateway's retained states and its status. It subscribes to all three,
+// and waits for the broker's SUBACK, before it sends anything: an answer
+// published before the subscription exists is lost.
+
+const { EventEmitter } = require('node:events');
+const fs = require('node:fs');
+const crypto = require('node:crypto');
+const mqtt = require('mqtt');
+const wire = require('./wire');
+const sign = require('./sign');
+const explain = require('./explain');
+
+const RESEND_MS = 1000; // first wait for an answer before the command is published again
+const MAX_RESEND_MS = 8000;
+
+class TimeoutError extends Error {}
+class ClosedError extends Error {}
+
+// brokerURL checks a broker URL and returns it as MQTT.js takes it.
+function brokerURL(url) {
+  let u;
+  try {
+    u = new URL(String(url || '').trim());
+  } catch (e) {
+    throw new Error(`broker ${JSON.stringify(url)} is not a URL; want e.g. tcp://127.0.0.1:1883 or mqtts://broker.lan:8883`);
+  }
+  const scheme = { 'tcp:': 'mqtt:', 'mqtt:': 'mqtt:', 'ssl:': 'mqtts:', 'mqtts:': 'mqtts:' }[u.protocol];
+  if (!scheme) throw new Error(`broker ${url}: want tcp://, mqtt://, mqtts:// or ssl://, not ${u.protocol}//`);
+  return `${scheme}//${u.host}`;
+}
+
+function readFile(what, path) {
+  try {
+    return fs.readFileSync(path);
+  } catch (e) {
+    throw new Error(`cannot read the ${what} file ${path}: ${e.code === 'ENOENT' ? 'no such file' : e.message}`);
+  }
+}
+
+// GatewayConnection emits 'problem' (text) when the broker cannot be
+// reached or refuses this connection, 'ready' when it is connected and
+// subscribed, 'state' (a parsed retained state) and 'status' (the
+// gateway's online/offline).
+class GatewayConnection extends EventEmitter {
+  // o: broker, prefix, gateway, clientId, username, password, ca, cert,
+  // key (file paths), signer and signingKey (a KeyObject) to sign with.
+  constructor(o) {
+    super();
+    this.setMaxListeners(0); // one listener set per fenced output
+    if (!wire.NAME.test(o.gateway || '')) throw new Error(`gateway id ${JSON.stringify(o.gateway || '')} is not a name of 1 to 64 letters, digits, _ or -`);
+    this.url = brokerURL(o.broker);
+    this.gateway = o.gateway;
+    this.topics = wire.topics(o.prefix || wire.DEFAULT_PREFIX, o.gateway);
+    this.clientId = o.clientId || `nodered-${o.gateway}-${crypto.randomBytes(5).toString('hex')}`;
+    for (const [what, v] of [['user name', o.username], ['client id', this.clientId]]) {
+      if (v && /[+#/]/.test(v)) throw new Error(`${what} ${JSON.stringify(v)} cannot be a level of the reply topic: it has + # or /`);
+    }
+    this.reply = this.topics.reply(o.username, this.clientId);
+    if ((o.signer && !o.signingKey) || (!o.signer && o.signingKey)) {
+      throw new Error(o.signer ? `signer ${JSON.stringify(o.signer)} is set but there is no signing key: paste the PATH.key of gateway keygen` :
+        'a signing key is set but no signer: name the controller as the gateway\'s configuration does (controllers: name)');
+    }
+    this.signer = o.signer || '';
+    this.signingKey = o.signingKey;
+    this.options = {
+      clientId: this.clientId, clean: true, protocolVersion: 4, reconnectPeriod: 2000, connectTimeout: 5000,
+      resubscribe: false, // subscribed again, and waited for, on every connect
+      username: o.username || undefined, password: o.password || undefined,
+    };
+    if (o.ca) this.options.ca = readFile('CA', o.ca);
+    if (o.cert) this.options.cert = readFile('client certificate', o.cert);
+    if (o.key) this.options.key = readFile('client key', o.key);
+    if (!!o.cert !== !!o.key) throw new Error('a client certificate and its key go together: give both files or neither');
+    this.ids = 0;
+    this.idPrefix = `${this.clientId}-${Date.now() % 100000}-`;
+    this.ready = false;
+    this.problem = '';
+    this.status = '';
+    this.states = new Map(); // actuator -> parsed retained state
+    this.waiting = new Set(); // commands waiting for their answer
+    this.closed = false;
+  }
+
+  // start connects; it returns at once (see 'ready' and 'problem').
+  start() {
+    if (this.client) return;
+    this.client = mqtt.connect(this.url, this.options);
+    this.client.on('connect', () => this.subscribe());
+    this.client.on('message', (topic, payload, packet) => this.receive(topic, payload, packet));
+    this.client.on('error', (err) => this.setProblem(this.explainError(err)));
+    this.client.on('close', () => {
+      if (this.ready) this.setProblem(`lost the connection to the broker ${explain.hostPort(this.url)}; reconnecting`);
+      this.ready = false;
+    });
+  }
+
+  explainError(err) {
+    const rc = err && err.code;
+    if (rc === 4 || rc === 134) return `the broker ${explain.hostPort(this.url)} refused the user name or password`;
+    if (rc === 5 || rc === 135) return `the broker ${explain.hostPort(this.url)} refused this connection: not authorized (user name, password or client certificate)`;
+    return `broker unreachable: ${explain.network(this.url, err, 'the MQTT broker')}`;
+  }
+
+  setProblem(text) {
+    if (this.closed) return;
+    this.problem = text;
+    this.emit('problem', text);
+  }
+
+  subscribe() {
+    const subs = { [this.reply]: { qos: 1 }, [this.topics.stateFilter]: { qos: 1 }, [this.topics.status]: { qos: 1 } };
+    this.client.subscribe(subs, (err, granted) => {
+      if (this.closed) return;
+      const refused = (granted || []).filter((g) => g.qos === 128).map((g) => g.topic);
+      if (err || refused.length) {
+        this.setProblem(err ? `subscribe: ${err.message}` : `the broker refused the subscription to ${refused.join(', ')} (an ACL?)`);
+        return;
+      }
+      this.ready = true;
+      this.problem = '';
+      this.emit('ready');
+      this.retryAll(); // answers published while this connection was away are lost
+    });
+  }
+
+  receive(topic, payload, packet) {
+    if (topic === this.topics.status) {
+      const s = payload.toString('utf8');
+      // The gateway came online just now: commands published while it was
+      // away may have been dropped. A retained status tells how it is, not
+      // that it changed.
+      if (s === 'online' && this.status !== s && !packet.retain) this.retryAll();
+      this.status = s;
+      this.emit('status', s);
+      return;
+    }
+    if (topic === this.reply) {
+      const a = wire.parseAnswer(payload);
+      if (!a) return;
+      for (const w of this.waiting) {
+        if (wire.answers(w.command, a)) {
+          w.answered(a);
+          return;
+        }
+      }
+      return;
+    }
+    const actuator = this.topics.stateActuator(topic);
+    if (actuator) {
+      const s = wire.parseState(payload);
+      if (s && s.actuator === actuator) {
+        this.states.set(actuator, s);
+        this.emit('state', s);
+      }
+    }
+  }
+
+  retryAll() {
+    for (const w of this.waiting) w.retry();
+  }
+
+  // whenReady resolves once the connection is subscribed; signal aborts.
+  whenReady(signal) {
+    if (this.ready) return Promise.resolve();
+    return this.waitFor('ready', () => this.ready, signal);
+  }
+
+  // waitState resolves with actuator's retained state once it satisfies
+  // ok (any, if ok is not given). It rejects with a TimeoutError after
+  // timeoutMs (0: never), or when signal aborts.
+  waitState(actuator, ok, { timeoutMs = 0, signal } = {}) {
+    const good = () => {
+      const s = this.states.get(actuator);
+      return s && (!ok || ok(s)) ? s : undefined;
+    };
+    return this.waitFor('state', good, signal, timeoutMs).then(() => good());
+  }
+
+  waitFor(event, check, signal, timeoutMs = 0) {
+    return new Promise((resolve, reject) => {
+      if (check()) {
+        resolve();
+        return;
+      }
+      let timer;
+      const finish = (err) => {
+        this.off(event, onEvent);
+        if (signal) signal.removeEventListener('abort', onAbort);
+        clearTimeout(timer);
+        if (err) reject(err);
+        else resolve();
+      };
+      const onEvent = () => check() && finish();
+      const onAbort = () => finish(abortError());
+      this.on(event, onEvent);
+      if (signal) {
+        if (signal.aborted) return finish(abortError());
+        signal.addEventListener('abort', onAbort, { once: true });
+      }
+      if (timeoutMs > 0) timer = setTimeout(() => finish(new TimeoutError(`no ${event} within ${timeoutMs / 1000}s`)), timeoutMs);
+    });
+  }
+
+  // prepare returns command c normalized (wire.normalize; it throws a
+  // wire.CommandError for a command that must not be sent), with an id
+  // (a unique one if c has none), signed if this connection signs.
+  prepare(c) {
+    let n = wire.normalize({ ...c, id: c.id || this.idPrefix + ++this.ids });
+    if (this.signingKey) n = sign.sign(this.signingKey, this.signer, this.gateway, n);
+    return n;
+  }
+
+  // send publishes command n (as prepare returns it; QoS 1, not retained)
+  // and resolves with its answer. The first publish happens before send
+  // returns. Until the answer comes it publishes the command again,
+  // unchanged, after 1 s, the wait doubling up to 8 s, and at once when the
+  // gateway comes online or this connection has reconnected, as long as
+  // mayResend() says so; it rejects with a TimeoutError after timeoutMs.
+  send(n, { timeoutMs = 30000, mayResend = () => true } = {}) {
+    const payload = wire.encodeRequest(n, this.reply);
+    const topic = this.topics.set(n.actuator);
+    return new Promise((resolve, reject) => {
+      let interval = RESEND_MS;
+      let timer;
+      const w = { command: n };
+      const publish = () => {
+        if (this.ready) this.client.publish(topic, payload, { qos: 1, retain: false }, () => {});
+      };
+      const schedule = () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => {
+          interval = Math.min(2 * interval, MAX_RESEND_MS);
+          if (mayResend()) publish();
+          schedule();
+        }, interval);
+      };
+      const finish = () => {
+        this.waiting.delete(w);
+        clearTimeout(timer);
+        clearTimeout(deadline);
+      };
+      w.answered = (a) => {
+        finish();
+        resolve(a);
+      };
+      w.closed = () => {
+        finish();
+        reject(new ClosedError(`the connection to gateway ${this.gateway} was closed before the answer came`));
+      };
+      w.retry = () => {
+        if (!mayResend()) return;
+        interval = RESEND_MS;
+        publish();
+        schedule();
+      };
+      const deadline = setTimeout(() => {
+        finish();
+        reject(new TimeoutError(this.unanswered(timeoutMs)));
+      }, timeoutMs);
+      this.waiting.add(w);
+      publish();
+      schedule();
+    });
+  }
+
+  // unanswered says why a command may have gone unanswered: while the
+  // gateway says it is online, likely a broker ACL that drops the answers
+  // on their way to the reply topic (as client/send.go says it).
+  unanswered(timeoutMs) {
+    let s = `no answer from the gateway ${this.gateway} within ${timeoutMs / 1000}s`;
+    if (!this.ready) return `${s}: not connected to the broker (${this.problem || 'connecting'})`;
+    if (this.status === 'online') {
+      s += `, which is online, on reply topic ${this.reply}: if the broker has an ACL, it must let the gateway write ${this.topics.replyBase}# and this controller read its reply topic (docs/security.md, Broker ACLs)`;
+    } else {
+      s += `: its status is ${this.status ? JSON.stringify(this.status) : 'unknown'} (is the gateway running, with this id and topic prefix?)`;
+    }
+    return s;
+  }
+
+  // close disconnects; sends still waiting for their answers end with a
+  // ClosedError.
+  close() {
+    return new Promise((resolve) => {
+      this.closed = true;
+      for (const w of this.waiting) w.closed();
+      if (!this.client) return resolve();
+      this.client.end(true, {}, () => resolve());
+    });
+  }
+}
+
+function abortError() {
+  const e = new Error('aborted');
+  e.name = 'AbortError';
+  return e;
+}
+
+module.exports = { GatewayConnection, TimeoutError, ClosedError, brokerURL };

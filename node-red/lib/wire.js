@@ -1,0 +1,272 @@
+'use strict';
+
+// The wire format of fencegate's commands, answers and retained states, as
+// docs/protocol.md gives it and the Go package wire writes it, byte for
+// byte. Tokens and seqs are BigInts: they go up to 2^63-1, which a Number
+// cannot hold exactly.
+
+const exactJSON = require('./exact-json');
+
+const DEFAULT_PREFIX = 'fencegate';
+const MAX_TOKEN = (1n << 63n) - 1n;
+const MAX_SEQ = MAX_TOKEN;
+const MAX_TEXT = 128; // bytes of an id, holder or signer
+const MAX_PULSE_MS = 600000;
+const NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+const OUTCOMES = ['applied', 'duplicate', 'stale', 'rejected', 'failed'];
+
+// A CommandError is a command refused before anything is published. why
+// names what is wrong, in one word (token, seq, state, pulse_ms, reset, id,
+// holder, signer, actuator).
+class CommandError extends Error {
+  constructor(why, message) {
+    super(message);
+    this.why = why;
+  }
+}
+
+function topics(prefix, gateway) {
+  const base = `${prefix || DEFAULT_PREFIX}/${gateway}`;
+  return {
+    set: (actuator) => `${base}/${actuator}/set`,
+    stateFilter: `${base}/+/state`,
+    status: `${base}/status`,
+    replyBase: `${base}/reply/`,
+    // reply returns <prefix>/<gateway>/reply/[<username>/]<clientId>.
+    reply: (username, clientId) => `${base}/reply/${username ? username + '/' : ''}${clientId}`,
+    // stateActuator returns the actuator of a state topic, or undefined.
+    stateActuator(topic) {
+      if (!topic.startsWith(base + '/') || !topic.endsWith('/state')) return undefined;
+      const a = topic.slice(base.length + 1, -'/state'.length);
+      return NAME.test(a) ? a : undefined;
+    },
+  };
+}
+
+// toBig reads a token, seq or pulse width given as a BigInt, a safe integer
+// Number or a decimal string; it returns undefined for anything else.
+function toBig(v) {
+  if (typeof v === 'bigint') return v;
+  if (typeof v === 'number' && Number.isSafeInteger(v)) return BigInt(v);
+  if (typeof v === 'string' && /^(0|[1-9][0-9]*)$/.test(v)) return BigInt(v);
+  return undefined;
+}
+
+// wellFormed replaces lone surrogates by U+FFFD, as Go does with invalid
+// UTF-8 and as Buffer.from does (String.prototype.toWellFormed, which Node
+// 18 lacks): the payload and the signed bytes then say the same.
+function wellFormed(s) {
+  return s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
+}
+
+function bytes(s) {
+  return Buffer.byteLength(s, 'utf8');
+}
+
+// normalize returns the command c with its fields in their canonical form
+// (BigInt token, seq and pulse_ms; strings well formed, as Go's UTF-8 would
+// make them), or throws a CommandError for a command that must not be sent.
+function normalize(c) {
+  const text = (v) => (v === undefined || v === null ? '' : wellFormed(String(v)));
+  const out = {
+    actuator: text(c.actuator),
+    id: text(c.id),
+    holder: text(c.holder),
+    signer: text(c.signer),
+    sig: c.sig || '',
+    state: text(c.state),
+    reset: c.reset === true,
+  };
+  if (!NAME.test(out.actuator)) {
+    throw new CommandError('actuator', `actuator ${JSON.stringify(out.actuator)} is not a name of 1 to 64 letters, digits, _ or -`);
+  }
+  const token = c.token === undefined || c.token === null || c.token === '' ? undefined : toBig(c.token);
+  if (token === undefined && (c.token === undefined || c.token === null || c.token === '')) {
+    throw new CommandError('token', 'no token: a command needs the fencing token of a held lease (1 to 2^63-1)');
+  }
+  if (token === undefined || token < 1n || token > MAX_TOKEN) {
+    throw new CommandError('token', `token must be an integer from 1 to 2^63-1, got ${String(c.token)}`);
+  }
+  out.token = token;
+  const seq = c.seq === undefined || c.seq === null || c.seq === '' ? 0n : toBig(c.seq);
+  if (seq === undefined || seq > MAX_SEQ) {
+    throw new CommandError('seq', `seq must be an integer from 0 to 2^63-1, got ${String(c.seq)}`);
+  }
+  out.seq = seq;
+  if (out.state !== '' && out.state !== 'on' && out.state !== 'off') {
+    throw new CommandError('state', `state must be "on", "off" or none (a fence-only command), got ${JSON.stringify(out.state)}`);
+  }
+  out.pulseMs = 0n;
+  if (c.pulse_ms !== undefined && c.pulse_ms !== null && c.pulse_ms !== '' && c.pulse_ms !== 0 && c.pulse_ms !== 0n && c.pulse_ms !== '0') {
+    const p = toBig(c.pulse_ms);
+    if (p === undefined || p < 1n || p > BigInt(MAX_PULSE_MS)) {
+      throw new CommandError('pulse_ms', `pulse_ms must be an integer from 1 to ${MAX_PULSE_MS} (10 minutes), got ${String(c.pulse_ms)}`);
+    }
+    if (out.state === 'off') {
+      throw new CommandError('pulse_ms', 'pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone');
+    }
+    out.pulseMs = p;
+  } else if (c.pulse_ms === 0 || c.pulse_ms === 0n || c.pulse_ms === '0') {
+    throw new CommandError('pulse_ms', `pulse_ms must be an integer from 1 to ${MAX_PULSE_MS} (10 minutes), got 0`);
+  }
+  if (out.reset && (out.state !== '' || out.pulseMs > 0n)) {
+    throw new CommandError('reset', 'reset goes with a fence-only command (no state, no pulse_ms): it releases a tripped scope and drives nothing');
+  }
+  for (const f of ['id', 'holder', 'signer']) {
+    if (bytes(out[f]) > MAX_TEXT) {
+      throw new CommandError(f, `${f} is ${bytes(out[f])} bytes; the limit is ${MAX_TEXT}`);
+    }
+  }
+  return out;
+}
+
+// asks is the state a command asks for: a pulse asks for on.
+function asks(c) {
+  return c.pulseMs > 0n ? 'on' : c.state;
+}
+
+// encodeRequest returns the payload of command c (normalized) naming reply
+// as its answer's topic, exactly as Go's wire.EncodeRequest writes it:
+// JSON.stringify escapes strings as it does (only where JSON must).
+function encodeRequest(c, reply) {
+  let s = '{';
+  if (c.id !== '') s += `"id":${JSON.stringify(c.id)},`;
+  s += `"token":${c.token}`;
+  if (c.seq !== 0n) s += `,"seq":${c.seq}`;
+  if (c.pulseMs > 0n) s += `,"pulse_ms":${c.pulseMs}`;
+  else if (c.state !== '') s += `,"state":${JSON.stringify(c.state)}`;
+  if (c.reset) s += ',"reset":true';
+  if (c.holder !== '') s += `,"holder":${JSON.stringify(c.holder)}`;
+  if (c.signer !== '') s += `,"signer":${JSON.stringify(c.signer)}`;
+  if (c.sig !== '') s += `,"sig":${JSON.stringify(c.sig)}`;
+  if (reply) s += `,"reply":${JSON.stringify(wellFormed(String(reply)))}`;
+  return s + '}';
+}
+
+function isPair(f) {
+  return f !== null && typeof f === 'object' && typeof f.token === 'bigint' && typeof f.seq === 'bigint';
+}
+
+const ZERO = Object.freeze({ token: 0n, seq: 0n });
+
+// parseAnswer reads an answer payload; it returns null for one that is not
+// an answer (not JSON, not an object, fields of the wrong type), which a
+// controller ignores as Go's client does.
+function parseAnswer(payload) {
+  let o;
+  try {
+    o = exactJSON.parse(payload);
+  } catch (e) {
+    return null;
+  }
+  if (o === null || typeof o !== 'object' || Array.isArray(o)) return null;
+  const str = (k) => (o[k] === undefined || o[k] === null ? '' : typeof o[k] === 'string' ? o[k] : null);
+  const big = (v) => (v === undefined || v === null ? 0n : typeof v === 'bigint' && v >= 0n ? v : null);
+  const a = {
+    id: str('id'),
+    actuator: str('actuator'),
+    outcome: str('outcome'),
+    reason: str('reason'),
+    token: big(o.token),
+    seq: big(o.seq),
+    state: str('state'),
+    actual: str('actual'),
+    error: str('error'),
+  };
+  if (Object.values(a).includes(null)) return null;
+  if (o.fence === undefined || o.fence === null) a.fence = ZERO;
+  else if (typeof o.fence === 'object') {
+    a.fence = { token: big(o.fence.token), seq: big(o.fence.seq) };
+    if (a.fence.token === null || a.fence.seq === null) return null;
+  } else return null;
+  if (a.state !== '' && a.state !== 'on' && a.state !== 'off') return null;
+  if (o.pulse && typeof o.pulse === 'object') a.pulse = o.pulse;
+  if (o.blocking && typeof o.blocking === 'object') a.blocking = o.blocking;
+  return a;
+}
+
+// parseState reads a retained state message; null if it is not one.
+function parseState(payload) {
+  let o;
+  try {
+    o = exactJSON.parse(payload);
+  } catch (e) {
+    return null;
+  }
+  if (o === null || typeof o !== 'object' || Array.isArray(o) || typeof o.actuator !== 'string') return null;
+  const fence = o.fence && typeof o.fence === 'object' ? o.fence : {};
+  const big = (v) => (typeof v === 'bigint' && v >= 0n ? v : 0n);
+  const s = {
+    actuator: o.actuator,
+    scope: typeof o.scope === 'string' ? o.scope : '',
+    state: o.state === 'on' || o.state === 'off' ? o.state : '',
+    fence: { token: big(fence.token), seq: big(fence.seq) },
+    holder: typeof o.holder === 'string' ? o.holder : '',
+  };
+  if (typeof o.changed_at === 'string') s.changedAt = o.changed_at;
+  if (typeof o.why === 'string') s.why = o.why;
+  if (o.pulse && typeof o.pulse === 'object') s.pulse = o.pulse;
+  return s;
+}
+
+// answers reports whether answer a answers command c (normalized): the
+// same id, actuator, token and seq, as Go's client.Answers decides. A
+// command rejected as invalid is answered with the token and seq the
+// gateway read before the error, 0 for those it did not read.
+function answers(c, a) {
+  if (!a || a.id !== c.id || a.actuator !== c.actuator) return false;
+  if (a.token === c.token && a.seq === c.seq) return true;
+  return a.outcome === 'rejected' && a.reason === 'invalid' &&
+    (a.token === 0n || a.token === c.token) && (a.seq === 0n || a.seq === c.seq);
+}
+
+// ACTIONS is what a controller does on each outcome: done (success; but
+// reread if the output is not as asked, see decide),
+// reacquire (stale: stop acting under the token, reread, acquire again),
+// report (rejected: the command is wrong; resending gives the same answer),
+// retry-later (failed: again later with a higher seq).
+const ACTIONS = { applied: 'done', duplicate: 'done', stale: 'reacquire', rejected: 'report', failed: 'retry-later' };
+
+function action(outcome) {
+  return ACTIONS[outcome] || 'report';
+}
+
+// decide maps answer a (parseAnswer's) to command c (normalized) as a
+// controller reads it: whether it answers c, its outcome, reason, fence
+// (decimal strings) and state, and what the controller does (ACTIONS;
+// ignore for an answer to another command).
+function decide(c, a) {
+  const matches = answers(c, a);
+  let act = matches ? action(a.outcome) : 'ignore';
+  if (act === 'done' && !outputAsAsked(c, a)) act = 'reread';
+  return { matches, outcome: a.outcome, reason: a.reason, fence: pairString(a.fence), state: a.state, action: act };
+}
+
+// outputAsAsked says whether an applied or duplicate answer a leaves the
+// actuator as command c asked (as Go's client checks it): its recorded
+// state, and the state its output reads back if the answer says, are the
+// state c asked for. A fence-only command asks for none; a pulse is on,
+// then back at rest, so its answer tells how it went, not a state to keep.
+function outputAsAsked(c, a) {
+  if (c.state === '' || c.pulseMs > 0n || a.pulse) return true;
+  return a.state === c.state && (a.actual === '' || a.actual === c.state);
+}
+
+// pairString writes a fence as msg.fence carries it: decimal strings.
+function pairString(f) {
+  return { token: String(f.token), seq: String(f.seq) };
+}
+
+// comparePairs returns -1, 0 or 1 as pair a is below, equal to or above b.
+function comparePairs(a, b) {
+  if (a.token !== b.token) return a.token < b.token ? -1 : 1;
+  if (a.seq !== b.seq) return a.seq < b.seq ? -1 : 1;
+  return 0;
+}
+
+module.exports = {
+  DEFAULT_PREFIX, MAX_TOKEN, MAX_SEQ, MAX_TEXT, MAX_PULSE_MS, NAME, OUTCOMES,
+  CommandError, topics, toBig, normalize, asks, encodeRequest, parseAnswer, parseState,
+  answers, action, decide, outputAsAsked, pairString, comparePairs,
+};

@@ -1,0 +1,135 @@
+#!/usr/bin/env node
+'use strict';
+
+// The Node-RED conformance driver (conformance/README.md, "The drivers"):
+// a flow of a gateway configuration and one fenced output, in a Node-RED
+// runtime (node-red-node-test-helper's), that sends one message and writes
+// the node's grant and answer as JSON lines:
+//
+//   node test/conformance-driver.js --broker URL --gateway ID --etcd URL
+//     --actuator NAME --holder NAME --id ID --ttl SECONDS [--timeout SECONDS]
+//     [--stop-after-grant] [--signer NAME --key PATH.key] on|off
+//
+// Exit status: 0 applied or duplicate, 3 stale, 4 rejected, 5 failed, 1
+// anything else (with one line on stderr).
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+// stdout carries the events alone: Node-RED's log goes to stderr.
+for (const k of ['log', 'info', 'warn', 'error', 'debug']) {
+  console[k] = (...a) => process.stderr.write(a.map(String).join(' ') + '\n');
+}
+
+function event(e) {
+  fs.writeSync(1, JSON.stringify(e) + '\n'); // at once, before a SIGSTOP
+}
+
+function fail(text) {
+  process.stderr.write(`conformance-driver: ${text}\n`);
+  process.exit(1);
+}
+
+const USAGE = 'usage: conformance-driver.js --broker URL --gateway ID --etcd URL --actuator NAME --holder NAME --id ID --ttl SECONDS [--timeout SECONDS] [--stop-after-grant] [--signer NAME --key PATH.key] on|off';
+
+function parseArgs(argv) {
+  const o = { timeout: 30, stopAfterGrant: false };
+  const valued = { '--broker': 'broker', '--gateway': 'gateway', '--etcd': 'etcd', '--actuator': 'actuator', '--holder': 'holder',
+    '--id': 'id', '--ttl': 'ttl', '--timeout': 'timeout', '--signer': 'signer', '--key': 'key' };
+  const rest = [];
+  for (let i = 0; i < argv.length; i++) {
+    let a = argv[i];
+    let v;
+    if (a.startsWith('--') && a.includes('=')) [a, v] = [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)];
+    if (a === '--stop-after-grant') o.stopAfterGrant = true;
+    else if (valued[a]) {
+      if (v === undefined) {
+        if (i + 1 >= argv.length) fail(`${a} needs a value; ${USAGE}`);
+        v = argv[++i];
+      }
+      o[valued[a]] = v;
+    } else if (a.startsWith('-')) fail(`unknown flag ${a}; ${USAGE}`);
+    else rest.push(a);
+  }
+  for (const k of ['broker', 'gateway', 'etcd', 'actuator']) if (!o[k]) fail(`--${k} is required; ${USAGE}`);
+  if (rest.length !== 1 || !['on', 'off'].includes(rest[0])) fail(`want one state, on or off, after the flags; ${USAGE}`);
+  o.state = rest[0];
+  for (const k of ['ttl', 'timeout']) {
+    if (o[k] !== undefined && !(Number(o[k]) > 0)) fail(`--${k} ${o[k]}: want a number of seconds above 0`);
+  }
+  if (!!o.signer !== !!o.key) fail('--signer and --key go together');
+  return o;
+}
+
+const EXIT = { applied: 0, duplicate: 0, stale: 3, rejected: 4, failed: 5 };
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  const helper = require('node-red-node-test-helper');
+  helper.init(require.resolve('node-red'));
+  const nodes = [require('../nodes/fencegate-gateway'), require('../nodes/fencegate-out')];
+  const flow = [
+    { id: 'driver-tab', type: 'tab', label: 'conformance driver' },
+    { id: 'driver-gateway', type: 'fencegate-gateway', broker: o.broker, gatewayId: o.gateway, prefix: 'fencegate',
+      etcd: o.etcd, ttl: Number(o.ttl) || 10, signer: o.signer || '' },
+    { id: 'driver-out', z: 'driver-tab', type: 'fencegate-out', gateway: 'driver-gateway', actuator: o.actuator,
+      holder: o.holder || '', timeout: Number(o.timeout), wires: [['driver-answers']] },
+    { id: 'driver-answers', z: 'driver-tab', type: 'helper' },
+  ];
+  const credentials = o.key ? { 'driver-gateway': { signingKey: readKey(o.key) } } : {};
+
+  let finishing = false;
+  const finish = async (code, why) => {
+    if (finishing) return;
+    finishing = true;
+    if (why) process.stderr.write(`conformance-driver: ${why}\n`);
+    // Closing the flow releases the lease (unlock and revoke).
+    await Promise.race([helper.unload(), new Promise((r) => setTimeout(r, 8000))]).catch(() => {});
+    process.exit(code);
+  };
+
+  await helper.load(nodes, flow, credentials);
+  const out = helper.getNode('driver-out');
+  if (!out) return finish(1, 'the fenced output did not start');
+  let lastStatus = '';
+  out.on('call:status', (call) => {
+    lastStatus = call.args[0] && call.args[0].text;
+  });
+  out.on('call:error', (call) => {
+    // An error about the message itself (refused before sending, say).
+    if (call.args[1]) finish(1, String(call.args[0] && call.args[0].message ? call.args[0].message : call.args[0]));
+  });
+  let granted = false;
+  const waitForGrant = setTimeout(() => finish(1, `no lease of ${o.actuator}'s scope within ${o.timeout}s (${lastStatus || 'no status'})`),
+    Number(o.timeout) * 1000);
+  out.afterGrant = (g) => {
+    if (granted) return; // a later grant (after a stale answer) is the flow's own business
+    granted = true;
+    clearTimeout(waitForGrant);
+    event({ event: 'granted', token: g.token, scope: g.scope });
+    if (o.stopAfterGrant) process.kill(process.pid, 'SIGSTOP');
+  };
+  helper.getNode('driver-answers').on('input', (msg) => {
+    if (msg.outcome in EXIT) {
+      const a = msg.answer;
+      event({ event: 'answer', outcome: a.outcome, reason: a.reason, fence: a.fence, state: a.state });
+      if (a.outcome === 'stale' && msg.reread) event({ event: 'reread', state: msg.reread.state, fence: msg.reread.fence });
+      const missing = a.outcome === 'stale' && !msg.reread ? 'no state as new as the stale answer\'s fence came from the gateway' : '';
+      finish(missing ? 1 : EXIT[a.outcome], missing);
+      return;
+    }
+    finish(1, `${msg.outcome}${msg.error ? `: ${msg.error}` : ''}`);
+  });
+  out.receive({ payload: o.state, commandId: o.id || undefined });
+}
+
+function readKey(file) {
+  try {
+    return fs.readFileSync(path.resolve(file), 'utf8');
+  } catch (e) {
+    return fail(`--key ${file}: ${e.message}`);
+  }
+}
+
+process.on('unhandledRejection', (e) => fail(e && e.message ? e.message : String(e)));
+main().catch((e) => fail(e && e.message ? e.message : String(e)));

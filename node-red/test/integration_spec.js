@@ -1,0 +1,333 @@
+'use strict';
+
+// The nodes in a Node-RED runtime against a real broker, etcd and gateway:
+// FENCEGATE_TEST_BROKER, _ETCD, _GATEWAY and _KEY name them (see the
+// repository's testenv package, or test/local-env.sh). Without them these
+// tests skip.
+
+const assert = require('node:assert');
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const mqtt = require('mqtt');
+const helper = require('node-red-node-test-helper');
+const gatewayNode = require('../nodes/fencegate-gateway');
+const outNode = require('../nodes/fencegate-out');
+const { GatewayConnection } = require('../lib/connection');
+const { env, unique, flow, signingKey, nextOutput, statusMatching, locks, freePort, sleep } = require('./env');
+
+helper.init(require.resolve('node-red'));
+
+const nodes = [gatewayNode, outNode];
+
+// grants records each grant of node's lease (its afterGrant hook).
+function grants(node) {
+  const got = [];
+  const waiters = [];
+  node.afterGrant = (g) => {
+    got.push(g);
+    waiters.splice(0).forEach((w) => w(g));
+  };
+  got.next = (timeoutMs = 20000) => new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`${node.id}: no grant within ${timeoutMs} ms`)), timeoutMs);
+    waiters.push((g) => {
+      clearTimeout(t);
+      resolve(g);
+    });
+  });
+  return got;
+}
+
+async function etcdCall(path, body) {
+  const res = await fetch(env.etcd + path, { method: 'POST', body: JSON.stringify(body) });
+  return res.json();
+}
+
+const b64 = (s) => Buffer.from(s).toString('base64');
+
+// raiseFence moves actuator's fence as a newer holder would: to a token
+// that etcd has issued as a revision (so every later grant is above it),
+// and above token. It returns that token.
+async function raiseFence(actuator, token) {
+  const k = b64(`/fencegate-test/${unique('rev')}`);
+  let rev;
+  do {
+    const r = await etcdCall('/v3/kv/put', { key: k, value: b64('x') });
+    rev = BigInt(r.header.revision);
+  } while (rev <= BigInt(token));
+  await etcdCall('/v3/kv/deleterange', { key: k });
+  const c = mqtt.connect(env.broker.replace(/^tcp:/, 'mqtt:'), { clientId: unique('raiser') });
+  await new Promise((resolve, reject) => {
+    c.once('connect', resolve);
+    c.once('error', reject);
+  });
+  await c.publishAsync(`fencegate/${env.gateway}/${actuator}/set`, `{"id":"${unique('raise')}","token":${rev},"holder":"a newer holder"}`, { qos: 1 });
+  await c.endAsync();
+  return rev;
+}
+
+// startGateway starts another gateway (FENCEGATE_TEST_GATEWAY_BIN, sim
+// board, a store of its own) on the test broker, with one actuator, pump,
+// and returns its id once it takes commands; it stops when test's suite
+// ends.
+async function startGateway(test) {
+  const id = unique('nr-gw');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fencegate-nr-'));
+  const config = path.join(dir, 'gateway.yaml');
+  fs.writeFileSync(config, `id: ${id}\nmqtt:\n  broker: ${env.broker}\nstore: ${path.join(dir, 'fence.db')}\nboard: sim\nhttp: ""\nactuators:\n  - {name: pump, pin: GPIO17}\n`);
+  const p = spawn(env.gatewayBin, ['run', '--config', config, '--init'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  started.push({ p, dir, id });
+  let log = '';
+  await new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`gateway ${id} not ready within 20 s:\n${log}`)), 20000);
+    const on = (d) => {
+      log += d;
+      if (/gateway ready/.test(log)) {
+        clearTimeout(t);
+        resolve();
+      }
+    };
+    p.stdout.on('data', on);
+    p.stderr.on('data', on);
+    p.on('exit', (code) => reject(new Error(`gateway ${id} exited ${code}:\n${log}`)));
+  });
+  return id;
+}
+
+const started = [];
+
+after(async function () {
+  for (const { p, dir } of started.splice(0)) {
+    if (p.exitCode === null) {
+      p.kill('SIGTERM');
+      await new Promise((r) => p.once('exit', r));
+    }
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+describe('fenced output in Node-RED (integration)', function () {
+  this.timeout(90000);
+
+  before(function () {
+    if (!env.broker || !env.etcd || !env.gateway) this.skip();
+  });
+
+  beforeEach(function (done) {
+    helper.startServer(done);
+  });
+
+  afterEach(async function () {
+    await helper.unload();
+    await new Promise((r) => helper.stopServer(r));
+    // The gateways are this suite's own: no lock of them may outlive a flow,
+    // neither a holder's nor a standby's place in the queue.
+    const ours = [env.gateway, ...started.map((g) => g.id)];
+    const left = (await locks()).filter((k) => ours.some((gw) => k.startsWith(`/fencegate/locks/${gw}/`)));
+    assert.deepStrictEqual(left, [], 'locks left behind after the flow stopped');
+  });
+
+  it('loads, takes the lease, switches the pump on and sends the answer on', async function () {
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'pump' }]));
+    const out = helper.getNode('out');
+    const g = grants(out);
+    const first = await g.next();
+    assert.strictEqual(first.scope, 'pump');
+    const answer = nextOutput(helper.getNode('out-out'));
+    out.receive({ payload: 'on', topic: 'mine' });
+    const msg = await answer;
+    assert.strictEqual(msg.outcome, 'applied', JSON.stringify(msg));
+    assert.strictEqual(msg.state, 'on');
+    assert.strictEqual(msg.token, first.token);
+    assert.deepStrictEqual(msg.fence, { token: first.token, seq: '0' });
+    assert.strictEqual(msg.actuator, 'pump');
+    assert.strictEqual(msg.scope, 'pump');
+    assert.strictEqual(msg.topic, 'mine', 'the message goes on with its own properties');
+    await statusMatching(out, new RegExp(`^token ${first.token}: applied on$`));
+    const second = nextOutput(helper.getNode('out-out'));
+    out.receive({ payload: false });
+    const m2 = await second;
+    assert.strictEqual(m2.outcome, 'applied');
+    assert.deepStrictEqual(m2.fence, { token: first.token, seq: '1' }, 'the next command has the next seq');
+    assert.strictEqual(m2.state, 'off');
+  });
+
+  it('after a stale answer: emits it with the reread state, takes a new lease, never resends', async function () {
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'valve' }]));
+    const out = helper.getNode('out');
+    const helperNode = helper.getNode('out-out');
+    const g = grants(out);
+    const first = await g.next();
+    const raised = await raiseFence('valve', first.token);
+    const answer = nextOutput(helperNode);
+    const regrant = g.next();
+    out.receive({ payload: 'on' });
+    const msg = await answer;
+    assert.strictEqual(msg.outcome, 'stale', JSON.stringify(msg));
+    assert.strictEqual(msg.token, first.token);
+    assert.deepStrictEqual(msg.fence, { token: String(raised), seq: '0' });
+    assert.ok(msg.reread, 'the state was reread');
+    assert.ok(BigInt(msg.reread.fence.token) >= raised);
+    assert.strictEqual(msg.state, msg.reread.state);
+    const again = await regrant;
+    assert.ok(BigInt(again.token) > raised, `the new token ${again.token} is above the fence ${raised}`);
+    const next = nextOutput(helperNode);
+    out.receive({ payload: 'off' });
+    const m2 = await next;
+    assert.strictEqual(m2.outcome, 'applied', JSON.stringify(m2));
+    assert.strictEqual(m2.token, again.token);
+    assert.deepStrictEqual(m2.fence, { token: again.token, seq: '0' });
+  });
+
+  it('signs commands to the door with the key from the credentials', async function () {
+    if (!env.keyFile) this.skip();
+    const f = flow([{ id: 'out', actuator: 'door' }], { signer: 'ctl-a' });
+    await helper.load(nodes, f, { cfg: { signingKey: signingKey() } });
+    const out = helper.getNode('out');
+    await grants(out).next();
+    const answer = nextOutput(helper.getNode('out-out'));
+    out.receive({ payload: 'on' });
+    const msg = await answer;
+    assert.strictEqual(msg.outcome, 'applied', JSON.stringify(msg));
+    assert.strictEqual(msg.state, 'on');
+  });
+
+  it('an unsigned command to the door is rejected as unsigned', async function () {
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'door' }]));
+    const out = helper.getNode('out');
+    await grants(out).next();
+    const answer = nextOutput(helper.getNode('out-out'));
+    out.receive({ payload: 'on' });
+    const msg = await answer;
+    assert.strictEqual(msg.outcome, 'rejected');
+    assert.strictEqual(msg.reason, 'unsigned');
+  });
+
+  it('two fenced outputs of one scope (two configurations) exclude each other; the standby takes over', async function () {
+    // (A node's id must not be another's property value: Node-RED would
+    // take it for a reference to a configuration node.)
+    const f = [...flow([{ id: 'n-fan', actuator: 'fan' }]), ...flow([{ id: 'n-heater', actuator: 'heater' }], { id: 'cfg2' }, 'tab2')];
+    await helper.load(nodes, f);
+    const fan = helper.getNode('n-fan');
+    const heater = helper.getNode('n-heater');
+    const gf = grants(fan);
+    const gh = grants(heater);
+    const holder = await Promise.race([gf.next().then((g) => ['fan', g]), gh.next().then((g) => ['heater', g])]);
+    const [holding, standby, standbyGrants] = holder[0] === 'fan' ? [fan, heater, gh] : [heater, fan, gf];
+    assert.strictEqual(holder[1].scope, 'climate');
+    await statusMatching(standby, /^waiting for lease$/);
+    const standbyOut = helper.getNode(`${standby.id}-out`);
+    // While it waits, a newer message supersedes an older one.
+    const superseded = nextOutput(standbyOut);
+    standby.receive({ payload: 'on', n: 1 });
+    standby.receive({ payload: 'off', n: 2 });
+    const s1 = await superseded;
+    assert.strictEqual(s1.outcome, 'superseded');
+    assert.strictEqual(s1.n, 1);
+    await sleep(1000);
+    assert.strictEqual(standbyGrants.length, 0, 'the standby got no lease while the other holds it');
+    const sent = nextOutput(helper.getNode(`${holding.id}-out`));
+    holding.receive({ payload: 'on' });
+    assert.strictEqual((await sent).outcome, 'applied');
+    // The holder's lease goes (revoked, as if it expired): it stops, and
+    // the standby is granted and sends the message it kept.
+    const taken = standbyGrants.next();
+    const kept = nextOutput(standbyOut);
+    await etcdCall('/v3/lease/revoke', { ID: holder[1].lease });
+    const g2 = await taken;
+    assert.ok(BigInt(g2.token) > BigInt(holder[1].token));
+    const m = await kept;
+    assert.strictEqual(m.outcome, 'applied', JSON.stringify(m));
+    assert.strictEqual(m.n, 2);
+    assert.strictEqual(m.token, g2.token);
+    await statusMatching(holding, /^(lease lost|waiting for lease)$/);
+    // The old holder sends nothing under its lost token: its message waits
+    // for a lease of its own.
+    const waited = nextOutput(helper.getNode(`${holding.id}-out`), 1500).then((msg) => `sent: ${JSON.stringify(msg)}`, () => 'waited');
+    holding.receive({ payload: 'off' });
+    assert.strictEqual(await waited, 'waited');
+  });
+
+  it('keeps the password and the signing key out of the flow', async function () {
+    const key = env.keyFile ? signingKey() : '-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ1hsZ3v/VpguoRK9JLsLMREScVpezJpGXA7rAMcrn9g\n-----END PRIVATE KEY-----\n';
+    const password = unique('secret');
+    const f = flow([{ id: 'out', actuator: 'pump' }], { signer: 'ctl-a', username: 'ctl' });
+    await helper.load(nodes, f, { cfg: { password, signingKey: key } });
+    const exported = JSON.stringify(helper._redNodes.getFlows());
+    const body = key.replace(/-----[A-Z ]+-----/g, '').trim().split('\n')[0];
+    assert.ok(!exported.includes(password), 'the password is in the flow');
+    assert.ok(!exported.includes(body), 'the signing key is in the flow');
+    const creds = helper._redNodes.getCredentials('cfg');
+    assert.strictEqual(creds.password, password, 'the password is among the credentials');
+    assert.strictEqual(creds.signingKey, key, 'the key is among the credentials');
+  });
+
+  it('says clearly when the broker is unreachable', async function () {
+    const port = await freePort();
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'pump' }], { broker: `tcp://127.0.0.1:${port}` }));
+    const st = await statusMatching(helper.getNode('out'), /^broker unreachable/);
+    assert.strictEqual(st.text, `broker unreachable: connection refused: nothing listens at 127.0.0.1:${port} (is the MQTT broker running? is the URL right?)`);
+  });
+
+  it('says clearly when etcd is unreachable', async function () {
+    const port = await freePort();
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'pump' }], { etcd: `http://127.0.0.1:${port}` }));
+    const st = await statusMatching(helper.getNode('out'), /^etcd unreachable/);
+    assert.strictEqual(st.text, `etcd unreachable: connection refused: nothing listens at 127.0.0.1:${port} (is etcd running? is the URL right?)`);
+  });
+
+  it('runs the example flow: inject on, the fenced pump, debug', async function () {
+    const example = require('../examples/fenced-pump.json').map((n) => (n.type === 'fencegate-gateway' ?
+      { ...n, broker: env.broker, etcd: env.etcd, gatewayId: env.gateway, ttl: 5 } : n));
+    const inject = require('@node-red/nodes/core/common/20-inject');
+    const debug = require('@node-red/nodes/core/common/21-debug');
+    await helper.load([...nodes, inject, debug], example);
+    const out = helper.getNode(example.find((n) => n.type === 'fencegate-out').id);
+    const g = await grants(out).next();
+    const dbg = helper.getNode(example.find((n) => n.type === 'debug').id);
+    const seen = new Promise((resolve) => dbg.once('input', resolve));
+    helper.getNode(example.find((n) => n.type === 'inject' && n.payload === 'on').id).receive({});
+    const msg = await seen;
+    assert.strictEqual(msg.outcome, 'applied', JSON.stringify(msg));
+    assert.strictEqual(msg.token, g.token);
+    assert.strictEqual(msg.state, 'on');
+  });
+
+  it('says so when the fence is above every revision etcd has issued', async function () {
+    // On a gateway of its own: the fence it leaves behind passes no token.
+    if (!env.gatewayBin) this.skip();
+    const gw = await startGateway(this);
+    const rev = BigInt((await etcdCall('/v3/kv/range', { key: b64('/fencegate/locks/'), count_only: true })).header.revision);
+    const typed = rev + 1000000n;
+    const conn = new GatewayConnection({ broker: env.broker, gateway: gw });
+    conn.start();
+    await conn.whenReady();
+    const a = await conn.send(conn.prepare({ actuator: 'pump', token: typed, holder: 'typed by hand' }), { timeoutMs: 10000 });
+    await conn.close();
+    assert.strictEqual(a.outcome, 'applied', a.error);
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'pump' }], { gatewayId: gw }));
+    const out = helper.getNode('out');
+    await grants(out).next();
+    const answer = nextOutput(helper.getNode('out-out'));
+    out.receive({ payload: 'on' });
+    const msg = await answer;
+    assert.strictEqual(msg.outcome, 'stale');
+    assert.strictEqual(msg.fence.token, String(typed));
+    await statusMatching(out, new RegExp(`the fence's token ${typed} is above every revision etcd has issued`));
+  });
+
+  it('leaves no lease in etcd when the flow stops', async function () {
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'pump' }]));
+    const out = helper.getNode('out');
+    const g = await grants(out).next();
+    assert.ok((await locks()).includes(g.key), `the lock key ${g.key} is there while held`);
+    const answer = nextOutput(helper.getNode('out-out'));
+    out.receive({ payload: 'off' });
+    await answer;
+    await helper.unload();
+    assert.ok(!(await locks()).includes(g.key), 'the lock key is gone');
+    const ttl = await etcdCall('/v3/lease/timetolive', { ID: g.lease });
+    assert.strictEqual(ttl.TTL, '-1', `the lease is revoked: ${JSON.stringify(ttl)}`);
+  });
+});
