@@ -109,9 +109,9 @@ func (p *pi) traceGPIO(t *testing.T) func() map[string][]string {
 	}
 }
 
-// upgrade installs a newer package of fencegate on the running Pi (a
-// .deb), then an older one whose gateway cannot read the store, and then
-// the newest with apt-get upgrade from a local repository.
+// upgrade installs newer packages of fencegate on the running Pi (a .deb,
+// then apt-get upgrade from a local repository), and then one whose
+// gateway cannot read the store.
 func upgrade(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
 	deb, version := theDeb(t, image(t))
 	// The fan (boot: last) on, so that a restart that let its line go
@@ -137,26 +137,7 @@ func upgrade(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
 	pi.waitFor(ctx, "systemctl is-active fencegate", regexpActive)
 	checkUpgraded(ctx, t, pi, version+"+up1", pid, mainPID(), tok, stopTrace())
 
-	// 2. A downgrade to a build that reads another store format: it
-	// refuses to start, says why, and moves no line.
-	old := filepath.Join(t.TempDir(), "gateway")
-	buildOldFormat(t, old)
-	older := repack(t, deb, "0.0.0~old", old)
-	pi.copyTo(t, older, "/root/"+filepath.Base(older))
-	stopTrace = pi.traceGPIO(t)
-	pi.must("DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confold /root/" + filepath.Base(older))
-	pi.waitFor(ctx, "systemctl is-failed fencegate; systemctl is-active fencegate", regexp.MustCompile(`^failed`))
-	journal := pi.must("journalctl -b -u fencegate -n 30 --no-pager")
-	if !strings.Contains(journal, "was it written by a newer fencegate?") {
-		t.Errorf("the older gateway's refusal does not say why:\n%s", journal)
-	}
-	if sets := stopTrace(); len(sets["GPIO27"]) > 0 || len(sets["GPIO17"]) > 0 {
-		t.Errorf("the refused downgrade wrote the relays' lines: %v", sets)
-	}
-
-	// 3. And back, with apt-get upgrade from a local repository (a folder
-	// with Packages): the store, untouched by the refused build, opens
-	// again, with its fences.
+	// 2. apt-get upgrade from a local repository (a folder with Packages).
 	repo := filepath.Join(t.TempDir(), "repo")
 	os.MkdirAll(repo, 0o755)
 	newest := repack(t, deb, version+"+up2", "")
@@ -176,13 +157,37 @@ func upgrade(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
 	}
 	pi.must("echo 'deb [trusted=yes] file:/srv/repo ./' > /etc/apt/sources.list.d/local.list")
 	only := "-o Dir::Etc::SourceList=/etc/apt/sources.list.d/local.list -o Dir::Etc::SourceParts=-"
-	pid = mainPID() // 0: the refused build's unit failed
+	pid = mainPID()
 	stopTrace = pi.traceGPIO(t)
 	pi.must("apt-get update -q " + only + " && DEBIAN_FRONTEND=noninteractive apt-get upgrade -y -q " + only + " -o Dpkg::Options::=--force-confold")
 	pi.waitFor(ctx, "systemctl is-active fencegate", regexpActive)
 	checkUpgraded(ctx, t, pi, version+"+up2", pid, mainPID(), tok, stopTrace())
 	if after := pi.must(kept); after != before {
 		t.Errorf("the upgrades changed the configuration, passwords or store:\nbefore\n%s\nafter\n%s", before, after)
+	}
+
+	// 3. A downgrade to a build that reads another store format: it
+	// refuses to start, says why, and moves no line.
+	old := filepath.Join(t.TempDir(), "gateway")
+	buildOldFormat(t, old)
+	older := repack(t, deb, "0.0.0~old", old)
+	pi.copyTo(t, older, "/root/"+filepath.Base(older))
+	stopTrace = pi.traceGPIO(t)
+	pi.must("DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confold /root/" + filepath.Base(older))
+	pi.waitFor(ctx, "systemctl is-failed fencegate; systemctl is-active fencegate", regexp.MustCompile(`^failed`))
+	journal := pi.must("journalctl -b -u fencegate -n 30 --no-pager")
+	if !strings.Contains(journal, "was it written by a newer fencegate?") {
+		t.Errorf("the older gateway's refusal does not say why:\n%s", journal)
+	}
+	if sets := stopTrace(); len(sets["GPIO27"]) > 0 || len(sets["GPIO17"]) > 0 {
+		t.Errorf("the refused downgrade wrote the relays' lines: %v", sets)
+	}
+	// And back: the store, untouched by the refused build, opens again.
+	pi.must("DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold /srv/repo/" + filepath.Base(newest) + " && systemctl restart fencegate")
+	pi.waitFor(ctx, "systemctl is-active fencegate", regexpActive)
+	pi.tunnel(ctx)
+	if a := pi.actuators()["fan"]; a.Fence.Token != tok || a.State != "on" || pi.gpio("GPIO27") != "out lo" {
+		t.Errorf("after the refused downgrade and the upgrade back: fan at %d %s, line %s; want %d on, out lo", a.Fence.Token, a.State, pi.gpio("GPIO27"), tok)
 	}
 }
 
