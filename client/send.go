@@ -34,18 +34,19 @@ func (cl *Client) retryLocked() {
 // the actuator is not in the state c asked for, ErrTimeout when the
 // context's deadline passed without an
 // answer, or a transport or context error. A command the gateway would
-// reject as malformed (no token, say: see wire.CheckCommand) is not sent.
+// reject as malformed (no token, say: see wire.EncodeChecked) is not sent.
 func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, error) {
 	if c.ID == "" {
 		c.ID = cl.prefix + fmt.Sprint(cl.ids.Add(1))
 	}
 	c = cl.sign(c)
-	if err := wire.CheckCommand(c); err != nil {
+	payload, err := wire.EncodeChecked(wire.Request{Command: c, Reply: cl.reply})
+	if err != nil {
 		return fence.Result{}, fmt.Errorf("client: not sent: %w", err)
 	}
 	w := cl.expect(c.ID, func(r fence.Result) bool { return Answers(c, r) }, false)
 	defer cl.forget(w)
-	topic, payload := cl.topics.Set(c.Actuator), wire.EncodeRequest(wire.Request{Command: c, Reply: cl.reply})
+	topic := cl.topics.Set(c.Actuator)
 	if cl.resend < 0 {
 		if err := wait(ctx, cl.c.Publish(topic, 1, false, payload)); err != nil {
 			return fence.Result{}, fmt.Errorf("client: publish: %w", err)

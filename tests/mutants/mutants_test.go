@@ -840,8 +840,8 @@ var mutants = []mutant{
 		name: "client-names-no-reply",
 		why:  "package client sends commands without its reply topic: their answers go to the shared result topic, to every controller of the actuator, and not to it",
 		file: "client/send.go",
-		old:  "wire.EncodeRequest(wire.Request{Command: c, Reply: cl.reply})",
-		new:  "wire.EncodeRequest(wire.Request{Command: c})",
+		old:  "wire.EncodeChecked(wire.Request{Command: c, Reply: cl.reply})",
+		new:  "wire.EncodeChecked(wire.Request{Command: c})",
 		pkgs: []string{"./client"}, run: "TestEachControllerHearsItsOwnAnswers",
 	},
 	{
