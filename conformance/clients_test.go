@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // runClientTests runs a client's own test suite (argv in dir) against a
@@ -29,16 +31,16 @@ func runClientTests(t *testing.T, dir string, argv []string, extra ...string) {
 func TestPython(t *testing.T) {
 	t.Run("paho-debian", func(t *testing.T) {
 		t.Parallel()
-		runClientTests(t, "../python", []string{python(t), "-m", "unittest", "discover", "-s", "tests", "-v"})
+		runClientTests(t, "../python", []string{testenv.Python(t), "-m", "unittest", "discover", "-s", "tests", "-v"})
 	})
 	t.Run("paho-2", func(t *testing.T) {
 		t.Parallel()
 		path := paho2(t)
-		v, err := exec.Command(python(t), "-c", "import sys; sys.path.insert(0, sys.argv[1]); import paho.mqtt; print(paho.mqtt.__version__)", path).Output()
+		v, err := exec.Command(testenv.Python(t), "-c", "import sys; sys.path.insert(0, sys.argv[1]); import paho.mqtt; print(paho.mqtt.__version__)", path).Output()
 		if err != nil || !strings.HasPrefix(string(v), "2.") {
 			t.Fatalf("paho-mqtt from %s is %q (%v), want 2.x", path, v, err)
 		}
-		runClientTests(t, "../python", []string{python(t), "-m", "unittest", "discover", "-s", "tests", "-v"}, "PYTHONPATH="+path)
+		runClientTests(t, "../python", []string{testenv.Python(t), "-m", "unittest", "discover", "-s", "tests", "-v"}, "PYTHONPATH="+path)
 	})
 }
 

@@ -2,7 +2,6 @@ package conformance_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -19,25 +18,11 @@ type language struct {
 var languages = []language{
 	{"go", func(t *testing.T) ([]string, string, []string) { return []string{bin.godriver}, "", nil }},
 	{"python", func(t *testing.T) ([]string, string, []string) {
-		return []string{python(t), "-m", "fencegate", "send"}, "../python", nil
+		return []string{testenv.Python(t), "-m", "fencegate", "send"}, "../python", nil
 	}},
 	{"node-red", func(t *testing.T) ([]string, string, []string) {
 		return []string{node(t), "test/conformance-driver.js"}, "../node-red", nil
 	}},
-}
-
-// python returns a Python 3 that has the package's dependencies (Debian's
-// python3-paho-mqtt and python3-cryptography): Debian's own first, since
-// another python3 earlier on PATH (pyenv's, say) lacks them.
-func python(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(p, "-c", "import paho.mqtt.client, cryptography").Run() == nil {
-			return p
-		}
-	}
-	testenv.Need(t, false, "no python3 with paho-mqtt and cryptography (apt-get install python3-paho-mqtt python3-cryptography)")
-	return ""
 }
 
 // paho2 returns the folder that holds paho-mqtt 2 (Debian's trixie
@@ -58,9 +43,6 @@ func paho2(t *testing.T) string {
 // installed (npm ci in node-red/, as make clients does).
 func node(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("node")
-	testenv.Need(t, err == nil, "node is not installed (apt-get install nodejs npm)")
-	_, err = os.Stat("../node-red/node_modules/node-red-node-test-helper")
-	testenv.Need(t, err == nil, "the Node-RED package's dependencies are not installed (make clients, or cd node-red && npm ci)")
-	return p
+	testenv.NodeRED(t, "..")
+	return testenv.Program(t, "node")
 }

@@ -58,10 +58,14 @@
 // which the docs assume), and not on PATH: a doc that calls a bare gateway
 // fails, as it would for a reader, except docs/raspberry-pi.md and
 // docs/raspberry-pi-os.md, whose commands run where the Debian package
-// installed /usr/bin/gateway, so it is on PATH there too. Files run in parallel. Without namespaces (or
-// without mosquitto, curl, etcd, etcdctl, openssl, chromium where a file uses them) the test
-// skips, and fails under CI=true. etcdutl, which Debian 12 lacks, is built
-// from tools/etcdutl when it is not installed.
+// installed /usr/bin/gateway, so it is on PATH there too. A doc's python3
+// is one with paho-mqtt and cryptography (Debian's, where a pyenv python3
+// comes first on PATH), and its node-red the one make clients installs in
+// node-red/. Files run in parallel. Without namespaces (or without
+// mosquitto, curl, etcd, etcdctl, openssl, chromium, that python3 or
+// Node-RED where a file uses them) the test skips, and fails under
+// CI=true. etcdutl, which Debian 12 lacks, is built from tools/etcdutl
+// when it is not installed.
 package docs_test
 
 import (
@@ -89,12 +93,15 @@ const (
 	envRepo  = "FENCEGATE_DOCTEST_REPO"  // the repository root
 	envDir   = "FENCEGATE_DOCTEST_DIR"   // the session's directory: tmp/ becomes /tmp
 	envQuick = "FENCEGATE_DOCTEST_QUICK" // short time limits, for the harness's own tests
+	envPy    = "FENCEGATE_DOCTEST_PY"    // the python3 the docs' python3 is (testenv.Python)
 )
 
-// Inside a session: its home and the directory with the gateway binary.
+// Inside a session: its home, the directory with the gateway binary and
+// the one with python3.
 const (
 	sessionHome = "/tmp/doctest/home"
 	sessionBin  = "/tmp/doctest/bin"
+	sessionPy   = "/tmp/doctest/python"
 )
 
 func TestMain(m *testing.M) {
@@ -137,6 +144,18 @@ func sessionMain() int {
 	path := os.Getenv("PATH")
 	if slices.Contains(installedDocs, file) {
 		path = sessionBin + ":" + path
+	}
+	if py := os.Getenv(envPy); py != "" {
+		// The docs' python3 is one with the Python package's dependencies,
+		// as a reader who installed them has it, not one that shadows it.
+		if err := os.MkdirAll(sessionPy, 0o755); err == nil {
+			err = os.Symlink(py, filepath.Join(sessionPy, "python3"))
+		}
+		if err != nil {
+			out.Encode(event{"fail", err.Error()})
+			return 1
+		}
+		path = sessionPy + ":" + path
 	}
 	env := []string{"HOME=" + sessionHome, "PATH=" + path}
 	for _, kv := range os.Environ() {
@@ -194,7 +213,10 @@ func docFiles(t *testing.T, repo string) []string {
 
 // programs are the external programs the docs use, which a laptop may lack.
 // etcdutl is built from tools/etcdutl if it is not installed (testenv.Etcdutl).
-var programs = []string{"mosquitto_pub", "mosquitto_sub", "mosquitto", "mosquitto_passwd", "curl", "etcd", "etcdctl", "etcdutl", "make", "openssl", "chromium"}
+// python3 is one with paho-mqtt and cryptography (testenv.Python); node-red
+// is the one the Node-RED package's dependencies installed (make clients).
+var programs = []string{"mosquitto_pub", "mosquitto_sub", "mosquitto", "mosquitto_passwd", "curl", "etcd", "etcdctl", "etcdutl", "make", "openssl", "chromium",
+	"python3", "node-red", "npm"}
 
 // needs returns the programs of the list that a doc's runnable commands name.
 func needs(d *doc) []string {
@@ -277,11 +299,16 @@ func TestDocs(t *testing.T) {
 				}
 				env := env
 				for _, prog := range needs(p.doc) {
-					if prog == "etcdutl" {
+					switch prog {
+					case "etcdutl":
 						env = withPath(env, filepath.Dir(testenv.Etcdutl(t)))
-						continue
+					case "python3":
+						env = append(env, envPy+"="+testenv.Python(t))
+					case "node-red":
+						env = withPath(env, testenv.NodeRED(t, repo))
+					default:
+						testenv.Program(t, prog)
 					}
-					testenv.Program(t, prog)
 				}
 				runSession(t, repo, p.file, gateway, env)
 			})
