@@ -102,17 +102,25 @@ func TestTypedAnswers(t *testing.T) {
 // Heartbeat keeps a scope's dead-man from firing while the lease is held:
 // fence-only commands with seq numbers shared with the holder's commands;
 // it stops with a *StaleError once another holder raised the fence.
-func TestHeartbeat(t *testing.T) {
-	broker := testenv.EmbeddedBroker(t)
-	run(t, fmt.Sprintf("id: gw\nmqtt: {broker: %s}\nstore: %s\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\nscopes:\n  - {name: pump, safe: {after: 600ms}}\n",
-		broker, filepath.Join(t.TempDir(), "fence.db")))
+// deadManPump runs a gateway on broker with one actuator, pump, whose
+// scope has a dead-man of after, and dials it; the context ends with t.
+func deadManPump(t *testing.T, broker, after string) (context.Context, *client.Client) {
+	t.Helper()
+	run(t, fmt.Sprintf("id: gw\nmqtt: {broker: %s}\nstore: %s\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\nscopes:\n  - {name: pump, safe: {after: %s}}\n",
+		broker, filepath.Join(t.TempDir(), "fence.db"), after))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	c, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: "gw"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close)
+	return ctx, c
+}
+
+func TestHeartbeat(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	ctx, c := deadManPump(t, broker, "600ms")
 	var seq client.Seq
 	on := fence.Command{ID: "a-1", Actuator: "pump", Holder: "a", Fence: fence.Fence{Token: 7, Seq: seq.Next()}, State: fence.StateOn}
 	if _, err := c.Send(ctx, on); err != nil {
@@ -151,20 +159,47 @@ func TestHeartbeat(t *testing.T) {
 	}
 }
 
+// A heartbeat that the holder's own command overtook (its seq is below
+// the fence, under the holder's token) is not a lost lease: the
+// heartbeats go on above the fence.
+func TestHeartbeatOvertakenByOwnCommand(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	ctx, c := deadManPump(t, broker, "5s")
+	// The command with seq 5 arrives before the heartbeat with seq 1,
+	// as it can when two goroutines share the Seq.
+	if _, err := c.Send(ctx, fence.Command{ID: "a-5", Actuator: "pump", Holder: "a", Fence: fence.Fence{Token: 7, Seq: 5}, State: fence.StateOn}); err != nil {
+		t.Fatal(err)
+	}
+	var seq client.Seq
+	hctx, hcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Heartbeat(hctx, client.Heartbeat{Actuator: "pump", Holder: "a", Token: 7, Seq: &seq, Every: 50 * time.Millisecond})
+	}()
+	o, err := c.WaitState(ctx, "pump", func(o fence.Output) bool { return o.Fence.Seq > 5 })
+	select {
+	case err := <-done:
+		t.Fatalf("Heartbeat overtaken by its holder's own command ended: %v", err)
+	default:
+	}
+	if err != nil || o.Fence.Token != 7 || o.State != fence.StateOn {
+		t.Errorf("pump = %+v, %v; want on, the heartbeats' fence above 7/5", o, err)
+	}
+	if n := seq.Next(); n <= o.Fence.Seq {
+		t.Errorf("the Seq after the heartbeats gives %d, not above the fence %v", n, o.Fence)
+	}
+	hcancel()
+	if err := <-done; err != nil {
+		t.Errorf("Heartbeat after its context ended = %v, want nil", err)
+	}
+}
+
 // A heartbeat answered later than Every, while the broker is stalled,
 // still counts; one unanswered for its Timeout ends Heartbeat with
 // ErrTimeout.
 func TestHeartbeatLateAnswer(t *testing.T) {
 	broker, proc := testenv.EmbeddedBrokerProcess(t)
-	run(t, fmt.Sprintf("id: gw\nmqtt: {broker: %s}\nstore: %s\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\nscopes:\n  - {name: pump, safe: {after: 5s}}\n",
-		broker, filepath.Join(t.TempDir(), "fence.db")))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: "gw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := deadManPump(t, broker, "5s")
 	var seq client.Seq
 	if _, err := c.Send(ctx, fence.Command{ID: "a-1", Actuator: "pump", Holder: "a", Fence: fence.Fence{Token: 7, Seq: seq.Next()}, State: fence.StateOn}); err != nil {
 		t.Fatal(err)

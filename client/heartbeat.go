@@ -18,6 +18,18 @@ type Seq struct{ n atomic.Uint64 }
 // Next returns the next seq.
 func (s *Seq) Next() uint64 { return s.n.Add(1) }
 
+// Pass makes every later Next return more than n: after a stale answer
+// under the holder's own token (the fence at n), so that its next command
+// is above it.
+func (s *Seq) Pass(n uint64) {
+	for {
+		cur := s.n.Load()
+		if cur >= n || s.n.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
 // Heartbeat configures Client.Heartbeat.
 type Heartbeat struct {
 	// Actuator is any actuator of the scope (the fence is the scope's).
@@ -46,9 +58,12 @@ type Heartbeat struct {
 // and an error when a heartbeat is not applied: a *StaleError once
 // another holder's command raised the fence (the lease is gone: stop
 // acting), or the error of a heartbeat that got no answer (a resent
-// heartbeat is its redelivery, never a second one). A controller runs it
-// in a goroutine for as long as it holds the lease. A tick missed while
-// a heartbeat waits for its answer is dropped, not made up.
+// heartbeat is its redelivery, never a second one). A heartbeat found
+// stale under h.Token itself is not an error: the holder's own command,
+// with a later seq from the same Seq, reached the gateway first, and the
+// scope is still the holder's. A controller runs it in a goroutine for as
+// long as it holds the lease. A tick missed while a heartbeat waits for
+// its answer is dropped, not made up.
 func (cl *Client) Heartbeat(ctx context.Context, h Heartbeat) error {
 	if h.Every <= 0 || h.Seq == nil || h.Token == 0 || h.Actuator == "" {
 		return errors.New("client: a heartbeat needs an actuator, a token, a Seq and Every > 0")
@@ -65,6 +80,11 @@ func (cl *Client) Heartbeat(ctx context.Context, h Heartbeat) error {
 		sctx, cancel := context.WithTimeout(ctx, timeout)
 		_, err := cl.Send(sctx, c)
 		cancel()
+		var stale *StaleError
+		if errors.As(err, &stale) && stale.Fence().Token == h.Token {
+			h.Seq.Pass(stale.Fence().Seq)
+			err = nil
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

@@ -156,10 +156,15 @@ var errLeaseLost = errors.New("lease lost")
 // gateway refuses every older holder's command from now on, then one
 // set-point per period with an increasing seq.
 func hold(ctx context.Context, log *slog.Logger, gw *client.Client, l *lease.Lease, c config) error {
+	// Seq 0: raise the fence before anything else under this token.
+	if err := send(ctx, log, gw, fence.Command{Actuator: c.actuator, Holder: c.me, Fence: fence.Fence{Token: l.Token()}}, nil); err != nil {
+		return err
+	}
 	var seq client.Seq // shared with the heartbeats: every pair is new
 	if c.heartbeat > 0 {
 		// Between set-points, heartbeats keep the scope's dead-man
-		// (safe: after) from sending it to its safe state.
+		// (safe: after) from sending it to its safe state. Started after
+		// the fence-only command, whose seq 0 a heartbeat would pass.
 		hctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go func() {
@@ -173,13 +178,7 @@ func hold(ctx context.Context, log *slog.Logger, gw *client.Client, l *lease.Lea
 	if o, ok := gw.State(c.actuator); ok && o.State == fence.StateOn {
 		state = fence.StateOff
 	}
-	cmds := []fence.Command{{Actuator: c.actuator, Holder: c.me, Fence: fence.Fence{Token: l.Token()}}}
 	for {
-		for _, cmd := range cmds {
-			if err := send(ctx, log, gw, cmd); err != nil {
-				return err
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -187,7 +186,10 @@ func hold(ctx context.Context, log *slog.Logger, gw *client.Client, l *lease.Lea
 			return errLeaseLost
 		case <-time.After(c.period):
 		}
-		cmds = []fence.Command{{Actuator: c.actuator, Holder: c.me, Fence: fence.Fence{Token: l.Token(), Seq: seq.Next()}, State: state}}
+		cmd := fence.Command{Actuator: c.actuator, Holder: c.me, Fence: fence.Fence{Token: l.Token(), Seq: seq.Next()}, State: state}
+		if err := send(ctx, log, gw, cmd, &seq); err != nil {
+			return err
+		}
 		if state == fence.StateOn {
 			state = fence.StateOff
 		} else {
@@ -198,8 +200,11 @@ func hold(ctx context.Context, log *slog.Logger, gw *client.Client, l *lease.Lea
 
 // send sends one command. On a timeout it resends the same command (same
 // id, token and seq): if the first was applied, the resend is answered
-// duplicate and nothing is driven twice.
-func send(ctx context.Context, log *slog.Logger, gw *client.Client, cmd fence.Command) error {
+// duplicate and nothing is driven twice. With seq (the heartbeats' too),
+// a stale answer under the command's own token is a heartbeat that took a
+// later seq and arrived first: the scope is still ours, and the next
+// command goes above the fence.
+func send(ctx context.Context, log *slog.Logger, gw *client.Client, cmd fence.Command, seq *client.Seq) error {
 	cmd.ID = fmt.Sprintf("%s-%d-%d", cmd.Holder, cmd.Fence.Token, cmd.Fence.Seq)
 	for attempt := 0; ; attempt++ {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -208,6 +213,12 @@ func send(ctx context.Context, log *slog.Logger, gw *client.Client, cmd fence.Co
 		if errors.Is(err, client.ErrTimeout) && attempt < 3 {
 			log.Warn("no answer; resending the same command", "id", cmd.ID)
 			continue
+		}
+		var stale *client.StaleError
+		if seq != nil && errors.As(err, &stale) && stale.Fence().Token == cmd.Fence.Token {
+			log.Warn("stale under our own token: going on above the fence", "fence", stale.Fence().String())
+			seq.Pass(stale.Fence().Seq)
+			return nil
 		}
 		if err != nil {
 			return err

@@ -6,7 +6,7 @@ import threading
 from typing import Callable, Optional
 
 from .client import Client
-from .errors import FencegateError
+from .errors import FencegateError, StaleError
 from .lease import Lease
 from .seq import Seq
 from .wire import Command
@@ -23,7 +23,9 @@ class Heartbeat:
     heartbeat waits up to ``timeout`` s (default 3 × every) for its answer.
     It stops at :meth:`stop`, when the lease is lost, or at the first
     heartbeat that is not applied (a stale one means another holder has the
-    scope); ``error`` then holds why, and ``on_error`` is called with it.
+    scope); ``error`` then holds why, and ``on_error`` is called with it. A
+    heartbeat stale under the lease's own token is not an error: a command
+    of the holder's own, with a later seq, arrived first.
     """
 
     def __init__(self, client: Client, lease: Lease, actuator: str, seq: Seq, every: float, holder: str = "",
@@ -58,6 +60,11 @@ class Heartbeat:
             try:
                 self.client.send(c, timeout=self.timeout, lease=self.lease)
             except FencegateError as e:
+                if isinstance(e, StaleError) and e.fence.token == c.token:
+                    # The holder's own command, with a later seq from the
+                    # same Seq, arrived first: the scope is still ours.
+                    self.seq.skip_to(e.fence.seq)
+                    continue
                 if self._stop.is_set():
                     return
                 self.error = e

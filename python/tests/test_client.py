@@ -8,7 +8,7 @@ import threading
 import time
 import unittest
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # fakes.py
@@ -139,7 +139,11 @@ class TestResend(unittest.TestCase):
 
 
 class TestHeartbeat(unittest.TestCase):
-    def test_fence_only_until_stale(self) -> None:
+    @staticmethod
+    def beat(seq: Seq, fences: Dict[int, Dict[str, int]], errors: Optional[List[BaseException]] = None) -> Tuple[Heartbeat, List[Dict[str, Any]]]:
+        """Heartbeats of lease token 9 against a gateway that answers the
+        n-th command (from 1) stale at fences[n], applied if absent, and
+        stale at fence 10/0 from the 4th on; returns once they stopped."""
         cl, conn = offline_client()
         lease = Lease(Etcd("http://127.0.0.1:1"), "1", 10, "gw", "pump")
         lease.token = 9
@@ -149,23 +153,33 @@ class TestHeartbeat(unittest.TestCase):
             c = json.loads(payload)
             sent.append(c)
             cmd = Command("pump", c["token"], c.get("seq", 0), id=c["id"])
-            if len(sent) < 4:
-                cl._message(c["reply"], answer_for(cmd), False)
-            else:  # someone newer raised the fence
-                cl._message(c["reply"], answer_for(cmd, "stale", fence={"token": 10, "seq": 0}), False)
+            fence = fences.get(len(sent), {"token": 10, "seq": 0} if len(sent) >= 4 else None)
+            cl._message(c["reply"], answer_for(cmd, "stale", fence=fence) if fence else answer_for(cmd), False)
 
         conn.gateway = gateway
+        hb = Heartbeat(cl, lease, "pump", seq, every=0.05, holder="h",
+                       on_error=errors.append if errors is not None else None).start()
+        hb._thread.join(5)
+        hb.stop()
+        return hb, sent
+
+    def test_fence_only_until_stale(self) -> None:
         seq = Seq()
         self.assertEqual(seq.next(), 1)  # a command of the holder's own, between heartbeats
         errors: List[BaseException] = []
-        hb = Heartbeat(cl, lease, "pump", seq, every=0.05, holder="h", on_error=errors.append).start()
-        hb._thread.join(5)
+        hb, sent = self.beat(seq, {}, errors)  # someone newer raises the fence at the 4th
         self.assertIsInstance(hb.error, StaleError)
         self.assertEqual(errors, [hb.error])
         self.assertEqual([c["seq"] for c in sent], [2, 3, 4, 5])
         self.assertTrue(all("state" not in c and c["token"] == 9 and c["holder"] == "h" for c in sent), sent)
         self.assertEqual(seq.last, 5)
-        hb.stop()
+
+    def test_overtaken_by_own_command(self) -> None:
+        # The holder's own command with seq 7 arrived before the first heartbeat.
+        hb, sent = self.beat(Seq(), {1: {"token": 9, "seq": 7}})
+        self.assertIsInstance(hb.error, StaleError)
+        self.assertEqual(hb.error.fence.token, 10)
+        self.assertEqual([c["seq"] for c in sent], [1, 8, 9, 10])
 
 
 if __name__ == "__main__":
