@@ -125,6 +125,12 @@ type pi struct {
 	// tunnelCmd forwards api to the gateway's API (tunnel).
 	tunnelCmd  *exec.Cmd
 	tunnelDone chan struct{}
+	// master is one SSH connection per boot that the commands share: a
+	// new connection costs the emulated Pi seconds of key exchange and
+	// session set-up, and the tests run hundreds of commands.
+	master     *exec.Cmd
+	masterDone chan struct{}
+	masterSock string
 }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
@@ -217,6 +223,7 @@ func (p *pi) boot(ctx context.Context) {
 		}
 		if _, err := p.run("true"); err == nil {
 			t.Logf("boot %d: SSH answers %.0f s after power-on", p.boots, time.Since(start).Seconds())
+			p.startMaster(bctx)
 			return
 		}
 	}
@@ -232,8 +239,13 @@ func (p *pi) consoleTail(n int) string {
 }
 
 // sshCmd is ssh to the Pi as root, with the key from the card, the
-// options opts and the remote command (none if "").
+// options opts and the remote command (none if ""). Without options it
+// goes through the boot's master connection while that runs (ssh
+// connects on its own if the master is gone).
 func (p *pi) sshCmd(opts []string, command string) *exec.Cmd {
+	if opts == nil && p.master != nil {
+		opts = []string{"-o", "ControlMaster=no", "-o", "ControlPath=" + p.masterSock}
+	}
 	args := append([]string{"-i", p.key, "-p", strconv.Itoa(p.ssh), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
 		"-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10"}, opts...)
 	args = append(args, "root@127.0.0.1")
@@ -241,6 +253,47 @@ func (p *pi) sshCmd(opts []string, command string) *exec.Cmd {
 		args = append(args, command)
 	}
 	return exec.Command("ssh", args...)
+}
+
+// startMaster opens the boot's master connection, which the commands
+// share until stopMaster (a power cut or shutdown).
+func (p *pi) startMaster(ctx context.Context) {
+	p.stopMaster()
+	sock := filepath.Join(p.dir, fmt.Sprintf("ssh-%d", p.boots))
+	cmd := p.sshCmd([]string{"-N", "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-o", "ControlPath=" + sock,
+		"-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"}, "")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("ssh -M: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	p.root.Cleanup(func() { cmd.Process.Kill(); <-done })
+	for exec.Command("ssh", "-o", "ControlPath="+sock, "-O", "check", "root@127.0.0.1").Run() != nil {
+		select {
+		case <-ctx.Done():
+			cmd.Process.Kill()
+			<-done
+			p.t.Fatalf("the SSH master connection never came up: %s", out.String())
+		case <-done:
+			p.t.Fatalf("the SSH master connection ended: %s", out.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	p.master, p.masterDone, p.masterSock = cmd, done, sock
+}
+
+// stopMaster closes the boot's master connection: commands connect on
+// their own again.
+func (p *pi) stopMaster() {
+	if p.master == nil {
+		return
+	}
+	p.master.Process.Kill()
+	<-p.masterDone
+	p.master = nil
 }
 
 // run runs a shell command on the Pi as root, over SSH.
@@ -285,6 +338,7 @@ func (p *pi) shutdown(how string) {
 	case <-time.After(3 * time.Minute):
 		p.t.Fatalf("the Pi did not %s within 3 minutes\n%s", how, p.consoleTail(40))
 	}
+	p.stopMaster()
 }
 
 // kill cuts the power: QEMU dies with SIGKILL, and what the guest kernel
@@ -295,6 +349,7 @@ func (p *pi) kill() {
 	}
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.exited
+	p.stopMaster()
 }
 
 // gpio returns the Pi kernel's view of a header line ("out hi", "out lo"),
