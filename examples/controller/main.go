@@ -202,8 +202,8 @@ func hold(ctx context.Context, log *slog.Logger, gw *client.Client, l *lease.Lea
 // id, token and seq): if the first was applied, the resend is answered
 // duplicate and nothing is driven twice. With seq (the heartbeats' too),
 // a stale answer under the command's own token is a heartbeat that took a
-// later seq and arrived first: the scope is still ours, and the next
-// command goes above the fence.
+// later seq and arrived first: the scope is still ours, so the same state
+// goes again as a new command above the fence.
 func send(ctx context.Context, log *slog.Logger, gw *client.Client, cmd fence.Command, seq *client.Seq) error {
 	cmd.ID = fmt.Sprintf("%s-%d-%d", cmd.Holder, cmd.Fence.Token, cmd.Fence.Seq)
 	for attempt := 0; ; attempt++ {
@@ -216,9 +216,12 @@ func send(ctx context.Context, log *slog.Logger, gw *client.Client, cmd fence.Co
 		}
 		var stale *client.StaleError
 		if seq != nil && errors.As(err, &stale) && stale.Fence().Token == cmd.Fence.Token {
-			log.Warn("stale under our own token: going on above the fence", "fence", stale.Fence().String())
 			seq.Pass(stale.Fence().Seq)
-			return nil
+			cmd.Fence.Seq = seq.Next()
+			cmd.ID = fmt.Sprintf("%s-%d-%d", cmd.Holder, cmd.Fence.Token, cmd.Fence.Seq)
+			log.Warn("stale under our own token: sending it again above the fence", "fence", stale.Fence().String(), "seq", cmd.Fence.Seq)
+			attempt = -1
+			continue
 		}
 		if err != nil {
 			return err
