@@ -72,6 +72,14 @@ func TestMakeSimStopsCleanly(t *testing.T) {
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	interrupted := errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT
+	// GNU make's own SIGINT handler may find the simulator already reaped,
+	// say so ("wait: No child processes") and exit 2: a race inside make,
+	// seen about once in a hundred runs, that says nothing of the recipe.
+	if race := regexp.MustCompile(`(?m)^make(\[\d+\])?: \*\*\* (wait: No child processes\.  Stop\.|Waiting for unfinished jobs\.\.\.\.)\n`); race.MatchString(stderr.String()) &&
+		race.ReplaceAllString(stderr.String(), "") == "" && errors.As(err, &ee) && ee.ExitCode() == 2 {
+		t.Logf("make's own SIGINT race (not the simulator's):\n%s", stderr.String())
+		return
+	}
 	if err != nil && !interrupted || stderr.Len() > 0 {
 		t.Errorf("make sim after Ctrl-C: %v, want the simulator's status 0 and no make error:\n%s", err, stderr.String())
 	}
