@@ -32,7 +32,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Dict, List, Optional
 
-from .errors import AheadError, EtcdError, LeaseLost
+from .errors import AheadError, EtcdError, LeaseLost, redact_url
 
 __all__ = ["PREFIX", "lock_name", "Etcd", "Lease", "acquire", "check_fence"]
 
@@ -71,7 +71,13 @@ class Etcd:
     def __init__(self, url: str, timeout: float = 5.0) -> None:
         u = urllib.parse.urlsplit(url.split(",")[0].strip())
         if u.scheme not in ("http", "https") or not u.netloc:
-            raise EtcdError(f"etcd URL {url!r}: want http://HOST:PORT (etcd's client URL)")
+            raise EtcdError(f"etcd URL {redact_url(url)!r}: want http://HOST:PORT (etcd's client URL)")
+        if "@" in u.netloc:
+            # urllib would take user:password@host for the host name; and
+            # etcd's JSON gateway wants a token from auth/authenticate, not
+            # a password in the URL.
+            raise EtcdError(f"etcd URL {redact_url(url)!r}: a user name or password in the URL is not supported "
+                            "(this client does not log in to etcd): give http://HOST:PORT")
         self.url = f"{u.scheme}://{u.netloc}"
         self.host = u.netloc
         self.timeout = timeout
