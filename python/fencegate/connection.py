@@ -375,7 +375,8 @@ class Connection:
 
     def publish(self, topic: str, payload: bytes) -> bool:
         """Publish with QoS 1, never retained; False if not connected now
-        (paho keeps the message and sends it once connected)."""
+        (paho keeps the message and sends it once connected: the client
+        does not publish while disconnected)."""
         info = self._paho.publish(topic, payload, qos=1, retain=False)
         return bool(info.rc == paho.MQTT_ERR_SUCCESS)
 

@@ -120,6 +120,44 @@ class TestResend(unittest.TestCase):
             self.cl.send(Command("pump", 7, 2, "on"), lease=lease)
         self.assertEqual(len(self.conn.published), 1)
 
+    def test_reconnect_during_the_publish_resends(self) -> None:
+        cl, conn = offline_client(resend=30)
+        conn.gateway = lambda t, p: cl._ready() if len(conn.published) == 1 else None  # reconnected meanwhile
+        c = Command("pump", 7, 1, "on", id="r-6")
+        s = Sender(cl, c, timeout=5)
+        self.assertTrue(conn.wait_published(2, 2), "a reconnect during the publish did not resend at once")
+        cl._message(cl.reply, answer_for(c), False)
+        s.join()
+        self.assertIsNone(s.error)
+
+    def test_nothing_published_while_disconnected(self) -> None:
+        cl, conn = offline_client(resend=0.1)
+        lease = Lease(Etcd("http://127.0.0.1:1"), "1", 10, "gw", "pump")
+        lease.token = 7
+        conn.connected = False
+        c = Command("pump", 7, 1, "on", id="r-7")
+        s = Sender(cl, c, timeout=5, lease=lease)
+        time.sleep(0.5)
+        self.assertEqual(conn.published, [], "published while disconnected (paho would send it after the reconnect)")
+        conn.connected = True
+        cl._ready()  # the reconnect resends
+        self.assertTrue(conn.wait_published(1, 2))
+        cl._message(cl.reply, answer_for(c), False)
+        s.join()
+        self.assertIsNone(s.error)
+
+        # Lost while disconnected: nothing is published at the reconnect either.
+        conn.published.clear()
+        conn.connected = False
+        s = Sender(cl, Command("pump", 7, 2, "off", id="r-8"), timeout=5, lease=lease)
+        time.sleep(0.3)
+        lease._set_lost("revoked")
+        conn.connected = True
+        cl._ready()
+        s.join()
+        self.assertIsInstance(s.error, LeaseLost)
+        self.assertEqual(conn.published, [])
+
     def test_ids(self) -> None:
         c, payload = self.cl.prepare(Command("pump", 7))
         c2, _ = self.cl.prepare(Command("pump", 7))
