@@ -187,14 +187,17 @@ class TestCLI(unittest.TestCase):
         conn = RecordingConnection()
         lease = Lease(Etcd("http://127.0.0.1:1"), "1", 10, "gw", "pump")
         lease.token = 7
-        lease.release = lambda: None  # type: ignore[method-assign]
+        lease.release = lambda: None  # type: ignore[assignment]
         if lost_at_grant:
             lease._set_lost("expired while stopped")
 
         def connection(*a: Any) -> RecordingConnection:
             on_message, on_ready = a[4], a[5]
-            conn.open = lambda timeout: on_message(  # type: ignore[method-assign]
-                "fencegate/gw/pump/state", b'{"actuator":"pump","scope":"pump","state":"off","fence":{"token":3,"seq":0}}', True)
+
+            def open_(timeout: float) -> None:  # the gateway's retained state comes at once
+                on_message("fencegate/gw/pump/state",
+                           b'{"actuator":"pump","scope":"pump","state":"off","fence":{"token":3,"seq":0}}', True)
+            conn.open = open_  # type: ignore[assignment]
 
             def gateway(topic: str, payload: bytes) -> None:
                 # Lost at once, and the client reconnects: a resend would go out now.

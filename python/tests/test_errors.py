@@ -11,7 +11,7 @@ import sys
 import tempfile
 import unittest
 from pathlib import Path
-from typing import List, Tuple
+from typing import Callable, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
 
@@ -82,12 +82,13 @@ class TestSecrets(unittest.TestCase):
                 self.assertEqual(redact_url(url), want)
 
     def test_messages(self) -> None:
-        for what, call, want in [
+        cases: List[Tuple[str, Callable[[], object], str]] = [
                 ("etcd", lambda: acquire("http://root:s3cret@127.0.0.1:1", "gw", "pump"), "http://127.0.0.1:1"),
                 ("etcd URL", lambda: acquire("root:s3cret@127.0.0.1:1", "gw", "pump"), "127.0.0.1:1"),
                 ("broker", lambda: Client("tcp://u:s3cret@127.0.0.1:1", "gw"), "connect tcp://127.0.0.1:1: connection refused"),
                 ("broker port", lambda: Client("tcp://u:s3cret@127.0.0.1:99999", "gw"), "tcp://127.0.0.1:99999"),
-                ("broker scheme", lambda: Client("foo://u:s3cret@x", "gw"), "foo://x")]:
+                ("broker scheme", lambda: Client("foo://u:s3cret@x", "gw"), "foo://x")]
+        for what, call, want in cases:
             with self.subTest(what=what), self.assertRaises((EtcdError, BrokerError)) as cm:
                 call()
             self.assertIn(want, str(cm.exception))

@@ -129,7 +129,7 @@ class TestDeadline(unittest.TestCase):
     answered, plus the TTL: etcd may let it expire then."""
 
     def test_from_the_last_answered_keepalive_sent(self) -> None:
-        answered = []
+        answered: List[float] = []
 
         def keepalive(body: Dict[str, Any], timeout: Optional[float]) -> Dict[str, Any]:
             if answered:
@@ -184,7 +184,7 @@ class TestWaitingLeaseLost(unittest.TestCase):
     ever, but queues again under a new lease, or says why it cannot."""
 
     def script(self, keepalive: Callable[[Dict[str, Any], Optional[float]], Dict[str, Any]],
-               grants: List[Dict[str, Any]], lock_at: int) -> ScriptedEtcd:
+               grants: List[Dict[str, Any] | EtcdError], lock_at: int) -> ScriptedEtcd:
         """grants: the answers (or EtcdErrors) to each grant; the lock is
         granted to the lock_at-th lease (from 1), and never to the others."""
         e = etcd(50)
