@@ -257,7 +257,7 @@ class Lease:
     def _read_back(self) -> None:
         d = self.etcd.call("kv/range", {"key": _b64(self.key)})
         kvs: List[Dict[str, Any]] = d.get("kvs") or []
-        if self.lost.is_set() or not kvs or str(kvs[0].get("lease", "")) != self.id:
+        if not self.held or not kvs or str(kvs[0].get("lease", "")) != self.id:
             raise LeaseLost("lease: lock obtained after the lease was lost")
         rev = int(kvs[0].get("create_revision", 0))
         if rev <= 0:
@@ -330,7 +330,7 @@ def acquire(etcd: str | Etcd, gateway: str, scope: str, ttl: int = 10, wait: Opt
     (:meth:`fencegate.Client.scope`), never the actuator's name. ``wait``
     bounds the wait for the grant and the lock together, in seconds (None:
     as long as it takes); ``on_lost`` is called (from the thread that
-    notices) when the lease is lost.
+    notices) when the returned lease is lost.
 
     The lock request waits at most a TTL at a time, so that a lease lost
     while it waits is noticed (etcd's lock service puts a request made
@@ -351,7 +351,7 @@ def acquire(etcd: str | Etcd, gateway: str, scope: str, ttl: int = 10, wait: Opt
     while True:
         left = wait_for.left()
         try:
-            lease = _grant(e, gateway, scope, ttl, left, on_lost)
+            lease = _grant(e, gateway, scope, ttl, left)
         except EtcdError as err:
             if not lost:
                 raise
@@ -359,6 +359,7 @@ def acquire(etcd: str | Etcd, gateway: str, scope: str, ttl: int = 10, wait: Opt
                             f"and no new one was granted: {err}") from None
         try:
             if _lock(e, lease, name, wait_for):
+                lease._on_lost = on_lost  # not before: a lease lost while waiting is never the caller's
                 lease._read_back()
                 return lease
             lost = lease.lost_reason
@@ -385,15 +386,14 @@ class _Wait:
         return left
 
 
-def _grant(e: Etcd, gateway: str, scope: str, ttl: int, left: Optional[float],
-           on_lost: Optional[Callable[[Lease], None]]) -> Lease:
+def _grant(e: Etcd, gateway: str, scope: str, ttl: int, left: Optional[float]) -> Lease:
     """A new lease, kept alive from now on; ``left`` bounds the request."""
     sent = _now()
     d = e.call("lease/grant", {"TTL": ttl}, timeout=-1.0 if left is None else min(left, e.timeout))
     lease_id = str(d.get("ID", ""))
     if not lease_id or lease_id == "0":
         raise EtcdError(f"etcd {e.url}: lease/grant: no lease ID in the answer ({d.get('error', '')})")
-    lease = Lease(e, lease_id, int(d.get("TTL", ttl) or ttl), gateway, scope, on_lost, granted_at=sent)
+    lease = Lease(e, lease_id, int(d.get("TTL", ttl) or ttl), gateway, scope, granted_at=sent)
     lease._thread.start()
     return lease
 

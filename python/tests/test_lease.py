@@ -213,11 +213,11 @@ class TestWaitingLeaseLost(unittest.TestCase):
                              "lock/unlock": lambda b, t: {}, "lease/revoke": lambda b, t: {}})
 
     def acquire(self, e: ScriptedEtcd, within: float) -> Dict[str, Any]:
-        got: Dict[str, Any] = {}
+        got: Dict[str, Any] = {"on_lost": []}
 
         def run() -> None:
             try:
-                got["lease"] = acquire(e, "gw", "pump", ttl=1)
+                got["lease"] = acquire(e, "gw", "pump", ttl=1, on_lost=got["on_lost"].append)
             except BaseException as err:  # noqa: BLE001 - handed to the test
                 got["error"] = err
 
@@ -238,6 +238,7 @@ class TestWaitingLeaseLost(unittest.TestCase):
         try:
             self.assertEqual((l.id, l.token), ("8", 40))
             self.assertIn(("lease/revoke", {"ID": "7"}), [(p, b) for p, b, _ in e.calls])
+            self.assertEqual(got["on_lost"], [], "on_lost called for a lease acquire did not return")
         finally:
             l.release()
 
