@@ -179,23 +179,33 @@ def send(gw: Client, lease: Lease, seq: Seq, c: Command) -> None:
     """Send one command. On a timeout, send the same command again (same id,
     token and seq): if the first was applied, the copy is answered
     duplicate and nothing is driven twice. A stale answer whose fence has
-    our own token means a later command of ours got there first: go on
-    above it. Any other stale answer is raised: the scope is someone else's."""
+    our own token means a later command of ours (a heartbeat) got there
+    first: the scope is still ours. A fence-only command has done its part
+    then; a set-point goes again as a new command above the fence (the
+    next seq, a new id), so that it is applied. Any other stale answer is
+    raised: the scope is someone else's."""
     c = Command(c.actuator, c.token, c.seq, c.state, id=f"{c.holder}-{c.token}-{c.seq}", holder=c.holder)
-    for attempt in range(4):
+    timeouts = 0
+    while True:
         try:
             answer = gw.send(c, timeout=5, lease=lease)
         except Timeout:
-            if attempt == 3:
+            timeouts += 1
+            if timeouts > 3:
                 raise
             log.warning("no answer; sending the same command again (id %s)", c.id)
             continue
         except StaleError as e:
             if e.fence.token != lease.token:
                 raise
-            log.warning("stale under our own token (fence %s): going on above it", e.fence)
             seq.skip_to(e.fence.seq)
-            return
+            if not c.state:
+                log.warning("stale under our own token (fence %s): the fence is ours already", e.fence)
+                return
+            s = seq.next()
+            c = Command(c.actuator, c.token, s, c.state, id=f"{c.holder}-{c.token}-{s}", holder=c.holder)
+            log.warning("stale under our own token (fence %s): sending %s again above it (seq %d)", e.fence, c.state, s)
+            continue
         log.info("%s: %s token %d seq %d, fence %s", answer.outcome, c.state or "fence", c.token, c.seq, answer.fence)
         return
 

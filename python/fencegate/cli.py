@@ -47,8 +47,9 @@ gateway's answer) and, after a stale answer, "reread" (the actuator's state
 as the gateway records it now).
 
 With --etcd the token comes from an etcd lock on the actuator's fence scope,
-which the gateway publishes (the lock key's create_revision); the lock is
-released before the program exits. With --token N the command goes under a
+which the gateway publishes (the lock key's create_revision); once the lease
+is lost, the command is not sent again, and the lock is released before the
+program exits. With --token N the command goes under a
 token you give. "fence" sends a fence-only command: it raises the scope's
 fence and drives nothing. With --key and --signer the command is signed, as
 a gateway that requires signed commands wants.
@@ -162,11 +163,12 @@ def _send(a: argparse.Namespace) -> int:
                 if a.stop_after_grant:
                     os.kill(os.getpid(), signal.SIGSTOP)
             cmd = Command(a.actuator, token, a.seq, "" if a.state == "fence" else a.state, id=a.id, holder=holder)
-            # No lease check here: with --stop-after-grant the command must
-            # reach the gateway even if the lease ran out meanwhile, to
-            # show that the fence, not the client, refuses it.
+            # Under the lease: nothing is sent once it is lost. Except with
+            # --stop-after-grant, whose command must reach the gateway even
+            # if the lease ran out meanwhile, to show that the fence, not
+            # the client, refuses it.
             try:
-                answer = client.send(cmd, timeout=a.timeout)
+                answer = client.send(cmd, timeout=a.timeout, lease=None if a.stop_after_grant else lease)
             except StaleError as e:
                 _emit(_answer_event(e.answer))
                 if lease is not None:

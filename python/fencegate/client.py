@@ -11,7 +11,8 @@ decide.
 An unanswered command is published again, unchanged (the same id, token,
 seq and signature), after 1 s, the wait doubling up to 8 s, and at once
 when the gateway comes online or this client has reconnected, until an
-answer comes or the timeout ends.
+answer comes or the timeout ends. Nothing is published while the client is
+disconnected (the reconnect resends), nor under a lease that is lost.
 """
 
 from __future__ import annotations
@@ -278,7 +279,8 @@ class Client:
         refused before sending. With ``lease``, nothing is sent unless the
         lease is held and the command carries its token
         (:class:`~fencegate.errors.LeaseLost`); once it is lost, the
-        command is not published again.
+        command is not published again. Nothing is published while the
+        client is disconnected: the reconnect publishes the command again.
         """
         if lease is not None:
             lease.check()
@@ -306,11 +308,20 @@ class Client:
         interval = self.resend if self.resend is not None else timeout
         publishes = 0
         while True:
-            if lease is None or lease.held or publishes == 0:
+            with self._cv:
+                # Before the publish: a reconnect or a gateway coming online
+                # from here on, even during the publish, resends at once.
+                retry = self._retry
+            if lease is not None and not lease.held:
+                if publishes == 0:
+                    lease.check()  # raises LeaseLost: nothing was published
+            elif self._conn.connected:
+                # Never while disconnected: paho would keep the copy and
+                # send it after the reconnect, lease or no lease. The
+                # reconnect resends instead, if the lease is still held.
                 self._conn.publish(topic, payload)
                 publishes += 1
             with self._cv:
-                retry = self._retry
                 next_at = min(time.monotonic() + interval, deadline)
                 while w.answer is None and self._retry == retry and not self._closed:
                     left = next_at - time.monotonic()

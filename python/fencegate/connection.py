@@ -23,7 +23,7 @@ except ImportError as e:  # pragma: no cover - depends on the installation
     raise ImportError(f"fencegate needs paho-mqtt (1.6 or 2.x): on Debian, apt-get install python3-paho-mqtt "
                       f"and run Debian's /usr/bin/python3; elsewhere, pip install paho-mqtt ({e})") from None
 
-from .errors import BrokerError
+from .errors import BrokerError, redact_url
 
 __all__ = ["PAHO_V2", "Security", "Connection", "ENV_PASSWORD"]
 
@@ -50,7 +50,7 @@ class Security:
     """How to log in: TLS files, user name and password (where it came from)."""
 
     username: str = ""
-    password: Optional[str] = None
+    password: Optional[str] = field(default=None, repr=False)
     password_from: str = ""
     ca_file: str = ""
     cert_file: str = ""
@@ -112,12 +112,12 @@ def parse_broker(url: str) -> Tuple[str, int, bool]:
     u = urllib.parse.urlsplit(url)
     scheme = u.scheme.lower()
     if scheme not in _TLS_SCHEMES | _PLAIN_SCHEMES or not u.hostname:
-        raise BrokerError(f"broker URL {url!r}: want tcp://HOST:PORT, or ssl://HOST:PORT for TLS")
+        raise BrokerError(f"broker URL {redact_url(url)!r}: want tcp://HOST:PORT, or ssl://HOST:PORT for TLS")
     tls = scheme in _TLS_SCHEMES
     try:
         port = u.port or (8883 if tls else 1883)
     except ValueError:
-        raise BrokerError(f"broker URL {url!r}: the port is not a number from 1 to 65535") from None
+        raise BrokerError(f"broker URL {redact_url(url)!r}: the port is not a number from 1 to 65535") from None
     return u.hostname, port, tls
 
 
@@ -248,7 +248,8 @@ class Connection:
     def __init__(self, broker: str, client_id: str, security: Security, subscriptions: List[str],
                  on_message: Callable[[str, bytes, bool], None], on_ready: Callable[[], None],
                  on_lost: Callable[[], None]) -> None:
-        self.broker = broker
+        #: The broker's URL as messages show it (no user info).
+        self.broker = redact_url(broker)
         self.security = security
         self.host, self.port, self.tls = parse_broker(broker)
         self._subs = subscriptions
@@ -374,7 +375,8 @@ class Connection:
 
     def publish(self, topic: str, payload: bytes) -> bool:
         """Publish with QoS 1, never retained; False if not connected now
-        (paho keeps the message and sends it once connected)."""
+        (paho keeps the message and sends it once connected: the client
+        does not publish while disconnected)."""
         info = self._paho.publish(topic, payload, qos=1, retain=False)
         return bool(info.rc == paho.MQTT_ERR_SUCCESS)
 

@@ -19,8 +19,25 @@ from .wire import Answer, Fence, InvalidCommand
 
 __all__ = [
     "FencegateError", "AnswerError", "StaleError", "OutputError", "RejectedError", "FailedError",
-    "Timeout", "BrokerError", "EtcdError", "AheadError", "LeaseLost", "KeyFileError", "InvalidCommand",
+    "Timeout", "BrokerError", "EtcdError", "AheadError", "LeaseLost", "KeyFileError", "InvalidCommand", "redact_url",
 ]
+
+
+def redact_url(url: str) -> str:
+    """``url`` as a message may show it: ``scheme://host:port``, without the
+    user info (``user:password@``), path or query; each URL of a comma list.
+
+    Messages end up in logs and terminals, where a password must not.
+    """
+    def one(u: str) -> str:
+        scheme, sep, rest = u.strip().partition("://")
+        if not sep:
+            scheme, rest = "", scheme
+        authority = rest
+        for end in "/?#":
+            authority = authority.split(end, 1)[0]
+        return scheme + sep + authority.rpartition("@")[2]
+    return ",".join(one(u) for u in url.split(","))
 
 
 class FencegateError(Exception):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
 import threading
@@ -9,13 +11,15 @@ import time
 import unittest
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # fakes.py
 
 from fencegate import Answer, Client, Command, Heartbeat, LeaseLost, Seq, StaleError, Timeout
+from fencegate.cli import main
 from fencegate.lease import Etcd, Lease
-from fakes import offline_client
+from fakes import RecordingConnection, offline_client
 
 
 def answer_for(c: Command, outcome: str = "applied", **kw: Any) -> bytes:
@@ -120,6 +124,44 @@ class TestResend(unittest.TestCase):
             self.cl.send(Command("pump", 7, 2, "on"), lease=lease)
         self.assertEqual(len(self.conn.published), 1)
 
+    def test_reconnect_during_the_publish_resends(self) -> None:
+        cl, conn = offline_client(resend=30)
+        conn.gateway = lambda t, p: cl._ready() if len(conn.published) == 1 else None  # reconnected meanwhile
+        c = Command("pump", 7, 1, "on", id="r-6")
+        s = Sender(cl, c, timeout=5)
+        self.assertTrue(conn.wait_published(2, 2), "a reconnect during the publish did not resend at once")
+        cl._message(cl.reply, answer_for(c), False)
+        s.join()
+        self.assertIsNone(s.error)
+
+    def test_nothing_published_while_disconnected(self) -> None:
+        cl, conn = offline_client(resend=0.1)
+        lease = Lease(Etcd("http://127.0.0.1:1"), "1", 10, "gw", "pump")
+        lease.token = 7
+        conn.connected = False
+        c = Command("pump", 7, 1, "on", id="r-7")
+        s = Sender(cl, c, timeout=5, lease=lease)
+        time.sleep(0.5)
+        self.assertEqual(conn.published, [], "published while disconnected (paho would send it after the reconnect)")
+        conn.connected = True
+        cl._ready()  # the reconnect resends
+        self.assertTrue(conn.wait_published(1, 2))
+        cl._message(cl.reply, answer_for(c), False)
+        s.join()
+        self.assertIsNone(s.error)
+
+        # Lost while disconnected: nothing is published at the reconnect either.
+        conn.published.clear()
+        conn.connected = False
+        s = Sender(cl, Command("pump", 7, 2, "off", id="r-8"), timeout=5, lease=lease)
+        time.sleep(0.3)
+        lease._set_lost("revoked")
+        conn.connected = True
+        cl._ready()
+        s.join()
+        self.assertIsInstance(s.error, LeaseLost)
+        self.assertEqual(conn.published, [])
+
     def test_ids(self) -> None:
         c, payload = self.cl.prepare(Command("pump", 7))
         c2, _ = self.cl.prepare(Command("pump", 7))
@@ -136,6 +178,51 @@ class TestResend(unittest.TestCase):
         with self.assertRaises(Exception) as cm:
             cl.scope("pmup", timeout=0.1)
         self.assertIn("no actuator 'pmup' on gateway 'gw'; its actuators are fan", str(cm.exception))
+
+
+class TestCLI(unittest.TestCase):
+    """python3 -m fencegate send --etcd, on a RecordingConnection and a lease the test plays."""
+
+    def send(self, lost_at_grant: bool, *args: str) -> Tuple[int, str, RecordingConnection]:
+        conn = RecordingConnection()
+        lease = Lease(Etcd("http://127.0.0.1:1"), "1", 10, "gw", "pump")
+        lease.token = 7
+        lease.release = lambda: None  # type: ignore[assignment]
+        if lost_at_grant:
+            lease._set_lost("expired while stopped")
+
+        def connection(*a: Any) -> RecordingConnection:
+            on_message, on_ready = a[4], a[5]
+
+            def open_(timeout: float) -> None:  # the gateway's retained state comes at once
+                on_message("fencegate/gw/pump/state",
+                           b'{"actuator":"pump","scope":"pump","state":"off","fence":{"token":3,"seq":0}}', True)
+            conn.open = open_  # type: ignore[assignment]
+
+            def gateway(topic: str, payload: bytes) -> None:
+                # Lost at once, and the client reconnects: a resend would go out now.
+                lease._set_lost("revoked")
+                threading.Timer(0.05, on_ready).start()
+            conn.gateway = gateway
+            return conn
+
+        err = io.StringIO()
+        with mock.patch("fencegate.client.Connection", connection), mock.patch("fencegate.cli.acquire", lambda *a, **k: lease), \
+                mock.patch("fencegate.cli.os.kill"), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            code = main(["send", "--gateway", "gw", "--actuator", "pump", "--etcd", "http://127.0.0.1:1", "--timeout", "1", *args, "on"])
+        return code, err.getvalue(), conn
+
+    def test_not_resent_after_the_lease_is_lost(self) -> None:
+        code, err, conn = self.send(False)
+        self.assertEqual(code, 1, err)
+        self.assertEqual(len(conn.published), 1, "published again after the lease was lost")
+        self.assertIn("the lease was lost meanwhile", err)
+
+    def test_stop_after_grant_sends_without_the_lease(self) -> None:
+        # The pause test: the gateway's fence, not the client, must refuse it.
+        code, err, conn = self.send(True, "--stop-after-grant")
+        self.assertEqual(code, 1, err)
+        self.assertGreaterEqual(len(conn.published), 1, err)
 
 
 class TestHeartbeat(unittest.TestCase):

@@ -11,12 +11,14 @@ import sys
 import tempfile
 import unittest
 from pathlib import Path
-from typing import List, Tuple
+from typing import Callable, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
 
 from fencegate import BrokerError, Client, EtcdError, KeyFileError, Signer, acquire  # noqa: E402
 from fencegate.cli import EXIT_OTHER, EXIT_USAGE, main  # noqa: E402
+from fencegate.connection import Security  # noqa: E402
+from fencegate.errors import redact_url  # noqa: E402
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 
@@ -66,6 +68,40 @@ def run_main(*args: str) -> Tuple[int, str, str]:
         except SystemExit as e:  # argparse's --help and usage errors
             code = int(e.code or 0)
     return code, out.getvalue(), err.getvalue()
+
+
+class TestSecrets(unittest.TestCase):
+    """A password in a URL or a Security never shows in a message or a repr."""
+
+    def test_redact_url(self) -> None:
+        for url, want in [("http://root:s3cret@127.0.0.1:2379", "http://127.0.0.1:2379"),
+                          ("tcp://u:s3cret@[::1]:1883/x?password=s3cret", "tcp://[::1]:1883"),
+                          ("http://a:1,https://root:s3cret@b:2", "http://a:1,https://b:2"),
+                          ("root:s3cret@127.0.0.1:1", "127.0.0.1:1"), ("tcp://host:1883", "tcp://host:1883")]:
+            with self.subTest(url=url):
+                self.assertEqual(redact_url(url), want)
+
+    def test_messages(self) -> None:
+        cases: List[Tuple[str, Callable[[], object], str]] = [
+                ("etcd", lambda: acquire("http://root:s3cret@127.0.0.1:1", "gw", "pump"), "http://127.0.0.1:1"),
+                ("etcd URL", lambda: acquire("root:s3cret@127.0.0.1:1", "gw", "pump"), "127.0.0.1:1"),
+                ("broker", lambda: Client("tcp://u:s3cret@127.0.0.1:1", "gw"), "connect tcp://127.0.0.1:1: connection refused"),
+                ("broker port", lambda: Client("tcp://u:s3cret@127.0.0.1:99999", "gw"), "tcp://127.0.0.1:99999"),
+                ("broker scheme", lambda: Client("foo://u:s3cret@x", "gw"), "foo://x")]
+        for what, call, want in cases:
+            with self.subTest(what=what), self.assertRaises((EtcdError, BrokerError)) as cm:
+                call()
+            self.assertIn(want, str(cm.exception))
+            self.assertNotIn("s3cret", str(cm.exception))
+        code, out, err = run_main("send", "--gateway", "gw", "--actuator", "pump", "--broker", "tcp://u:s3cret@127.0.0.1:1",
+                                  "--token", "1", "on")
+        self.assertEqual(code, EXIT_OTHER, err)
+        self.assertNotIn("s3cret", out + err)
+
+    def test_security_repr(self) -> None:
+        s = Security.build("u", "s3cret", None, None, None, None)
+        self.assertEqual(s.password, "s3cret")
+        self.assertNotIn("s3cret", repr(s))
 
 
 class TestUsage(unittest.TestCase):

@@ -204,6 +204,56 @@ class TestGateway(unittest.TestCase):
         return [base64.b64decode(kv["key"]) for kv in kvs]
 
 
+@unittest.skipUnless(ETCD, "set FENCEGATE_TEST_ETCD")
+class TestLeaseWaiting(unittest.TestCase):
+    def test_waiting_lease_lost_queues_again(self) -> None:
+        """The lease of a waiter's key is revoked (as etcd does when renewals
+        cannot reach it for a TTL): acquire queues again behind a new key,
+        and is granted once the holder lets go, above the holder's token."""
+        gw, scope = f"py-gw-{RUN}", "requeue"
+        etcd = Etcd(ETCD)
+        prefix = (lock_name(gw, scope) + "/").encode()
+
+        def keys() -> List[Dict[str, Any]]:
+            end = prefix[:-1] + bytes([prefix[-1] + 1])
+            return etcd.call("kv/range", {"key": base64.b64encode(prefix).decode(),
+                                          "range_end": base64.b64encode(end).decode()}).get("kvs") or []
+
+        def wait_keys(n: int, within: float) -> List[Dict[str, Any]]:
+            end = time.monotonic() + within
+            while len(ks := keys()) < n:
+                self.assertLess(time.monotonic(), end, f"fewer than {n} lock keys after {within}s: {ks}")
+                time.sleep(0.02)
+            return ks
+
+        a = acquire(etcd, gw, scope, ttl=3, wait=WAIT)
+        self.addCleanup(a.release)
+        got: List[Any] = []
+        t = threading.Thread(target=lambda: got.append(_try(lambda: acquire(etcd, gw, scope, ttl=3, wait=WAIT))))
+        t.start()
+        waiting = [kv for kv in wait_keys(2, 10) if base64.b64decode(kv["key"]) != a.key]
+        etcd.call("lease/revoke", {"ID": waiting[0]["lease"]})
+        self.assertEqual(len(keys()), 1)
+        requeued = [kv for kv in wait_keys(2, 3 + 3) if base64.b64decode(kv["key"]) != a.key]
+        self.assertNotEqual(requeued[0]["lease"], waiting[0]["lease"])
+        self.assertEqual(got, [], "the waiter returned while the holder holds")
+        a.release()
+        t.join(10)
+        self.assertEqual(len(got), 1, "the waiter was not granted after the holder let go")
+        self.assertIsInstance(got[0], Lease, got)
+        self.addCleanup(got[0].release)
+        self.assertGreater(got[0].token, a.token)
+        self.assertEqual(got[0].id, requeued[0]["lease"])
+
+
+def _try(f: Any) -> Any:
+    """f(), or the exception it raised."""
+    try:
+        return f()
+    except Exception as e:  # noqa: BLE001 - handed to the test
+        return e
+
+
 @unittest.skipUnless(BROKER and GATEWAY_BIN, "set FENCEGATE_TEST_BROKER and FENCEGATE_TEST_GATEWAY_BIN")
 class TestGatewayRestart(unittest.TestCase):
     """A gateway of this test's own, stopped and started again."""
