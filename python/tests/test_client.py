@@ -19,14 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # fakes.py
 from fencegate import Answer, Client, Command, Heartbeat, LeaseLost, Seq, StaleError, Timeout
 from fencegate.cli import main
 from fencegate.lease import Etcd, Lease
-from fakes import RecordingConnection, offline_client
-
-
-def answer_for(c: Command, outcome: str = "applied", **kw: Any) -> bytes:
-    d: Dict[str, Any] = {"id": c.id, "actuator": c.actuator, "outcome": outcome, "token": c.token, "seq": c.seq,
-                         "fence": {"token": c.token, "seq": c.seq}, "state": c.state or "off"}
-    d.update(kw)
-    return json.dumps(d).encode()
+from fakes import RecordingConnection, answer_for, offline_client, scripted_gateway
 
 
 class Sender:
@@ -231,19 +224,8 @@ class TestHeartbeat(unittest.TestCase):
         """Heartbeats of lease token 9 against a gateway that answers the
         n-th command (from 1) stale at fences[n], applied if absent, and
         stale at fence 10/0 from the 4th on; returns once they stopped."""
-        cl, conn = offline_client()
-        lease = Lease(Etcd("http://127.0.0.1:1"), "1", 10, "gw", "pump")
-        lease.token = 9
-        sent: List[Dict[str, Any]] = []
-
-        def gateway(topic: str, payload: bytes) -> None:
-            c = json.loads(payload)
-            sent.append(c)
-            cmd = Command("pump", c["token"], c.get("seq", 0), id=c["id"])
-            fence = fences.get(len(sent), {"token": 10, "seq": 0} if len(sent) >= 4 else None)
-            cl._message(c["reply"], answer_for(cmd, "stale", fence=fence) if fence else answer_for(cmd), False)
-
-        conn.gateway = gateway
+        cl, lease, sent = scripted_gateway(
+            lambda n, _: fences.get(n, {"token": 10, "seq": 0} if n >= 4 else None))
         hb = Heartbeat(cl, lease, "pump", seq, every=0.05, holder="h",
                        on_error=errors.append if errors is not None else None).start()
         hb._thread.join(5)

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 import unittest
 from pathlib import Path
 from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # fakes.py, test_client.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # fakes.py
 
 from fencegate import Command, Seq  # noqa: E402
-from fencegate.lease import Etcd, Lease  # noqa: E402
-from fakes import offline_client  # noqa: E402
-from test_client import answer_for  # noqa: E402
+from fakes import scripted_gateway  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location(
     "example_controller", Path(__file__).resolve().parents[2] / "examples" / "python" / "controller.py")
@@ -30,19 +27,8 @@ class TestSend(unittest.TestCase):
         heartbeat of the holder's own raised to 9/5 just before c came: it
         answers the first command stale at 9/5, then applies what is above.
         Returns the commands published."""
-        cl, conn = offline_client()
-        lease = Lease(Etcd("http://127.0.0.1:1"), "1", 10, "gw", "pump")
-        lease.token = 9
-        sent: List[Dict[str, Any]] = []
-
-        def gateway(topic: str, payload: bytes) -> None:
-            d = json.loads(payload)
-            sent.append(d)
-            cmd = Command("pump", d["token"], d.get("seq", 0), d.get("state", ""), id=d["id"])
-            stale = len(sent) == 1 or d.get("seq", 0) <= 5
-            cl._message(d["reply"], answer_for(cmd, "stale", fence={"token": 9, "seq": 5}) if stale else answer_for(cmd), False)
-
-        conn.gateway = gateway
+        cl, lease, sent = scripted_gateway(
+            lambda n, d: {"token": 9, "seq": 5} if n == 1 or d.get("seq", 0) <= 5 else None)
         seq = Seq()
         with self.assertLogs("controller", "WARNING") as logs:
             controller.send(cl, lease, seq, Command("pump", 9, seq.next() if state else 0, state, holder="h"))
