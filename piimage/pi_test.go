@@ -255,22 +255,29 @@ func (p *pi) sshCmd(opts []string, command string) *exec.Cmd {
 	return exec.Command("ssh", args...)
 }
 
+// startSSH starts ssh -N with opts, for as long as the test runs (or it
+// is killed); done closes when it ends, out holds what it said.
+func (p *pi) startSSH(what string, opts ...string) (cmd *exec.Cmd, done chan struct{}, out *bytes.Buffer) {
+	cmd = p.sshCmd(append([]string{"-N"}, opts...), "")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out = new(bytes.Buffer)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("%s: %v", what, err)
+	}
+	done = make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	p.root.Cleanup(func() { cmd.Process.Kill(); <-done })
+	return cmd, done, out
+}
+
 // startMaster opens the boot's master connection, which the commands
 // share until stopMaster (a power cut or shutdown).
 func (p *pi) startMaster(ctx context.Context) {
 	p.stopMaster()
 	sock := filepath.Join(p.dir, fmt.Sprintf("ssh-%d", p.boots))
-	cmd := p.sshCmd([]string{"-N", "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-o", "ControlPath=" + sock,
-		"-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"}, "")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		p.t.Fatalf("ssh -M: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	p.root.Cleanup(func() { cmd.Process.Kill(); <-done })
+	cmd, done, out := p.startSSH("ssh -M", "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-o", "ControlPath="+sock,
+		"-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3")
 	for exec.Command("ssh", "-o", "ControlPath="+sock, "-O", "check", "root@127.0.0.1").Run() != nil {
 		select {
 		case <-ctx.Done():
@@ -372,17 +379,8 @@ func (p *pi) tunnel(ctx context.Context) {
 		p.tunnelCmd.Process.Kill()
 		<-p.tunnelDone
 	}
-	cmd := p.sshCmd([]string{"-N", "-o", "ExitOnForwardFailure=yes", "-L", fmt.Sprintf("127.0.0.1:%d:127.0.0.1:8080", p.api)}, "")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		p.t.Fatalf("ssh -L: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	cmd, exited, out := p.startSSH("ssh -L", "-o", "ExitOnForwardFailure=yes", "-L", fmt.Sprintf("127.0.0.1:%d:127.0.0.1:8080", p.api))
 	p.tunnelCmd, p.tunnelDone = cmd, exited
-	p.root.Cleanup(func() { cmd.Process.Kill(); <-exited })
 	for {
 		if resp, err := httpClient.Get(fmt.Sprintf("http://127.0.0.1:%d/api/status", p.api)); err == nil {
 			resp.Body.Close()
