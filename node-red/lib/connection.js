@@ -82,6 +82,7 @@ class GatewayConnection extends EventEmitter {
     this.status = '';
     this.states = new Map(); // actuator -> parsed retained state
     this.waiting = new Set(); // commands waiting for their answer
+    this.unacked = new Map(); // a command's publish the broker has not acknowledged (its callback) -> its MQTT message id, once known
     this.closed = false;
   }
 
@@ -93,6 +94,7 @@ class GatewayConnection extends EventEmitter {
     this.client.on('message', (topic, payload, packet) => this.receive(topic, payload, packet));
     this.client.on('error', (err) => this.setProblem(this.explainError(err)));
     this.client.on('close', () => {
+      this.learnIds(); // before a reconnect's replay hides the callbacks
       if (this.ready) this.setProblem(`lost the connection to the broker ${explain.hostPort(this.url)}; reconnecting`);
       this.ready = false;
     });
@@ -206,11 +208,13 @@ class GatewayConnection extends EventEmitter {
   }
 
   // prepare returns command c normalized (wire.normalize; it throws a
-  // wire.CommandError for a command that must not be sent), with an id
-  // (a unique one if c has none), signed if this connection signs.
+  // wire.CommandError for a command that must not be sent, its payload
+  // over the gateway's limit too), with an id (a unique one if c has
+  // none), signed if this connection signs.
   prepare(c) {
     let n = wire.normalize({ ...c, id: c.id || this.idPrefix + ++this.ids });
     if (this.signingKey) n = sign.sign(this.signingKey, this.signer, this.gateway, n);
+    wire.encodeChecked(n, this.reply);
     return n;
   }
 
@@ -220,28 +224,57 @@ class GatewayConnection extends EventEmitter {
   // unchanged, after 1 s, the wait doubling up to 8 s, and at once when the
   // gateway comes online or this connection has reconnected, as long as
   // mayResend() says so; it rejects with a TimeoutError after timeoutMs.
-  send(n, { timeoutMs = 30000, mayResend = () => true } = {}) {
-    const payload = wire.encodeRequest(n, this.reply);
+  //
+  // MQTT.js keeps every QoS 1 publish the broker has not acknowledged and
+  // publishes it again on each reconnect, asking no one. So when the
+  // command is given up (answered, timed out, closed), when mayResend()
+  // says no, or when withdraw (an AbortSignal: its lease is lost) aborts,
+  // its unacknowledged publishes are taken out of MQTT.js's store: a
+  // command is never published after its lease is lost. The answer is
+  // still awaited after withdraw: a publish that went out may be decided.
+  send(n, { timeoutMs = 30000, mayResend = () => true, withdraw } = {}) {
+    let payload;
+    try {
+      payload = wire.encodeChecked(n, this.reply);
+    } catch (e) {
+      return Promise.reject(e);
+    }
     const topic = this.topics.set(n.actuator);
     return new Promise((resolve, reject) => {
       let interval = RESEND_MS;
       let timer;
+      let withdrawn = false;
       const w = { command: n };
+      const pending = new Set(); // this command's publishes not yet acknowledged (their callbacks)
+      const allowed = () => !withdrawn && mayResend();
+      const takeBack = () => {
+        clearTimeout(timer);
+        this.withdraw(pending);
+      };
       const publish = () => {
-        if (this.ready) this.client.publish(topic, payload, { qos: 1, retain: false }, () => {});
+        if (this.ready) this.publishOnce(topic, payload, pending);
       };
       const schedule = () => {
         clearTimeout(timer);
         timer = setTimeout(() => {
           interval = Math.min(2 * interval, MAX_RESEND_MS);
-          if (mayResend()) publish();
+          if (!allowed()) {
+            takeBack();
+            return;
+          }
+          publish();
           schedule();
         }, interval);
       };
+      const onWithdraw = () => {
+        withdrawn = true;
+        takeBack();
+      };
       const finish = () => {
         this.waiting.delete(w);
-        clearTimeout(timer);
         clearTimeout(deadline);
+        if (withdraw) withdraw.removeEventListener('abort', onWithdraw);
+        takeBack();
       };
       w.answered = (a) => {
         finish();
@@ -252,7 +285,10 @@ class GatewayConnection extends EventEmitter {
         reject(new ClosedError(`the connection to gateway ${this.gateway} was closed before the answer came`));
       };
       w.retry = () => {
-        if (!mayResend()) return;
+        if (!allowed()) {
+          takeBack();
+          return;
+        }
         interval = RESEND_MS;
         publish();
         schedule();
@@ -262,9 +298,67 @@ class GatewayConnection extends EventEmitter {
         reject(new TimeoutError(this.unanswered(timeoutMs)));
       }, timeoutMs);
       this.waiting.add(w);
-      publish();
-      schedule();
+      if (withdraw) {
+        if (withdraw.aborted) withdrawn = true;
+        else withdraw.addEventListener('abort', onWithdraw, { once: true });
+      }
+      if (!withdrawn) {
+        publish();
+        schedule();
+      }
     });
+  }
+
+  // publishOnce publishes a command's payload (QoS 1, not retained) and
+  // keeps the publish, by its callback, in pending and this.unacked until
+  // the broker acknowledges it (or it is withdrawn).
+  publishOnce(topic, payload, pending) {
+    const done = () => {
+      pending.delete(done);
+      this.unacked.delete(done);
+    };
+    pending.add(done);
+    this.unacked.set(done, undefined);
+    this.client.publish(topic, payload, { qos: 1, retain: false }, done);
+    this.learnIds();
+  }
+
+  // learnIds finds the MQTT message ids of the unacknowledged publishes
+  // in MQTT.js's outgoing table, by their callbacks: MQTT.js gives the id
+  // only there, and replaces the callbacks there when it replays its store
+  // on a reconnect. (A publish MQTT.js holds back while it replays has no
+  // id yet.)
+  learnIds() {
+    const c = this.client;
+    if (!c || ![...this.unacked.values()].includes(undefined)) return;
+    for (const id of Object.keys(c.outgoing || {})) {
+      const o = c.outgoing[id];
+      if (o && this.unacked.get(o.cb) === undefined && this.unacked.has(o.cb)) this.unacked.set(o.cb, Number(id));
+    }
+  }
+
+  // withdraw takes the publishes in pending out of MQTT.js: those it holds
+  // unacknowledged in its outgoing store (which it would publish again on
+  // reconnect) and those it holds back while it replays its store.
+  withdraw(pending) {
+    const c = this.client;
+    if (!c || pending.size === 0) return;
+    this.learnIds();
+    for (const cb of [...pending]) {
+      const id = this.unacked.get(cb);
+      if (id !== undefined && c.outgoing && c.outgoing[id]) c.removeOutgoingMessage(id); // calls cb
+    }
+    const q = c._storeProcessingQueue;
+    if (Array.isArray(q)) {
+      for (let i = q.length - 1; i >= 0; i--) {
+        if (pending.has(q[i].callback)) {
+          const [e] = q.splice(i, 1);
+          e.callback(new Error('withdrawn'));
+        }
+      }
+    }
+    for (const cb of pending) this.unacked.delete(cb); // acknowledged meanwhile, or gone with a closed client
+    pending.clear();
   }
 
   // unanswered says why a command may have gone unanswered: while the

@@ -25,8 +25,9 @@ class LostError extends Error {
 
 // Lease is a held lock: token (BigInt), key, id (the etcd lease, a decimal
 // string). It emits 'lost' (with a reason) once if etcd says the lease is
-// gone, or no keep-alive was answered for the TTL; from then on its holder
-// must not send under its token. release() lets it go.
+// gone, or once the TTL has passed since the last answered keep-alive was
+// sent (see Keeper); from then on its holder must not send under its
+// token, and lost says so. release() lets it go.
 class Lease extends EventEmitter {
   constructor(etcd, keeper, key, token) {
     super();
@@ -70,32 +71,59 @@ async function revoke(etcd, id) {
 }
 
 // Keeper keeps a lease alive: a keep-alive every ttl/3 seconds. The lease
-// is lost when etcd answers that it is gone (no TTL, or TTL <= 0), or when
-// no keep-alive was answered for ttl seconds since the last one that was
-// (as Go's client decides: etcd may have let it expire meanwhile).
+// counts as lost once etcd answers that it is gone (no TTL, or TTL <= 0),
+// or as soon as the time is past its deadline: the send time of the last
+// keep-alive answered (or of the grant) plus the TTL etcd gave. etcd may
+// have let it expire by then, so no command may go out under it (Go's
+// client decides the same, from the keep-alives' send times). lost checks
+// the deadline each time it is read, and a timer checks it at the
+// deadline itself; onLost is called once, with the reason.
 class Keeper {
-  constructor(etcd, id, ttl, now = Date.now) {
+  // sent is when the grant was requested (now()'s clock).
+  constructor(etcd, id, ttl, { now = monotonic, sent = now() } = {}) {
     this.etcd = etcd;
     this.id = id;
     this.ttlMs = ttl * 1000;
     this.now = now;
-    this.lost = false;
+    this.isLost = false;
     this.lostWhy = '';
     this.onLost = () => {};
-    this.deadline = now() + this.ttlMs;
     this.stopped = false;
+    this.lastError = '';
+    this.deadline = sent + this.ttlMs;
+    this.armDeadline();
     this.timer = setInterval(() => this.tick(), Math.max(500, Math.floor(this.ttlMs / 3)));
     this.timer.unref();
+  }
+
+  get lost() {
+    this.checkDeadline();
+    return this.isLost;
+  }
+
+  checkDeadline() {
+    if (!this.isLost && !this.stopped && this.now() > this.deadline) {
+      this.lose(`no keep-alive answered within ${this.ttlMs / 1000}s of its sending${this.lastError ? `: ${this.lastError}` : ''}`);
+    }
+  }
+
+  // armDeadline sets the timer that checks the deadline when it comes.
+  armDeadline() {
+    clearTimeout(this.deadlineTimer);
+    if (this.stopped) return;
+    this.deadlineTimer = setTimeout(() => this.checkDeadline(), Math.max(0, Math.ceil(this.deadline - this.now())) + 1);
+    this.deadlineTimer.unref();
   }
 
   stop() {
     this.stopped = true;
     clearInterval(this.timer);
+    clearTimeout(this.deadlineTimer);
   }
 
   lose(why) {
-    if (this.lost || this.stopped) return;
-    this.lost = true;
+    if (this.isLost || this.stopped) return;
+    this.isLost = true;
     this.lostWhy = why;
     this.stop();
     this.onLost(why);
@@ -103,10 +131,7 @@ class Keeper {
 
   async tick() {
     if (this.stopped || this.busy) return;
-    if (this.now() > this.deadline) {
-      this.lose(`no keep-alive answered for ${this.ttlMs / 1000}s`);
-      return;
-    }
+    if (this.lost) return;
     this.busy = true;
     const sent = this.now();
     try {
@@ -114,15 +139,20 @@ class Keeper {
       const r = a.result || a;
       if (!r.TTL || Number(r.TTL) <= 0) {
         this.lose('etcd says the lease is gone (expired or revoked)');
-      } else {
+      } else if (!this.lost && sent + Number(r.TTL) * 1000 > this.deadline) {
         this.deadline = sent + Number(r.TTL) * 1000;
+        this.armDeadline();
       }
     } catch (e) {
-      if (this.now() > this.deadline) this.lose(`no keep-alive answered for ${this.ttlMs / 1000}s: ${e.message}`);
+      this.lastError = e.message; // the deadline decides; this says why it passed
     } finally {
       this.busy = false;
     }
   }
+}
+
+function monotonic() {
+  return performance.now();
 }
 
 // acquire waits for the lock of gateway's scope and returns its Lease.
@@ -138,9 +168,10 @@ async function acquire(etcd, { gateway, scope, ttl = 10, signal, onWaiting } = {
   }
   for (;;) {
     if (signal && signal.aborted) throw abortError();
+    const sent = monotonic();
     const g = await etcd.call('/v3/lease/grant', { TTL: ttl }, { signal });
     if (!g.ID) throw new EtcdError('etcd granted no lease (no ID in its answer)');
-    const keeper = new Keeper(etcd, String(g.ID), Number(g.TTL) || ttl);
+    const keeper = new Keeper(etcd, String(g.ID), Number(g.TTL) || ttl, { sent });
     const waiting = new AbortController();
     const onAbort = () => waiting.abort();
     if (signal) signal.addEventListener('abort', onAbort, { once: true });

@@ -12,6 +12,7 @@ const MAX_TOKEN = (1n << 63n) - 1n;
 const MAX_SEQ = MAX_TOKEN;
 const MAX_TEXT = 128; // bytes of an id, holder or signer
 const MAX_PULSE_MS = 600000;
+const MAX_PAYLOAD = 1024; // bytes of a command's payload the gateway takes (Go's wire.MaxPayload)
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 const OUTCOMES = ['applied', 'duplicate', 'stale', 'rejected', 'failed'];
@@ -144,6 +145,19 @@ function encodeRequest(c, reply) {
   return s + '}';
 }
 
+// encodeChecked is encodeRequest for a command about to be published: it
+// throws a CommandError for a payload over MAX_PAYLOAD bytes, which the
+// gateway would reject unread (as Go's wire.EncodeChecked and Python's
+// prepare refuse it).
+function encodeChecked(c, reply) {
+  const payload = encodeRequest(c, reply);
+  const n = Buffer.byteLength(payload, 'utf8');
+  if (n > MAX_PAYLOAD) {
+    throw new CommandError('payload', `the command is ${n} bytes; the gateway takes at most ${MAX_PAYLOAD} (shorten msg.commandId, the holder or the signer)`);
+  }
+  return payload;
+}
+
 function isPair(f) {
   return f !== null && typeof f === 'object' && typeof f.token === 'bigint' && typeof f.seq === 'bigint';
 }
@@ -266,7 +280,7 @@ function comparePairs(a, b) {
 }
 
 module.exports = {
-  DEFAULT_PREFIX, MAX_TOKEN, MAX_SEQ, MAX_TEXT, MAX_PULSE_MS, NAME, OUTCOMES,
-  CommandError, topics, toBig, normalize, asks, encodeRequest, parseAnswer, parseState,
+  DEFAULT_PREFIX, MAX_TOKEN, MAX_SEQ, MAX_TEXT, MAX_PULSE_MS, MAX_PAYLOAD, NAME, OUTCOMES,
+  CommandError, topics, toBig, normalize, asks, encodeRequest, encodeChecked, parseAnswer, parseState,
   answers, action, decide, outputAsAsked, pairString, comparePairs,
 };

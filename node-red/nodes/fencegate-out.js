@@ -3,8 +3,9 @@
 // fencegate-out: a fenced output for one actuator. It takes the lease of
 // the actuator's fence scope from etcd (waiting in the lock's queue: a
 // second Node-RED, or any other controller of the scope, is a standby),
-// keeps it alive, and while it holds it sends each message as a command
-// under the lease's token, with the next seq. See ../README.md.
+// keeps it alive, and while it holds it raises the fence (a fence-only
+// command, seq 0) and then sends each message as a command under the
+// lease's token, with the next seq. See ../README.md.
 
 const os = require('node:os');
 const wire = require('../lib/wire');
@@ -44,15 +45,19 @@ module.exports = function (RED) {
     node.actuator = (n.actuator || '').trim();
     node.holder = (n.holder || '').trim() || `node-red@${os.hostname()}`;
     node.timeoutMs = (Number(n.timeout) > 0 ? Number(n.timeout) : 30) * 1000;
+    node.maxAgeMs = (Number(n.maxAge) > 0 ? Number(n.maxAge) : 0) * 1000; // 0: a kept message waits as long as it takes
     // afterGrant, if a test sets it, is called with {token, scope, key,
     // lease} (the lock key, the etcd lease id) after each grant, before the
     // first command under it. Undefined in production.
     node.afterGrant = undefined;
 
     const config = RED.nodes.getNode(n.gateway);
-    const queue = []; // messages not yet sent: {msg, send, done, cmd}
+    const queue = []; // messages not yet sent: {msg, send, done, cmd, at}
     const stop = new AbortController(); // aborted on close
-    let lease = null; // the lease held, while commands may be sent under it
+    // lease is the lease held, while commands may be sent under it; it
+    // carries fenced (its fence-only command was applied) and withdraw
+    // (aborted when the holding ends: nothing is published under it after).
+    let lease = null;
     let scope = '';
     let seq = 0n;
     let busy = false; // a command is waiting for its answer
@@ -111,20 +116,31 @@ module.exports = function (RED) {
         done(e);
         return;
       }
-      queue.push({ msg, send, done, cmd });
+      queue.push({ msg, send, done, cmd, at: Date.now() });
       if (!lease) supersede();
       pump();
     });
 
-    // pump sends the next queued message if a lease is held and no command
-    // waits for its answer. Until the command is published it runs without
-    // a pause (no await): a test that stops the process in afterGrant sees
-    // the command go out at once when it continues.
+    // pump raises the fence of a new lease, or sends the next queued
+    // message, if a lease is held and no command waits for its answer.
+    // Until the command is published it runs without a pause (no await): a
+    // test that stops the process in afterGrant sees the command go out at
+    // once when it continues.
     function pump(afterGrant) {
-      if (busy || !lease || queue.length === 0 || stop.signal.aborted) return;
-      if (lease.lost && !afterGrant) return;
-      const item = queue.shift();
+      if (busy || !lease || stop.signal.aborted) return;
+      if (lease.lost && !afterGrant) return; // lost reads the lease's deadline now
       const held = lease;
+      if (!held.fenced) {
+        raiseFence(held, afterGrant);
+        return;
+      }
+      if (queue.length === 0) return;
+      const item = queue.shift();
+      if (node.maxAgeMs > 0 && Date.now() - item.at > node.maxAgeMs) {
+        out(item, { outcome: 'dropped', error: `kept ${Math.round((Date.now() - item.at) / 1000)} s waiting for the lease, longer than max age ${node.maxAgeMs / 1000} s: not sent` });
+        pump();
+        return;
+      }
       let c;
       try {
         c = conn.prepare({
@@ -132,6 +148,7 @@ module.exports = function (RED) {
           token: held.token, seq, holder: node.holder, ...item.cmd,
         });
       } catch (e) {
+        status('red', 'ring', `refused before sending: ${e.message}`);
         item.done(e);
         pump();
         return;
@@ -140,7 +157,7 @@ module.exports = function (RED) {
       busy = true;
       const asked = c.pulseMs > 0n ? `pulse ${c.pulseMs} ms` : c.reset ? 'reset' : c.state;
       status('green', 'ring', `token ${held.token}: sending ${asked}`);
-      conn.send(c, { timeoutMs: node.timeoutMs, mayResend: () => lease === held && !held.lost && !stop.signal.aborted })
+      conn.send(c, { timeoutMs: node.timeoutMs, mayResend: () => mayResend(held), withdraw: held.withdraw.signal })
         .then((a) => answered(item, c, held, a), (e) => unanswered(item, c, e))
         .catch((e) => node.error(`${node.actuator}: ${e.message}`, item.msg))
         .finally(() => {
@@ -149,7 +166,77 @@ module.exports = function (RED) {
         });
     }
 
-    async function answered(item, c, held, a) {
+    const mayResend = (held) => lease === held && !held.lost && !stop.signal.aborted;
+
+    // raiseFence sends the fence-only command {token, seq 0} of a new lease
+    // before any message, so that the gateway refuses every older
+    // holder's command, queued or late, from then on (docs/protocol.md,
+    // "Raise the fence first"); the messages go from seq 1. Applied: the
+    // messages go. Stale: a newer holder has the scope; the messages
+    // waiting go out with that answer, unsent, and the lease is acquired
+    // again, as after any stale answer. Any other answer, or none: the
+    // fence is not known to be raised, the messages waiting go out with
+    // that outcome, unsent, and the next message tries the fence again.
+    // afterGrant (a test's pause after the grant) lets the command go out
+    // even if the lease was lost meanwhile: the gateway must refuse it.
+    function raiseFence(held, afterGrant) {
+      let c;
+      try {
+        c = conn.prepare({ actuator: node.actuator, token: held.token, seq: 0n, holder: node.holder });
+      } catch (e) {
+        status('red', 'ring', `refused before sending: ${e.message}`);
+        node.error(`${node.actuator}: the fence-only command under token ${held.token}: ${e.message}`);
+        for (const item of queue.splice(0)) item.done(e);
+        return;
+      }
+      busy = true;
+      status('green', 'ring', `token ${held.token}: raising the fence`);
+      conn.send(c, { timeoutMs: node.timeoutMs, mayResend: () => mayResend(held), withdraw: afterGrant ? undefined : held.withdraw.signal })
+        .then((a) => fenceAnswered(c, held, a), (e) => fenceUnanswered(c, e))
+        .catch((e) => node.error(`${node.actuator}: ${e.message}`))
+        .finally(() => {
+          busy = false;
+          pump();
+        });
+    }
+
+    async function fenceAnswered(c, held, a) {
+      const act = wire.decide(c, a).action;
+      if (act === 'done' || act === 'reread') {
+        held.fenced = true;
+        if (lease === held) seq = 1n;
+        ahead = '';
+        status('green', 'dot', `token ${c.token}: holding the lease, fence raised`);
+        return;
+      }
+      const waiting = queue.splice(0);
+      const fields = answerFields(c, a);
+      if (act === 'reacquire') {
+        await staleAnswer(c, held, a, fields, waiting);
+        return;
+      }
+      const text = `${a.outcome}${a.reason ? ` (${a.reason})` : ''}: ${a.error || 'no reason given'}`;
+      status('red', 'ring', `fence-only command ${text}`);
+      node.warn(`${node.actuator}: the fence-only command under token ${c.token} was ${text}; the messages waiting are not sent`);
+      fields.error = `not sent: the fence-only command under token ${c.token} before it was ${text}`;
+      for (const item of waiting) out(item, { ...fields });
+    }
+
+    function fenceUnanswered(c, e) {
+      const waiting = queue.splice(0);
+      if (stop.signal.aborted) {
+        for (const item of waiting) item.done();
+        return;
+      }
+      const text = e instanceof TimeoutError ? e.message : `cannot send: ${e.message}`;
+      status('red', 'ring', `fence-only command: ${text}`);
+      node.warn(`${node.actuator}: the fence-only command under token ${c.token}: ${text}; the messages waiting are not sent`);
+      for (const item of waiting) {
+        out(item, { outcome: 'timeout', error: `not sent: the fence-only command under token ${c.token} before it: ${text}`, token: String(c.token) });
+      }
+    }
+
+    function answerFields(c, a) {
       const fields = {
         outcome: a.outcome, reason: a.reason, fence: wire.pairString(a.fence), state: a.state, token: String(c.token),
         answer: { outcome: a.outcome, reason: a.reason, fence: wire.pairString(a.fence), state: a.state, error: a.error },
@@ -157,6 +244,32 @@ module.exports = function (RED) {
       if (a.actual) fields.actual = a.actual;
       if (a.pulse) fields.pulse = a.pulse;
       if (a.error) fields.error = a.error;
+      return fields;
+    }
+
+    // staleAnswer stops acting under the stale token now, rereads the
+    // state, sends items on with the answer and the reread state (the
+    // lease is acquired again meanwhile), and says so if the fence is
+    // above everything etcd has issued.
+    async function staleAnswer(c, held, a, fields, items) {
+      if (lease === held && endLease) endLease('stale');
+      status('red', 'ring', `stale: fence ${a.fence.token}${a.state ? ` (${a.state})` : ''}`);
+      let reread;
+      try {
+        reread = await conn.waitState(node.actuator, (s) => wire.comparePairs(s.fence, a.fence) >= 0, { timeoutMs: REREAD_MS, signal: stop.signal });
+      } catch (e) {
+        reread = undefined;
+      }
+      if (reread) {
+        fields.state = reread.state;
+        fields.reread = { state: reread.state, fence: wire.pairString(reread.fence) };
+      }
+      for (const item of items) out(item, { ...fields });
+      await aheadOfEtcd(a.fence.token);
+    }
+
+    async function answered(item, c, held, a) {
+      const fields = answerFields(c, a);
       switch (wire.decide(c, a).action) {
         case 'done': {
           ahead = '';
@@ -175,25 +288,11 @@ module.exports = function (RED) {
           out(item, fields);
           return;
         }
-        case 'reacquire': {
+        case 'reacquire':
           // Stop acting under this token now; the answer goes out once
           // the state is reread, and the lease is acquired again.
-          if (lease === held && endLease) endLease('stale');
-          status('red', 'ring', `stale: fence ${a.fence.token}${a.state ? ` (${a.state})` : ''}`);
-          let reread;
-          try {
-            reread = await conn.waitState(node.actuator, (s) => wire.comparePairs(s.fence, a.fence) >= 0, { timeoutMs: REREAD_MS, signal: stop.signal });
-          } catch (e) {
-            reread = undefined;
-          }
-          if (reread) {
-            fields.state = reread.state;
-            fields.reread = { state: reread.state, fence: wire.pairString(reread.fence) };
-          }
-          out(item, fields);
-          await aheadOfEtcd(a.fence.token);
+          await staleAnswer(c, held, a, fields, [item]);
           return;
-        }
         case 'report':
           status('red', 'ring', `${a.outcome}: ${a.reason || a.error}`);
           node.warn(`${node.actuator}: command ${a.outcome} (${a.reason}): ${a.error}`);
@@ -258,6 +357,7 @@ module.exports = function (RED) {
       }
       scope = s.scope;
       let backoff = 1000;
+      let staleBackoff = 1000; // after a holding whose fence-only command was stale
       let lastError = '';
       while (!stop.signal.aborted) {
         status('yellow', 'ring', 'waiting for lease');
@@ -283,13 +383,16 @@ module.exports = function (RED) {
         const ended = new Promise((resolve) => {
           endLease = resolve;
         });
+        held.fenced = false;
+        held.withdraw = new AbortController();
         held.once('lost', (why) => {
+          held.withdraw.abort();
           status('red', 'ring', 'lease lost');
           node.warn(`${node.actuator}: lease of scope ${scope} lost (${why}); no command is sent under token ${held.token}`);
           if (endLease) endLease('lost');
         });
         lease = held;
-        seq = 0n;
+        seq = 0n; // the fence-only command's; the messages' go from 1
         if (ahead) status('red', 'ring', `token ${held.token}: ${ahead}`);
         else status('green', 'dot', `token ${held.token}: holding the lease`);
         if (typeof node.afterGrant === 'function') {
@@ -298,11 +401,20 @@ module.exports = function (RED) {
         } else {
           pump();
         }
-        await Promise.race([ended, aborted(stop.signal)]);
+        const why = await Promise.race([ended, aborted(stop.signal)]);
+        held.withdraw.abort();
         lease = null;
         endLease = null;
         supersede();
         await held.release().catch((e) => node.warn(`${node.actuator}: release the lease of scope ${scope}: ${e.message}`));
+        // A fence no grant passes (one above every revision of this etcd)
+        // answers every fence-only command stale: wait before the next.
+        if (why === 'stale' && !held.fenced) {
+          await sleep(staleBackoff, stop.signal);
+          staleBackoff = Math.min(2 * staleBackoff, MAX_BACKOFF_MS);
+        } else {
+          staleBackoff = 1000;
+        }
       }
     }
 

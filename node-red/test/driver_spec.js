@@ -89,12 +89,13 @@ describe('conformance driver (integration)', function () {
     const bGrant = B.lines.find((e) => e.event === 'granted');
     assert.ok(BigInt(bGrant.token) > BigInt(granted.token));
     assert.deepStrictEqual(B.lines.find((e) => e.event === 'answer'),
-      { event: 'answer', outcome: 'applied', reason: '', fence: { token: bGrant.token, seq: '0' }, state: 'off' });
+      { event: 'answer', outcome: 'applied', reason: '', fence: { token: bGrant.token, seq: '1' }, state: 'off' },
+      'B\'s message goes after its fence-only command (seq 0)');
     process.kill(A.pid, 'SIGCONT');
     assert.strictEqual(await A.exited, 3, A.stderrText);
     const answer = A.lines.find((e) => e.event === 'answer');
     assert.strictEqual(answer.outcome, 'stale');
-    assert.deepStrictEqual(answer.fence, { token: bGrant.token, seq: '0' });
-    assert.deepStrictEqual(A.lines.find((e) => e.event === 'reread'), { event: 'reread', state: 'off', fence: { token: bGrant.token, seq: '0' } });
+    assert.deepStrictEqual(answer.fence, { token: bGrant.token, seq: '1' });
+    assert.deepStrictEqual(A.lines.find((e) => e.event === 'reread'), { event: 'reread', state: 'off', fence: { token: bGrant.token, seq: '1' } });
   });
 });

@@ -22,7 +22,7 @@ function unique(what) {
 }
 
 // flow returns a flow (a tab) of one gateway configuration (id cfg) and,
-// for each of outs ({id, actuator, holder}), a fenced output wired to a
+// for each of outs ({id, actuator, holder, timeout, maxAge}), a fenced output wired to a
 // helper node <id>-out. o overrides the configuration's properties (its id
 // too).
 function flow(outs, o = {}, tab = 'tab1') {
@@ -32,7 +32,7 @@ function flow(outs, o = {}, tab = 'tab1') {
   }];
   for (const x of outs) {
     nodes.push({ id: x.id, z: tab, type: 'fencegate-out', gateway: nodes[1].id, actuator: x.actuator, holder: x.holder || unique('nr'),
-      timeout: x.timeout || 20, wires: [[`${x.id}-out`]] });
+      timeout: x.timeout || 20, maxAge: x.maxAge || 0, wires: [[`${x.id}-out`]] });
     nodes.push({ id: `${x.id}-out`, z: tab, type: 'helper' });
   }
   return nodes;

@@ -15,6 +15,8 @@ const helper = require('node-red-node-test-helper');
 const gatewayNode = require('../nodes/fencegate-gateway');
 const outNode = require('../nodes/fencegate-out');
 const { GatewayConnection } = require('../lib/connection');
+const { Etcd } = require('../lib/etcd');
+const leases = require('../lib/lease');
 const { env, unique, flow, signingKey, nextOutput, statusMatching, locks, freePort, sleep } = require('./env');
 
 helper.init(require.resolve('node-red'));
@@ -140,7 +142,7 @@ describe('fenced output in Node-RED (integration)', function () {
     assert.strictEqual(msg.outcome, 'applied', JSON.stringify(msg));
     assert.strictEqual(msg.state, 'on');
     assert.strictEqual(msg.token, first.token);
-    assert.deepStrictEqual(msg.fence, { token: first.token, seq: '0' });
+    assert.deepStrictEqual(msg.fence, { token: first.token, seq: '1' }, 'the first message goes after the fence-only command (seq 0)');
     assert.strictEqual(msg.actuator, 'pump');
     assert.strictEqual(msg.scope, 'pump');
     assert.strictEqual(msg.topic, 'mine', 'the message goes on with its own properties');
@@ -149,7 +151,7 @@ describe('fenced output in Node-RED (integration)', function () {
     out.receive({ payload: false });
     const m2 = await second;
     assert.strictEqual(m2.outcome, 'applied');
-    assert.deepStrictEqual(m2.fence, { token: first.token, seq: '1' }, 'the next command has the next seq');
+    assert.deepStrictEqual(m2.fence, { token: first.token, seq: '2' }, 'the next command has the next seq');
     assert.strictEqual(m2.state, 'off');
   });
 
@@ -177,7 +179,60 @@ describe('fenced output in Node-RED (integration)', function () {
     const m2 = await next;
     assert.strictEqual(m2.outcome, 'applied', JSON.stringify(m2));
     assert.strictEqual(m2.token, again.token);
-    assert.deepStrictEqual(m2.fence, { token: again.token, seq: '0' });
+    assert.deepStrictEqual(m2.fence, { token: again.token, seq: '1' });
+  });
+
+  it('raises the fence right after the grant: an older holder\'s late command is refused', async function () {
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'pump' }]));
+    const out = helper.getNode('out');
+    const g = await grants(out).next();
+    const conn = helper.getNode('cfg').connection;
+    const s = await conn.waitState('pump', (x) => x.fence.token === BigInt(g.token), { timeoutMs: 10000 });
+    assert.strictEqual(s.fence.seq, 0n, 'the fence-only command has seq 0');
+    await statusMatching(out, new RegExp(`^token ${g.token}: holding the lease, fence raised$`));
+    // A command of an older holder (a lower token, above the fence before
+    // the grant) arrives late: the raised fence refuses it.
+    const late = await conn.send(conn.prepare({ actuator: 'pump', token: BigInt(g.token) - 1n, holder: 'an older holder', state: 'on' }), { timeoutMs: 10000 });
+    assert.strictEqual(late.outcome, 'stale', JSON.stringify(late, (k, v) => (typeof v === 'bigint' ? String(v) : v)));
+    assert.strictEqual(late.fence.token, BigInt(g.token));
+  });
+
+  it('refuses a command whose payload is over the gateway\'s limit, before sending it', async function () {
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'pump', holder: '\u0001'.repeat(128) }]));
+    const out = helper.getNode('out');
+    await grants(out).next();
+    const err = new Promise((resolve) => out.once('call:error', (call) => resolve(call.args)));
+    out.receive({ payload: 'on', commandId: '\u0001'.repeat(120) });
+    const [e, msg] = await err;
+    assert.match(String(e.message || e), /the command is \d+ bytes; the gateway takes at most 1024/);
+    assert.strictEqual(msg.commandId, '\u0001'.repeat(120), 'the error goes with the message');
+    await statusMatching(out, /^refused before sending: the command is \d+ bytes; the gateway takes at most 1024/);
+  });
+
+  it('drops a message kept longer than max age at takeover', async function () {
+    // The test holds the valve's lease; the node waits as a standby.
+    const mine = await leases.acquire(new Etcd(env.etcd), { gateway: env.gateway, scope: 'valve', ttl: 5 });
+    try {
+      await helper.load(nodes, flow([{ id: 'out', actuator: 'valve', maxAge: 1 }]));
+      const out = helper.getNode('out');
+      await statusMatching(out, /^waiting for lease$/);
+      const kept = nextOutput(helper.getNode('out-out'));
+      out.receive({ payload: 'on', n: 1 });
+      await sleep(1500);
+      const g = grants(out).next();
+      await mine.release();
+      await g;
+      const m = await kept;
+      assert.strictEqual(m.outcome, 'dropped', JSON.stringify(m));
+      assert.strictEqual(m.n, 1);
+      assert.match(m.error, /^kept \d+ s waiting for the lease, longer than max age 1 s: not sent$/);
+      // A message that did not wait so long goes.
+      const next = nextOutput(helper.getNode('out-out'));
+      out.receive({ payload: 'off' });
+      assert.strictEqual((await next).outcome, 'applied');
+    } finally {
+      await mine.release().catch(() => {});
+    }
   });
 
   it('signs commands to the door with the key from the credentials', async function () {
