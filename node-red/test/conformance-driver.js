@@ -4,7 +4,9 @@
 // The Node-RED conformance driver (conformance/README.md, "The drivers"):
 // a flow of a gateway configuration and one fenced output, in a Node-RED
 // runtime (node-red-node-test-helper's), that sends one message and writes
-// the node's grant and answer as JSON lines:
+// the node's grant and answer as JSON lines. The node raises the fence
+// (a fence-only command) before the message; if that is answered stale,
+// the message goes out with that answer, unsent, and so is the answer:
 //
 //   node test/conformance-driver.js --broker URL --gateway ID --etcd URL
 //     --actuator NAME --holder NAME --id ID --ttl SECONDS [--timeout SECONDS]
