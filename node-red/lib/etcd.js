@@ -49,7 +49,9 @@ class Etcd {
     for (let n = 0; n < this.endpoints.length; n++) {
       const i = (this.current + n) % this.endpoints.length;
       const url = this.endpoints[i] + path;
-      const signals = [signal, timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : undefined].filter(Boolean);
+      // AbortSignal.timeout takes whole milliseconds only: a fraction
+      // (a deadline from performance.now()) throws a RangeError.
+      const signals = [signal, timeoutMs > 0 ? AbortSignal.timeout(Math.ceil(timeoutMs)) : undefined].filter(Boolean);
       let res, text;
       try {
         res = await fetch(url, {

@@ -161,7 +161,13 @@ describe('fenced output in Node-RED (integration)', function () {
     const helperNode = helper.getNode('out-out');
     const g = grants(out);
     const first = await g.next();
+    // The raise goes through a connection of its own: the gateway may take
+    // it before the node's fence-only command, or the node's next command
+    // before it, unless the test waits for each.
+    const conn = helper.getNode('cfg').connection;
+    await conn.waitState('valve', (s) => s.fence.token >= BigInt(first.token), { timeoutMs: 10000 });
     const raised = await raiseFence('valve', first.token);
+    await conn.waitState('valve', (s) => s.fence.token >= raised, { timeoutMs: 10000 });
     const answer = nextOutput(helperNode);
     const regrant = g.next();
     out.receive({ payload: 'on' });

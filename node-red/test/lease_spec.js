@@ -63,3 +63,43 @@ describe('lease keeper', function () {
     assert.ok(after >= 1500 && after < 1800, `lost ${Math.round(after)} ms after the grant; want just past 1500`);
   });
 });
+
+// Against a real etcd (FENCEGATE_TEST_ETCD): keep-alives go through etcd's
+// JSON gateway with a deadline taken from performance.now(), a fraction.
+describe('lease keeper (real etcd)', function () {
+  this.timeout(20000);
+  const { env, unique } = require('./env');
+  const { Etcd } = require('../lib/etcd');
+  const leases = require('../lib/lease');
+  before(function () {
+    if (!env.etcd) this.skip();
+  });
+
+  it('sends a keep-alive whose timeout has a fraction of a millisecond', async function () {
+    // The keeper's timeouts come from performance.now(), which has one.
+    const etcd = new Etcd(env.etcd);
+    const g = await etcd.call('/v3/lease/grant', { TTL: 5 });
+    try {
+      const a = await etcd.call('/v3/lease/keepalive', { ID: g.ID }, { timeoutMs: 1333.7 });
+      assert.ok(Number((a.result || a).TTL) > 0, JSON.stringify(a));
+    } finally {
+      await etcd.call('/v3/lease/revoke', { ID: g.ID });
+    }
+  });
+
+  it('keeps a lease of 3 s held for more than two TTLs', async function () {
+    const etcd = new Etcd(env.etcd);
+    const l = await leases.acquire(etcd, { gateway: unique('gw'), scope: 'keep', ttl: 3 });
+    const lost = [];
+    l.on('lost', (why) => lost.push(why));
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 7000));
+      assert.deepStrictEqual(lost, [], 'the lease was lost although etcd was there');
+      assert.strictEqual(l.lost, false);
+      const ttl = await etcd.call('/v3/lease/timetolive', { ID: l.id });
+      assert.ok(Number(ttl.TTL) > 0, `etcd says the lease is gone: ${JSON.stringify(ttl)}`);
+    } finally {
+      await l.release();
+    }
+  });
+});
