@@ -58,6 +58,7 @@ func TestDependencyDirection(t *testing.T) {
 		mochi = "github.com/mochi-mqtt/server"
 		gpio  = "periph.io/"
 		yaml  = "go.yaml.in/yaml"
+		modb  = "github.com/simonvetter/modbus"
 	)
 	tests := []struct {
 		pkg       string
@@ -65,19 +66,23 @@ func TestDependencyDirection(t *testing.T) {
 	}{
 		// The rule and the words: standard library only.
 		{"fence", []string{paho, bbolt, mochi, gpio, yaml, mod}},
+		// Modbus outputs: hardware, below the core; their description is
+		// checked with the standard library only.
+		{"modbusio", []string{paho, bbolt, mochi, gpio, yaml, mod + "fencelog", mod + "mqttlink", mod + "config", mod + "service", mod + "boards"}},
+		{"modbusio/modbusconf", []string{paho, bbolt, mochi, gpio, yaml, modb, mod}},
 		{"wire", []string{paho, bbolt, mochi, gpio, yaml, mod + "fencelog", mod + "actuator", mod + "boards"}},
 		{"boards/pinmap", []string{paho, bbolt, mochi, gpio, yaml, mod}},
 		// Signatures: the standard library and package fence only, so that
 		// a controller can sign without the gateway's transport.
 		{"sign", []string{paho, bbolt, mochi, gpio, yaml, mod + "wire", mod + "fencelog", mod + "actuator", mod + "boards", mod + "config", mod + "mqttlink", mod + "client"}},
 		// The safety core: no transport, no hardware.
-		{"fencelog", []string{paho, mochi, gpio, yaml, mod + "mqttlink", mod + "wire", mod + "actuator", mod + "boards"}},
-		{"actuator", []string{paho, mochi, gpio, yaml, mod + "mqttlink", mod + "wire", mod + "boards", mod + "config"}},
+		{"fencelog", []string{paho, mochi, gpio, yaml, modb, mod + "mqttlink", mod + "wire", mod + "actuator", mod + "boards", mod + "modbusio"}},
+		{"actuator", []string{paho, mochi, gpio, yaml, modb, mod + "mqttlink", mod + "wire", mod + "boards", mod + "config", mod + "modbusio"}},
 		// The transport and the hardware depend on the core, never on each other.
 		{"mqttlink", []string{bbolt, mochi, gpio, mod + "fencelog", mod + "actuator", mod + "boards"}},
 		{"boards", []string{paho, mochi, yaml, mod + "mqttlink", mod + "wire", mod + "config", mod + "service"}},
 		// Checking a configuration never loads a GPIO driver or a broker client.
-		{"config", []string{paho, mochi, gpio}},
+		{"config", []string{paho, mochi, gpio, modb}},
 		// The broker connection's security, read by config: no broker client.
 		{"mqttsec", []string{paho, bbolt, mochi, gpio, yaml, mod}},
 		{"httpapi", []string{paho, mochi, gpio}},
