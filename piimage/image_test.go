@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +19,6 @@ import (
 
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/httpapi"
 	"github.com/fencegate/fencegate/tests/testenv"
 )
 
@@ -70,15 +68,13 @@ func cuts(t *testing.T) int {
 // TestImage boots the image make image wrote in the emulated Raspberry Pi
 // 3B, configured on its boot partition as a user would, then reboots it,
 // cuts its power under commands and upgrades it. Each step goes on from
-// the state the one before left, as on a real card; the upgrades go on
-// from the reboot's state on a copy of the card (see "shutdown").
+// the state the one before left, as on a real card.
 func TestImage(t *testing.T) {
 	for _, p := range []string{"qemu-system-aarch64", "xz", "sfdisk", "mcopy", "ssh", "ssh-keygen"} {
 		testenv.Program(t, p)
 	}
 	xz := image(t)
 	c := newCard(t, xz, t.TempDir())
-	var twin *pi // the Pi with a copy of the card: see "shutdown"
 	pi := newPi(t, c)
 	deadline := time.Now().Add(110 * time.Minute)
 	if d, ok := t.Deadline(); ok {
@@ -99,7 +95,6 @@ func TestImage(t *testing.T) {
 	c.put(t, "hostname.txt", "greenhouse\n")
 
 	var ctl *controllerConn
-	var before httpapi.Actuator
 	steps := []struct {
 		name string
 		f    func(t *testing.T)
@@ -110,17 +105,15 @@ func TestImage(t *testing.T) {
 			ctl = dialController(ctx, t, pi, password)
 			commands(ctx, t, pi, ctl)
 		}},
-		// A configuration with a mistake, put on the card for the next
-		// boot, and a clean reboot. The card, as the shutdown left it, is
-		// copied into a twin Pi: the power cuts and the upgrades, which
-		// need nothing of each other, then run side by side, each on its
-		// own Pi (the emulation is one thread each).
-		{"shutdown", func(t *testing.T) {
+		{"reboot", func(t *testing.T) {
 			if r := ctl.send(ctx, t, "fan", floor+4, fence.StateOn); r.Outcome != fence.Applied || pi.gpio("GPIO27") != "out lo" {
 				t.Fatalf("fan on: %s, line %s; want applied, out lo", r.Outcome, pi.gpio("GPIO27"))
 			}
 			ctl.close()
-			before = pi.actuators()["pump"]
+			before := pi.actuators()["pump"]
+			// A configuration with a mistake, put on the card for the next
+			// boot: refused, said so, the gateway stays stopped, no line is
+			// taken; mended, the gateway starts.
 			bad := strings.Replace(example, "pin: GPIO17", "pin: GPIO99", 1)
 			if bad == example {
 				t.Fatal("the example gateway.yaml has no pin: GPIO17 to spoil")
@@ -131,77 +124,51 @@ func TestImage(t *testing.T) {
 			}
 			pi.copyTo(t, badFile, "/boot/firmware/fencegate/gateway.yaml")
 			pi.shutdown("reboot")
-			twin = pi.twin(t)
+			pi.boot(ctx)
+			pi.waitFor(ctx, "systemctl is-active fencegate-bootconfig", regexp.MustCompile(`^(failed|active)`))
+			if st := pi.must("systemctl is-active fencegate; true"); !strings.HasPrefix(st, "inactive") {
+				t.Errorf("with a bad gateway.yaml the gateway is %q; want inactive (not started)", strings.TrimSpace(st))
+			}
+			status := pi.must("cat /boot/firmware/fencegate/status.txt; ls /boot/firmware/fencegate")
+			for _, want := range []string{"gateway.yaml is not valid", "GPIO99", "the gateway is NOT started", "gateway.yaml\r\n"} {
+				if !strings.Contains(strings.ReplaceAll(status, "\r\n", "\n"), strings.ReplaceAll(want, "\r\n", "\n")) {
+					t.Errorf("after a bad gateway.yaml, status.txt and the folder do not say %q:\n%s", want, status)
+				}
+			}
+			if gpio := pi.must("cat /sys/kernel/debug/gpio"); regexp.MustCompile(`\((GPIO17|GPIO27)\s*\|`).MatchString(gpio) {
+				t.Errorf("with the gateway stopped, a relay's line is taken:\n%s", gpio)
+			}
+			pi.must("rm /boot/firmware/fencegate/gateway.yaml && systemctl restart fencegate-bootconfig && systemctl start fencegate")
+			pi.waitFor(ctx, "systemctl is-active fencegate", regexp.MustCompile(`^active`))
+			pi.tunnel(ctx)
+			after := pi.actuators()["pump"]
+			if after.Fence != before.Fence {
+				t.Fatalf("after a clean reboot the pump's fence is %v; it was %v", after.Fence, before.Fence)
+			}
+			// The example's boot rule is off: the record says so, and the line.
+			if after.State != "off" || pi.gpio("GPIO17") != "out hi" {
+				t.Fatalf("after the reboot: pump %s, line %s; want off (boot: off), out hi (active low)", after.State, pi.gpio("GPIO17"))
+			}
+			// The fan's boot rule is last: on, as recorded.
+			if f := pi.actuators()["fan"]; f.State != "on" || f.Fence.Token != floor+4 || pi.gpio("GPIO27") != "out lo" {
+				t.Fatalf("after the reboot: fan %s at %v, line %s; want on at %d (boot: last), out lo", f.State, f.Fence, pi.gpio("GPIO27"), floor+4)
+			}
+			ctl = dialController(ctx, t, pi, password)
+			stale := ctl.send(ctx, t, "pump", before.Fence.Token-1, fence.StateOn)
+			if stale.Outcome != fence.Stale || pi.gpio("GPIO17") != "out hi" {
+				t.Fatalf("a token below the fence after the reboot: %s, line %s; want stale, out hi", stale.Outcome, pi.gpio("GPIO17"))
+			}
 		}},
+		{"power-cuts", func(t *testing.T) { powerCuts(ctx, t, pi, &ctl, password, cuts(t)) }},
+		{"upgrade", func(t *testing.T) { upgrade(ctx, t, pi, ctl) }},
 	}
 	for _, s := range steps {
-		if !step(t, pi, s.name, s.f) {
+		if !t.Run(s.name, func(t *testing.T) { pi.t = t; s.f(t) }) {
+			pi.t = t
+			t.Logf("--- console of the last boot (tail) ---\n%s", pi.consoleTail(80))
 			return
 		}
 	}
-	// The bad configuration is refused, said so, the gateway stays
-	// stopped, no line is taken; mended, the gateway starts with the
-	// fences it had.
-	reboot := func(t *testing.T) {
-		pi.boot(ctx)
-		pi.waitFor(ctx, "systemctl is-active fencegate-bootconfig", regexp.MustCompile(`^(failed|active)`))
-		if st := pi.must("systemctl is-active fencegate; true"); !strings.HasPrefix(st, "inactive") {
-			t.Errorf("with a bad gateway.yaml the gateway is %q; want inactive (not started)", strings.TrimSpace(st))
-		}
-		status := pi.must("cat /boot/firmware/fencegate/status.txt; ls /boot/firmware/fencegate")
-		for _, want := range []string{"gateway.yaml is not valid", "GPIO99", "the gateway is NOT started", "gateway.yaml\r\n"} {
-			if !strings.Contains(strings.ReplaceAll(status, "\r\n", "\n"), strings.ReplaceAll(want, "\r\n", "\n")) {
-				t.Errorf("after a bad gateway.yaml, status.txt and the folder do not say %q:\n%s", want, status)
-			}
-		}
-		if gpio := pi.must("cat /sys/kernel/debug/gpio"); regexp.MustCompile(`\((GPIO17|GPIO27)\s*\|`).MatchString(gpio) {
-			t.Errorf("with the gateway stopped, a relay's line is taken:\n%s", gpio)
-		}
-		pi.mend(ctx)
-		after := pi.actuators()["pump"]
-		if after.Fence != before.Fence {
-			t.Fatalf("after a clean reboot the pump's fence is %v; it was %v", after.Fence, before.Fence)
-		}
-		// The example's boot rule is off: the record says so, and the line.
-		if after.State != "off" || pi.gpio("GPIO17") != "out hi" {
-			t.Fatalf("after the reboot: pump %s, line %s; want off (boot: off), out hi (active low)", after.State, pi.gpio("GPIO17"))
-		}
-		// The fan's boot rule is last: on, as recorded.
-		if f := pi.actuators()["fan"]; f.State != "on" || f.Fence.Token != floor+4 || pi.gpio("GPIO27") != "out lo" {
-			t.Fatalf("after the reboot: fan %s at %v, line %s; want on at %d (boot: last), out lo", f.State, f.Fence, pi.gpio("GPIO27"), floor+4)
-		}
-		ctl = dialController(ctx, t, pi, password)
-		stale := ctl.send(ctx, t, "pump", before.Fence.Token-1, fence.StateOn)
-		if stale.Outcome != fence.Stale || pi.gpio("GPIO17") != "out hi" {
-			t.Fatalf("a token below the fence after the reboot: %s, line %s; want stale, out hi", stale.Outcome, pi.gpio("GPIO17"))
-		}
-	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		_ = step(t, pi, "reboot", reboot) && step(t, pi, "power-cuts", func(t *testing.T) { powerCuts(ctx, t, pi, &ctl, password, cuts(t)) })
-	}()
-	go func() {
-		defer wg.Done()
-		step(t, twin, "upgrade", func(t *testing.T) {
-			twin.boot(ctx)
-			twin.mend(ctx)
-			upgrade(ctx, t, twin, dialController(ctx, t, twin, password))
-		})
-	}()
-	wg.Wait()
-}
-
-// step runs f as the subtest name on p, and on a failure logs the end of
-// p's console.
-func step(t *testing.T, p *pi, name string, f func(t *testing.T)) bool {
-	if t.Run(name, func(t *testing.T) { p.t = t; f(t) }) {
-		return true
-	}
-	p.t = t
-	t.Logf("--- %s: console of the last boot (tail) ---\n%s", name, p.consoleTail(80))
-	return false
 }
 
 // firstBoot checks what the first boot made of the card's folder.

@@ -348,28 +348,6 @@ func (p *pi) shutdown(how string) {
 	p.stopMaster()
 }
 
-// twin is a second Pi with a copy of p's card, as p's last shutdown left
-// it, and p's SSH key.
-func (p *pi) twin(t *testing.T) *pi {
-	t.Helper()
-	dir := p.root.TempDir()
-	c := &card{path: filepath.Join(dir, "card.img"), bootOff: p.card.bootOff}
-	if out, err := exec.Command("cp", "--sparse=always", p.card.path, c.path).CombinedOutput(); err != nil {
-		t.Fatalf("copy the card: %v\n%s", err, out)
-	}
-	return &pi{t: t, root: p.root, card: c, dir: dir, key: p.key}
-}
-
-// mend does what a user does who read in status.txt that the card's
-// gateway.yaml is bad: takes it off, has the card's configuration applied
-// again, and starts the gateway; it returns once the gateway's API answers.
-func (p *pi) mend(ctx context.Context) {
-	p.waitFor(ctx, "systemctl is-active fencegate-bootconfig", regexp.MustCompile(`^(failed|active)`))
-	p.must("rm /boot/firmware/fencegate/gateway.yaml && systemctl restart fencegate-bootconfig && systemctl start fencegate")
-	p.waitFor(ctx, "systemctl is-active fencegate", regexpActive)
-	p.tunnel(ctx)
-}
-
 // kill cuts the power: QEMU dies with SIGKILL, and what the guest kernel
 // had not written to the card is lost.
 func (p *pi) kill() {
