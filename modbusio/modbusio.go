@@ -4,8 +4,9 @@
 //
 // An [Output] has the methods of actuator.Pin: package actuator records
 // a command's fence and state, then drives the output and reads it back,
-// exactly as it does a GPIO line. A device that does not answer makes Out or Level
-// fail with the reason; the record stays, as for a GPIO write that fails.
+// exactly as it does a GPIO line. A device that does not answer makes Out
+// or Level fail with the reason; the record stays, as for a GPIO write
+// that fails.
 //
 // A [Bus] is one connection (a TCP connection to a device or gateway, or
 // one serial port) shared by every unit on it: Modbus is a request and
@@ -20,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"strings"
 	"sync"
 
 	"github.com/simonvetter/modbus"
@@ -28,12 +28,8 @@ import (
 	"github.com/fencegate/fencegate/modbusio/modbusconf"
 )
 
-// client returns the library's configuration for c.
-func client(c modbusconf.Bus) (modbus.ClientConfiguration, error) {
-	l, err := c.Resolve()
-	if err != nil {
-		return modbus.ClientConfiguration{}, err
-	}
+// client returns the library's configuration for l.
+func client(l modbusconf.Link) modbus.ClientConfiguration {
 	// The library logs every failed request to stdout itself; the gateway
 	// reports them, once, where its operators look.
 	conf := modbus.ClientConfiguration{URL: "tcp://" + l.Address, Timeout: l.Timeout, Logger: log.New(io.Discard, "", 0)}
@@ -42,13 +38,14 @@ func client(c modbusconf.Bus) (modbus.ClientConfiguration, error) {
 		conf.Parity = map[modbusconf.Parity]uint{modbusconf.ParityNone: modbus.PARITY_NONE,
 			modbusconf.ParityEven: modbus.PARITY_EVEN, modbusconf.ParityOdd: modbus.PARITY_ODD}[l.Parity]
 	}
-	return conf, nil
+	return conf
 }
 
 // Bus is one Modbus connection, opened at its first request.
 type Bus struct {
 	conf modbus.ClientConfiguration
 	name string // the URL, for errors
+	rtu  bool   // a serial line, whose units are 1 to 247
 
 	mu sync.Mutex           // one request at a time
 	mc *modbus.ModbusClient // nil while closed
@@ -56,11 +53,11 @@ type Bus struct {
 
 // NewBus returns the bus c describes; nothing is opened until a request.
 func NewBus(c modbusconf.Bus) (*Bus, error) {
-	conf, err := client(c)
+	l, err := c.Resolve()
 	if err != nil {
 		return nil, err
 	}
-	return &Bus{conf: conf, name: c.URL}, nil
+	return &Bus{conf: client(l), name: c.URL, rtu: l.RTU}, nil
 }
 
 // do runs f on the bus for unit, opening the connection if it is closed,
@@ -133,14 +130,14 @@ type Output struct {
 // Output returns the output c names on the bus. It checks c, but opens
 // nothing.
 func (b *Bus) Output(c modbusconf.Output) (*Output, error) {
-	c, err := c.Resolve(strings.HasPrefix(b.conf.URL, "rtu://"))
+	c, err := c.Resolve(b.rtu)
 	if err != nil {
 		return nil, err
 	}
 	return &Output{bus: b, conf: c}, nil
 }
 
-// String names the output for people: "unit 1 coil 3".
+// String names the output for people: "tcp://10.0.0.7:502 unit 1 coil 3".
 func (o *Output) String() string {
 	return fmt.Sprintf("%s unit %d %s %d", o.bus.name, o.conf.Unit, o.conf.Table, o.conf.Address)
 }
