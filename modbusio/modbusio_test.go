@@ -32,37 +32,30 @@ type device struct {
 }
 
 func (d *device) HandleCoils(req *modbus.CoilsRequest) ([]bool, error) {
-	if err := d.wait(req.UnitId); err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if int(req.Addr)+int(req.Quantity) > len(d.coils) {
-		return nil, modbus.ErrIllegalDataAddress
-	}
-	if req.IsWrite {
-		d.writes++
-		copy(d.coils[req.Addr:], req.Args)
-		return nil, nil
-	}
-	return append([]bool(nil), d.coils[req.Addr:req.Addr+req.Quantity]...), nil
+	return access(d, d.coils[:], req.UnitId, req.Addr, req.Quantity, req.IsWrite, req.Args)
 }
 
 func (d *device) HandleHoldingRegisters(req *modbus.HoldingRegistersRequest) ([]uint16, error) {
-	if err := d.wait(req.UnitId); err != nil {
+	return access(d, d.registers[:], req.UnitId, req.Addr, req.Quantity, req.IsWrite, req.Args)
+}
+
+// access reads or writes quantity values of d's table from addr, as
+// unit asked.
+func access[T any](d *device, table []T, unit uint8, addr, quantity uint16, write bool, args []T) ([]T, error) {
+	if err := d.wait(unit); err != nil {
 		return nil, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if int(req.Addr)+int(req.Quantity) > len(d.registers) {
+	if int(addr)+int(quantity) > len(table) {
 		return nil, modbus.ErrIllegalDataAddress
 	}
-	if req.IsWrite {
+	if write {
 		d.writes++
-		copy(d.registers[req.Addr:], req.Args)
+		copy(table[addr:], args)
 		return nil, nil
 	}
-	return append([]uint16(nil), d.registers[req.Addr:req.Addr+req.Quantity]...), nil
+	return append([]T(nil), table[addr:addr+quantity]...), nil
 }
 
 func (d *device) HandleDiscreteInputs(*modbus.DiscreteInputsRequest) ([]bool, error) {
