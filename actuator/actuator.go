@@ -115,6 +115,10 @@ type Observer struct {
 	Admitted func(took time.Duration, commands int)
 	// Driven gets each drive of an output and how long it took.
 	Driven func(actuator string, took time.Duration, err error)
+	// Watched gets a watched output's health (Spec.Poll) when it went
+	// down, answered again, or was found changed behind the gateway's
+	// back. It is called under the scope's lock and must not block.
+	Watched func(actuator string, h Health)
 }
 
 // Bank is the set of configured actuators. Its methods are safe for
@@ -137,6 +141,11 @@ type Bank struct {
 	pulseMu sync.Mutex       // guards pulses and stopped
 	pulses  map[string]Timer // the running pulses' ends, by actuator
 	stopped bool             // Stop has begun: no pulse starts a timer
+
+	healthMu sync.Mutex        // guards each output's health for readers without its scope's lock
+	watchMu  sync.Mutex        // guards watching
+	watching map[*output]Timer // the watched outputs' next checks; nil until Start and after Stop
+	watchWG  sync.WaitGroup    // the checks that may still run
 }
 
 // New checks the actuators and interlocks, binds every actuator to its
@@ -262,6 +271,7 @@ func (b *Bank) Scope(actuator string) (string, bool) {
 // starts no more timers. The service calls it when it stops; a crash
 // leaves the pulses to the next start, which does the same.
 func (b *Bank) Stop() {
+	b.stopWatching()
 	b.pulseMu.Lock()
 	b.stopped = true
 	running := make([]string, 0, len(b.pulses))

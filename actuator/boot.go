@@ -61,22 +61,9 @@ func (b *Bank) boot() error {
 				}
 				b.opts.Logger.Warn("pulse interrupted by a stop of the gateway; the output rests off", "actuator", o.Name, "fence", p.Fence.String(), "width", p.Width.String())
 			}
-			recorded := rec.Output(o.Name).State
-			o.start.state = recorded
-			switch {
-			case o.Kind == KindPulse && recorded != fence.StateOff:
-				set(o, fence.StateOff, "a pulse output rests off")
-			case o.Boot == BootOn && recorded != fence.StateOn:
-				set(o, fence.StateOn, "boot: on")
-			case o.Boot == BootOff && recorded != fence.StateOff:
-				set(o, fence.StateOff, "boot: off")
-			case recorded == fence.StateNone:
-				set(o, fence.StateOff, "never commanded: off")
-			}
-			if trip := rec.Trip(); trip != "" && o.Kind != KindPulse && o.start.state != sc.safeState() {
-				// Held by a trip since before the restart: no boot policy
-				// switches it out of the safe state; a reset does.
-				set(o, sc.safeState(), "held by its scope's trip ("+trip+") until a reset")
+			o.start.state = rec.Output(o.Name).State
+			if s, why := sc.bootState(o, rec); s != o.start.state {
+				set(o, s, why)
 			}
 		}
 		for _, o := range sc.members {
@@ -168,7 +155,7 @@ func (b *Bank) Start(pin func(name string) (Pin, error)) error {
 			b.changed(o.guard)
 		}
 		o.guard.unlock()
-		if err != nil {
+		if err != nil && o.Poll == 0 {
 			return fmt.Errorf("actuator: %s: drive on after the dead time of interlock %s: %w", o.Name, o.lock.Name, err)
 		}
 	}
@@ -178,6 +165,7 @@ func (b *Bank) Start(pin func(name string) (Pin, error)) error {
 		b.tripScope(sc, "") // an input at its trip level since TripAtStart
 		sc.unlock()
 	}
+	b.startWatching()
 	b.started = true
 	return nil
 }
@@ -200,6 +188,10 @@ func (b *Bank) startScope(sc *guard) error {
 				continue
 			}
 			if err := o.pin.Out(o.level(pass)); err != nil {
+				if o.Poll > 0 {
+					b.markDown(o, err) // retried by its watch
+					continue
+				}
 				return fmt.Errorf("actuator: %s: drive %s at start: %w", o.Name, pass, err)
 			}
 			// max_on counts from when the record says it went on, as far

@@ -81,6 +81,7 @@ type output struct {
 	// guarded by the scope's lock.
 	onSince time.Time
 	maxOn   Timer
+	health  health // a watched output's (Spec.Poll); see watch.go
 }
 
 func (o *output) level(s fence.State) bool { return (s == fence.StateOn) != o.ActiveLow }
@@ -111,6 +112,9 @@ func (b *Bank) drive(o *output, s fence.State) error {
 	}
 	if err == nil {
 		b.onFor(o, s, 0)
+		b.markUp(o)
+	} else {
+		b.markDown(o, err)
 	}
 	if s == fence.StateOff && o.lock != nil {
 		// Even a failed off may have moved the line: the dead time counts

@@ -125,6 +125,11 @@ type Spec struct {
 	// turns the output on is refused (reason interlock); its pair still
 	// raises the fence.
 	Requires *InputLevel
+	// Poll, if not zero, makes the output a watched one (see watch.go):
+	// on a device that may stop answering or change its level behind the
+	// gateway's back, read back this often and reconciled by the boot
+	// rule. A failed drive at start does not stop the gateway.
+	Poll time.Duration
 }
 
 // InputLevel names an input and a level of it, for the rules that read

@@ -39,6 +39,8 @@ type Status struct {
 	// Drives counts the drives of the pin by this process, for boards that
 	// count them (the sim board); nil otherwise.
 	Drives *uint64
+	// Health is a watched output's (Spec.Poll); nil for others.
+	Health *Health
 }
 
 // DeadmanStatus is where a scope's dead-man stands.
@@ -110,9 +112,15 @@ func (b *Bank) Statuses() ([]Status, error) {
 			if o.lock != nil {
 				st.Interlock = o.lock.Name
 			}
-			if o.pin == nil {
+			if h, ok := b.Health(o.Name); ok {
+				st.Health = &h
+			}
+			switch {
+			case o.pin == nil:
 				st.LevelErr = errors.New("not started")
-			} else {
+			case o.Poll > 0:
+				st.High, st.LevelErr = b.lastLevel(o) // never a device's timeout under the lock
+			default:
 				st.High, st.LevelErr = o.pin.Level()
 				if c, ok := o.pin.(interface{ Drives() uint64 }); ok {
 					n := c.Drives()

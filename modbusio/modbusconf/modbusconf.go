@@ -17,6 +17,18 @@ import (
 // scope's lock.
 const DefaultTimeout = 500 * time.Millisecond
 
+// DefaultPoll is how often the gateway reads a Modbus output back when the
+// configuration does not say: a module that lost power (and its coils),
+// another master or a button on the board changed it behind the
+// gateway's back, and a device that stopped answering is retried.
+const DefaultPoll = 2 * time.Second
+
+// Name is the canonical name of output o on the bus named bus: unique per
+// output, "modbus/relays/1/coil/3", as a pin's name is per line.
+func Name(bus string, o Output) string {
+	return fmt.Sprintf("modbus/%s/%d/%s/%d", bus, o.Unit, o.Table, o.Address)
+}
+
 // Parity is a serial line's parity.
 type Parity string
 

@@ -1,0 +1,282 @@
+package actuator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/fencelog"
+)
+
+// A watched output (Spec.Poll) is on a device that can stop answering, or
+// lose or change its level, without the gateway driving it: a relay
+// module on a bus loses its coils with its power, another master or a
+// button on the board switches them. The gateway never assumes such an
+// output is as it left it:
+//
+//   - a drive that fails (at start, or a command's) marks it down; a
+//     command is answered failed and its fence stays recorded, as for
+//     any output;
+//   - every Poll it is read back, under its scope's lock; a down output
+//     is tried again sooner, with backoff (watchRetryMin to watchRetryMax);
+//   - when it answers again, or reads a level its record does not say,
+//     the boot rule decides its state, as at a start: boot: last drives
+//     it back to the record; boot: off and boot: on record that state and
+//     drive it (the fence is untouched). A trip holds it at its scope's
+//     safe state; an interlock's other member that is on keeps it off.
+//
+// What was found is logged and reported (Health, Observer.Watched).
+
+const (
+	watchRetryMin = 250 * time.Millisecond
+	watchRetryMax = 10 * time.Second
+)
+
+// Health is a watched output's state as the gateway last found it.
+type Health struct {
+	// Down is why the output could not be driven or read, since Since;
+	// "" while it answers.
+	Down  string
+	Since time.Time
+	// OutOfBand counts the times it was found at a level the gateway had
+	// not driven it to.
+	OutOfBand uint64
+}
+
+// health is a watched output's Health and its next retry; guarded by the
+// scope's lock, copied out under Bank.healthMu for readers without it.
+type health struct {
+	Health
+	retry time.Duration // the wait before the next try while down
+	// high is the level last read, if read: what Statuses reports, so
+	// that a status never waits for a device under the scope's lock.
+	high, read bool
+}
+
+// sawLevel notes the level o was last read at. The scope's lock must be
+// held.
+func (b *Bank) sawLevel(o *output, high bool) {
+	b.healthMu.Lock()
+	o.health.high, o.health.read = high, true
+	b.healthMu.Unlock()
+}
+
+// lastLevel is the level o was last read at, for Statuses; an error if
+// it is down or was never read.
+func (b *Bank) lastLevel(o *output) (bool, error) {
+	b.healthMu.Lock()
+	defer b.healthMu.Unlock()
+	switch h := o.health; {
+	case h.Down != "":
+		return false, errors.New(h.Down)
+	case !h.read:
+		return false, errors.New("not read yet")
+	default:
+		return h.high, nil
+	}
+}
+
+// Health returns the named actuator's health, and whether it is a watched
+// output (only watched outputs have one).
+func (b *Bank) Health(name string) (Health, bool) {
+	o, ok := b.outs[name]
+	if !ok || o.Poll == 0 {
+		return Health{}, false
+	}
+	b.healthMu.Lock()
+	defer b.healthMu.Unlock()
+	return o.health.Health, true
+}
+
+// markDown notes that o could not be driven or read (err). The scope's
+// lock must be held.
+func (b *Bank) markDown(o *output, err error) {
+	if o.Poll == 0 {
+		return
+	}
+	b.healthMu.Lock()
+	h := &o.health
+	was := h.Down
+	h.Down = err.Error()
+	if was == "" {
+		h.Since = time.Now().UTC()
+		h.retry = watchRetryMin
+	}
+	b.healthMu.Unlock()
+	if was == "" {
+		b.opts.Logger.Warn("output down: retrying its recorded state", "actuator", o.Name, "pin", o.PinName, "err", err)
+		b.watched(o)
+	}
+}
+
+// markUp notes that o answered. The scope's lock must be held.
+func (b *Bank) markUp(o *output) {
+	if o.Poll == 0 {
+		return
+	}
+	b.healthMu.Lock()
+	was := o.health.Down
+	o.health.Down, o.health.Since = "", time.Time{}
+	b.healthMu.Unlock()
+	if was != "" {
+		b.opts.Logger.Info("output answers again", "actuator", o.Name, "pin", o.PinName)
+		b.watched(o)
+	}
+}
+
+// watched tells Observer.Watched that o's health changed.
+func (b *Bank) watched(o *output) {
+	if ob := b.opts.Observer; ob != nil && ob.Watched != nil {
+		h, _ := b.Health(o.Name)
+		ob.Watched(o.Name, h)
+	}
+}
+
+// startWatching schedules every watched output's first check; Start
+// calls it last.
+func (b *Bank) startWatching() {
+	b.watchMu.Lock()
+	b.watching = map[*output]Timer{}
+	b.watchMu.Unlock()
+	for _, name := range b.order {
+		if o := b.outs[name]; o.Poll > 0 {
+			b.schedule(o)
+		}
+	}
+}
+
+// schedule arms o's next check: after Poll, or its retry while down.
+func (b *Bank) schedule(o *output) {
+	b.healthMu.Lock()
+	wait := o.Poll
+	if h := &o.health; h.Down != "" {
+		wait, h.retry = h.retry, min(2*h.retry, watchRetryMax)
+	}
+	b.healthMu.Unlock()
+	b.watchMu.Lock()
+	defer b.watchMu.Unlock()
+	if b.watching == nil {
+		return // stopped
+	}
+	b.watchWG.Add(1)
+	b.watching[o] = b.clock.AfterFunc(wait, func() { b.check(o) })
+}
+
+// stopWatching stops the checks and waits for the one running, if any.
+func (b *Bank) stopWatching() {
+	b.watchMu.Lock()
+	for _, t := range b.watching {
+		if t.Stop() {
+			b.watchWG.Done()
+		}
+	}
+	b.watching = nil
+	b.watchMu.Unlock()
+	b.watchWG.Wait()
+}
+
+// check reads o back and reconciles it, then schedules the next check.
+func (b *Bank) check(o *output) {
+	defer b.watchWG.Done()
+	o.guard.lock(context.Background())
+	b.reconcile(o)
+	o.guard.unlock()
+	b.schedule(o)
+}
+
+// reconcile reads o and, if it came back or is not at its recorded level,
+// applies the boot rule to it. The scope's lock must be held.
+func (b *Bank) reconcile(o *output) {
+	rec, err := b.store.ScopeRecord(o.Scope)
+	if err != nil {
+		b.opts.Logger.Error("read scope", "scope", o.Scope, "err", err)
+		return
+	}
+	cur := rec.Output(o.Name)
+	high, err := o.pin.Level()
+	if err != nil {
+		b.markDown(o, fmt.Errorf("read back: %w", err))
+		return
+	}
+	b.sawLevel(o, high)
+	b.healthMu.Lock()
+	wasDown := o.health.Down != ""
+	b.healthMu.Unlock()
+	recorded := cur.State
+	if recorded == fence.StateNone {
+		recorded = fence.StateOff
+	}
+	if !wasDown && high == o.level(recorded) {
+		return
+	}
+	found := fence.StateOff
+	if high == o.level(fence.StateOn) {
+		found = fence.StateOn
+	}
+	why := fmt.Sprintf("it answers again, at %s", found)
+	if !wasDown {
+		why = fmt.Sprintf("found %s, recorded %s: changed behind the gateway's back", found, recorded)
+		b.healthMu.Lock()
+		o.health.OutOfBand++
+		b.healthMu.Unlock()
+		b.opts.Logger.Warn("output changed behind the gateway's back", "actuator", o.Name, "pin", o.PinName, "found", found.String(), "recorded", recorded.String())
+		b.watched(o)
+	}
+	want, rule := o.guard.bootState(o, rec)
+	if want == fence.StateOn && o.lock != nil {
+		for _, m := range o.lock.Members {
+			if m != o.Name && rec.Output(m).State == fence.StateOn {
+				want, rule = fence.StateOff, rule+", but "+m+" of interlock "+o.lock.Name+" is on"
+			}
+		}
+	}
+	if want != cur.State {
+		if _, err := b.store.Write(fencelog.Changes{States: []fencelog.StateChange{{Scope: o.Scope, Actuator: o.Name, State: want,
+			Holder: "boot", Outcome: fence.OutcomeBoot, Why: why + "; " + rule}}}); err != nil {
+			b.opts.Logger.Error("record the boot rule's state", "actuator", o.Name, "err", err)
+			return
+		}
+		b.opts.Logger.Warn("boot rule applied", "actuator", o.Name, "state", want.String(), "why", why+"; "+rule)
+		b.changed(o.guard)
+	}
+	if high != o.level(want) {
+		if err := b.drive(o, want); err != nil {
+			return // drive marked it down
+		}
+		b.opts.Logger.Info("output reconciled", "actuator", o.Name, "state", want.String(), "why", why)
+	}
+	if high, err = o.pin.Level(); err != nil {
+		b.markDown(o, fmt.Errorf("read back: %w", err))
+		return
+	}
+	b.sawLevel(o, high)
+	if high != o.level(want) {
+		b.markDown(o, fmt.Errorf("driven %s, reads back %s", want, map[bool]string{true: "high", false: "low"}[high]))
+		return
+	}
+	b.markUp(o)
+}
+
+// bootState is the state the boot rule gives o, whose scope's record is
+// rec, and the rule's reason: the record's state, unless boot: on or off,
+// a pulse output's rest, a trip or an interlock decides otherwise.
+func (sc *guard) bootState(o *output, rec fencelog.ScopeRecord) (fence.State, string) {
+	cur := rec.Output(o.Name)
+	switch {
+	case o.Kind == KindPulse && cur.Pulse != nil && cur.Pulse.Status == fence.PulseRunning:
+		return fence.StateOn, "its pulse runs"
+	case o.Kind == KindPulse:
+		return fence.StateOff, "a pulse output rests off"
+	case rec.Trip() != "":
+		return sc.safeState(), "held by its scope's trip (" + rec.Trip() + ") until a reset"
+	case o.Boot == BootOff:
+		return fence.StateOff, "boot: off"
+	case o.Boot == BootOn:
+		return fence.StateOn, "boot: on"
+	case cur.State == fence.StateNone:
+		return fence.StateOff, "never commanded: off"
+	}
+	return cur.State, "boot: last"
+}
