@@ -62,6 +62,7 @@ func (c *Config) check() error {
 	if len(c.Actuators) == 0 {
 		bad("actuators: at least one is required")
 	}
+	errs = append(errs, c.checkModbus()...)
 	names := nameSet{}
 	pins := map[string]string{}
 	for i := range c.Actuators {
@@ -70,7 +71,7 @@ func (c *Config) check() error {
 		if msg := names.check(a.Name, a.line, "name is required", true); msg != "" {
 			bad("%s: %s", where, msg)
 		}
-		given, g, err := a.resolveOutput()
+		given, g, err := c.resolveOutput(a)
 		if err != nil {
 			bad("%s: %v", where, strings.TrimPrefix(err.Error(), "pinmap: "))
 		} else if other, dup := pins[g]; dup {

@@ -46,6 +46,9 @@ type Config struct {
 	// Inputs are digital inputs: published, and read by the rules that
 	// name them (an actuator's requires, a scope's trip).
 	Inputs []Input `yaml:"inputs,omitempty"`
+	// Modbus are the Modbus buses (a TCP connection, or a serial port)
+	// whose coils and registers actuators name (see modbus.go).
+	Modbus []ModbusBus `yaml:"modbus,omitempty"`
 	// RequireSignature makes every actuator take signed commands only
 	// (see signing.go).
 	RequireSignature bool `yaml:"require_signature,omitempty"`
@@ -115,18 +118,26 @@ type Actuator struct {
 	Scope    string `yaml:"scope,omitempty"`
 	// RequireSignature makes this actuator take signed commands only.
 	RequireSignature bool `yaml:"require_signature,omitempty"`
+	// Modbus, instead of a pin, puts the output on a coil or a holding
+	// register of a device of one of Config.Modbus.
+	Modbus *ModbusOutput `yaml:"modbus,omitempty"`
 
 	line   int
-	output string // canonical: Pin, or the chip line
+	output string // canonical: Pin, the chip line, or the Modbus output
+	poll   time.Duration
 }
 
-// Output returns the actuator's output as boards name it: its header pin
-// or its chip line ("mcp23017:3", pinmap.ChipLine).
+// Output returns the actuator's output by its canonical name: its header
+// pin, its chip line ("mcp23017:3", pinmap.ChipLine), or its Modbus
+// output (modbusconf.Name).
 func (a *Actuator) Output() string { return a.output }
 
-// resolveOutput returns the actuator's output as configured, for
-// messages, and its canonical name: a header pin, or a chip line.
-func (a *Actuator) resolveOutput() (given, canonical string, err error) {
+// resolveOutput returns a's output as configured, for messages, and its
+// canonical name: a header pin, a chip line, or an output on a Modbus bus.
+func (c *Config) resolveOutput(a *Actuator) (given, canonical string, err error) {
+	if a.Modbus != nil {
+		return c.modbusOutput(a)
+	}
 	return resolveLine(a.Pin, a.Chip, a.Line)
 }
 
@@ -285,7 +296,8 @@ func (c *Config) Specs() []actuator.Spec {
 // spec is a as package actuator takes it.
 func (a *Actuator) spec() actuator.Spec {
 	return actuator.Spec{Name: a.Name, Scope: a.scope(), PinName: a.output, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot),
-		Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn, Requires: a.Requires.rule()}
+		Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn, Requires: a.Requires.rule(),
+		Poll: a.poll}
 }
 
 // Locks returns the interlocks as package fence takes them.

@@ -135,6 +135,12 @@ func Parse(b []byte) (*Config, error) {
 			c.Inputs[i].line = lines[i]
 		}
 	}
+	lines = itemLines(&doc, "modbus")
+	for i := range c.Modbus {
+		if i < len(lines) {
+			c.Modbus[i].line = lines[i]
+		}
+	}
 	lines = itemLines(&doc, "controllers")
 	for i := range c.Controllers {
 		if i < len(lines) {
