@@ -52,7 +52,19 @@ type Pin interface {
 	// Out drives the pin high (true) or low (false).
 	Out(high bool) error
 	// Level reads back the level the pin is at, without reconfiguring it.
+	// An output that answers with neither level (a register used as a
+	// coil, holding another value after its device's power came back)
+	// says so with an error that has a method NeitherLevel() bool
+	// returning true; a watched output found so is driven as the boot
+	// rule says.
 	Level() (high bool, err error)
+}
+
+// neitherLevel reports whether err, from a Pin's Level, says that the
+// output answered at neither level.
+func neitherLevel(err error) bool {
+	var n interface{ NeitherLevel() bool }
+	return errors.As(err, &n) && n.NeitherLevel()
 }
 
 // Input is one digital input, as a board provides it: the one input

@@ -196,11 +196,14 @@ func (b *Bank) reconcile(o *output) {
 	}
 	cur := rec.Output(o.Name)
 	high, err := o.pin.Level()
-	if err != nil {
+	neither := neitherLevel(err)
+	if err != nil && !neither {
 		b.markDown(o, fmt.Errorf("read back: %w", err))
 		return
 	}
-	b.sawLevel(o, high)
+	if !neither {
+		b.sawLevel(o, high)
+	}
 	b.healthMu.Lock()
 	wasDown := o.health.Down != ""
 	b.healthMu.Unlock()
@@ -208,20 +211,23 @@ func (b *Bank) reconcile(o *output) {
 	if recorded == fence.StateNone {
 		recorded = fence.StateOff
 	}
-	if !wasDown && high == o.level(recorded) {
+	if !wasDown && !neither && high == o.level(recorded) {
 		return
 	}
-	found := fence.StateOff
-	if high == o.level(fence.StateOn) {
-		found = fence.StateOn
+	found := "off"
+	switch {
+	case neither:
+		found = "neither on nor off (" + err.Error() + ")"
+	case high == o.level(fence.StateOn):
+		found = "on"
 	}
-	why := fmt.Sprintf("it answers again, at %s", found)
+	why := "it answers again, at " + found
 	if !wasDown {
 		why = fmt.Sprintf("found %s, recorded %s: changed behind the gateway's back", found, recorded)
 		b.healthMu.Lock()
 		o.health.OutOfBand++
 		b.healthMu.Unlock()
-		b.opts.Logger.Warn("output changed behind the gateway's back", "actuator", o.Name, "pin", o.PinName, "found", found.String(), "recorded", recorded.String())
+		b.opts.Logger.Warn("output changed behind the gateway's back", "actuator", o.Name, "pin", o.PinName, "found", found, "recorded", recorded.String())
 		b.watched(o)
 	}
 	want, rule := o.guard.bootState(o, rec)
@@ -241,7 +247,7 @@ func (b *Bank) reconcile(o *output) {
 		b.opts.Logger.Warn("boot rule applied", "actuator", o.Name, "state", want.String(), "why", why+"; "+rule)
 		b.changed(o.guard)
 	}
-	if high != o.level(want) {
+	if neither || high != o.level(want) {
 		if err := b.drive(o, want); err != nil {
 			return // drive marked it down
 		}

@@ -34,8 +34,8 @@ type watchRig struct {
 	watched []string // what Observer.Watched was told: "fan down", "fan up", "fan out-of-band 1"
 }
 
-// newWatchRig is a bank of specs whose PinName is a coil number of the
-// module; the module's power is off at the start if off.
+// newWatchRig is a bank of specs whose PinName is a coil ("coil3") or a
+// holding register ("register3") of the module; the module's power is off at the start if off.
 func newWatchRig(t *testing.T, specs []actuator.Spec, off bool, interlocks ...fence.Interlock) *watchRig {
 	t.Helper()
 	addr := fmt.Sprintf("tcp://127.0.0.1:%d", testenv.Port(t))
@@ -79,11 +79,15 @@ func newWatchRig(t *testing.T, specs []actuator.Spec, off bool, interlocks ...fe
 		t.Fatal(err)
 	}
 	err = b.Start(func(name string) (actuator.Pin, error) {
-		var coil int
-		if _, err := fmt.Sscanf(name, "coil%d", &coil); err != nil {
+		var n uint16
+		if _, err := fmt.Sscanf(name, "register%d", &n); err == nil {
+			// as the common RS-485 relay boards: 0x0100 closes, 0x0200 opens
+			return bus.Output(modbusconf.Output{Unit: 1, Table: modbusconf.HoldingRegisters, Address: n, OnValue: 0x100, OffValue: 0x200})
+		}
+		if _, err := fmt.Sscanf(name, "coil%d", &n); err != nil {
 			return nil, err
 		}
-		return bus.Output(modbusconf.Output{Unit: 1, Table: modbusconf.Coils, Address: uint16(coil)})
+		return bus.Output(modbusconf.Output{Unit: 1, Table: modbusconf.Coils, Address: n})
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -270,6 +274,37 @@ func TestWatchedOutOfBand(t *testing.T) {
 	}
 	if got := r.recorded(t, "fan"); got.State != fence.StateOff || got.Fence != (fence.Fence{Token: 3}) {
 		t.Fatalf("record = %+v; want off at 3/0", got)
+	}
+}
+
+// A register used as a coil that holds neither its on nor its off value
+// (its module's power came back, and it holds 0; another master wrote to
+// it) is driven as the boot rule says.
+func TestWatchedRegisterAtNeitherValue(t *testing.T) {
+	r := newWatchRig(t, []actuator.Spec{{Name: "valve", PinName: "register4"}}, false)
+	if got := r.mod.Register(4); got != 0x200 {
+		t.Fatalf("register at start = %#x; want off, 0x200", got)
+	}
+	r.send(t, command("v-1", "valve", 3, 0, fence.StateOn), fence.Applied)
+	r.mod.SetRegister(4, 7)
+	r.tick(watchPoll)
+	if got := r.mod.Register(4); got != 0x100 {
+		t.Fatalf("register holding 7 = %#x after a poll; want driven back on, 0x100", got)
+	}
+	if h := r.health(t, "valve"); h.OutOfBand != 1 || h.Down != "" {
+		t.Fatalf("health = %+v; want one out-of-band change, up", h)
+	}
+	r.mod.PowerCut()
+	r.tick(watchPoll)
+	if err := r.mod.PowerOn(); err != nil {
+		t.Fatal(err)
+	}
+	r.tick(250 * time.Millisecond)
+	if got := r.mod.Register(4); got != 0x100 {
+		t.Fatalf("register after a power cycle = %#x; want on, 0x100, as recorded", got)
+	}
+	if h := r.health(t, "valve"); h.Down != "" {
+		t.Fatalf("health after the power came back = %+v; want up", h)
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fencegate/fencegate/actuator"
@@ -92,6 +93,9 @@ type Status struct {
 	// Reconciled is true once every output was driven to its recorded (or
 	// boot) state at start.
 	Reconciled bool `json:"reconciled"`
+	// Down are the outputs on devices that do not answer now (a Modbus
+	// module without power, a broken bus): the gateway retries them.
+	Down []DownOutput `json:"down,omitempty"`
 	// Topics is the command topic filter the gateway subscribes to.
 	Topics string `json:"topics"`
 	Broker Broker `json:"broker"`
@@ -134,6 +138,13 @@ type Broker struct {
 	Conflict string `json:"conflict,omitempty"`
 }
 
+// DownOutput is an output whose device does not answer.
+type DownOutput struct {
+	Actuator string    `json:"actuator"`
+	Reason   string    `json:"reason"`
+	Since    time.Time `json:"since"`
+}
+
 // Actuator is one element of GET /api/actuators.
 type Actuator struct {
 	Name  string `json:"name"`
@@ -165,6 +176,20 @@ type Actuator struct {
 	// Trip says why the scope is held at its safe state by an input's
 	// trip, until a reset command; omitted if it is not.
 	Trip string `json:"trip,omitempty"`
+	// Watched is an output on a device the gateway reads back every poll
+	// (a Modbus module); omitted for others.
+	Watched *Watched `json:"watched,omitempty"`
+}
+
+// Watched is a watched output's health.
+type Watched struct {
+	// Down is why its device does not answer, since DownSince; "" while
+	// it does.
+	Down      string     `json:"down,omitempty"`
+	DownSince *time.Time `json:"down_since,omitempty"`
+	// OutOfBand counts the times it was found changed behind the
+	// gateway's back (and driven as the boot rule says).
+	OutOfBand uint64 `json:"out_of_band"`
 }
 
 // Deadman is where a scope's dead-man stands.
@@ -345,6 +370,13 @@ func actuatorJSON(s actuator.Status) Actuator {
 		t := s.ChangedAt
 		a.ChangedAt = &t
 	}
+	if h := s.Health; h != nil {
+		a.Watched = &Watched{Down: h.Down, OutOfBand: h.OutOfBand}
+		if h.Down != "" {
+			t := h.Since
+			a.Watched.DownSince = &t
+		}
+	}
 	switch {
 	case s.LevelErr != nil:
 		a.LevelError = s.LevelErr.Error()
@@ -383,9 +415,16 @@ func ReadinessOf(st Status) Readiness {
 	if !store.OK {
 		store.Detail = st.StoreError
 	}
-	outputs := Check{Name: "outputs", OK: st.Reconciled, Detail: "reconciled to the recorded states"}
-	if !outputs.OK {
+	outputs := Check{Name: "outputs", OK: st.Reconciled && len(st.Down) == 0, Detail: "reconciled to the recorded states"}
+	switch {
+	case !st.Reconciled:
 		outputs.Detail = "not yet reconciled"
+	case len(st.Down) > 0:
+		var down []string
+		for _, d := range st.Down {
+			down = append(down, fmt.Sprintf("%s (%s, since %s)", d.Actuator, d.Reason, d.Since.Format(time.RFC3339)))
+		}
+		outputs.Detail = "down, retrying their recorded states: " + strings.Join(down, "; ")
 	}
 	b := st.Broker
 	broker := Check{Name: "broker", OK: b.Connected && b.Subscribed, Detail: "connected to " + b.URL + ", taking commands on " + st.Topics}

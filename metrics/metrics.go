@@ -31,6 +31,9 @@ type Sources struct {
 	Fences func() (map[string]fence.Fence, error)
 	// Broker returns the broker connection's state.
 	Broker func() Broker
+	// Watched returns the watched outputs' health (on Modbus devices), by
+	// actuator.
+	Watched func() map[string]actuator.Health
 	// Version is the gateway's version, for fencegate_build_info.
 	Version string
 }
@@ -159,13 +162,17 @@ var (
 		"Failed connection attempts since the gateway started.", nil, nil)
 	descLastError = prometheus.NewDesc("fencegate_broker_last_error_timestamp_seconds",
 		"When the newest connection failure happened (Unix time; 0 if none), with its reason as a label.", []string{"reason"}, nil)
+	descDown = prometheus.NewDesc("fencegate_output_down",
+		"1 while a watched output's device (a Modbus module) does not answer: the gateway retries its recorded state.", []string{"actuator"}, nil)
+	descOutOfBand = prometheus.NewDesc("fencegate_output_out_of_band_total",
+		"Times a watched output was found changed behind the gateway's back (and driven as the boot rule says).", []string{"actuator"}, nil)
 	descBuild = prometheus.NewDesc("fencegate_build_info",
 		"The gateway's version and Go version (value 1).", []string{"version", "goversion"}, nil)
 )
 
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommits, descSyncs, descWrites, descDropped, descSize, descFree, descFSSize,
-		descToken, descSeq, descConnected, descSubscribed, descConnects, descFailures, descLastError, descBuild} {
+		descToken, descSeq, descConnected, descSubscribed, descConnects, descFailures, descLastError, descDown, descOutOfBand, descBuild} {
 		ch <- d
 	}
 }
@@ -224,5 +231,17 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 			at = float64(b.LastErrorAt.UnixNano()) / 1e9
 		}
 		gauge(descLastError, at, b.LastError)
+	}
+	if s.src.Watched != nil {
+		hs := s.src.Watched()
+		names := make([]string, 0, len(hs))
+		for n := range hs {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			gauge(descDown, bool01(hs[n].Down != ""), n)
+			counter(descOutOfBand, float64(hs[n].OutOfBand), n)
+		}
 	}
 }

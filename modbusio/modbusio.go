@@ -121,6 +121,10 @@ func (e valueError) Error() string {
 	return fmt.Sprintf("the register holds %d, neither on (%d) nor off (%d)", e.value, e.on, e.off)
 }
 
+// NeitherLevel tells package actuator that the output answered at
+// neither level: a watched output found so is driven, not marked down.
+func (valueError) NeitherLevel() bool { return true }
+
 // Output is one output on a device of a bus.
 type Output struct {
 	bus  *Bus

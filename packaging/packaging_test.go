@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -496,7 +497,7 @@ func TestUnit(t *testing.T) {
 		"Wants":                    "network-online.target",
 		"User":                     "fencegate",
 		"Group":                    "fencegate",
-		"SupplementaryGroups":      "gpio",
+		"SupplementaryGroups":      "gpio dialout",
 		"StateDirectory":           "fencegate",
 		"StateDirectoryMode":       "0750",
 		"UMask":                    "0027",
@@ -506,7 +507,6 @@ func TestUnit(t *testing.T) {
 		"PrivateTmp":               "yes",
 		"PrivateDevices":           "no",
 		"DevicePolicy":             "closed",
-		"DeviceAllow":              "char-gpiochip rw",
 		"ProtectKernelTunables":    "yes",
 		"ProtectKernelModules":     "yes",
 		"ProtectControlGroups":     "yes",
@@ -523,6 +523,9 @@ func TestUnit(t *testing.T) {
 		if got, ok := s[k]; !ok || len(got) != 1 || got[0] != v {
 			t.Errorf("%s=%q; want exactly one %s=%s", k, got, k, v)
 		}
+	}
+	if got, want := s["DeviceAllow"], []string{"char-gpiochip rw", "char-ttyUSB rw", "char-ttyACM rw", "char-ttyAMA rw", "char-ttyS rw"}; !slices.Equal(got, want) {
+		t.Errorf("DeviceAllow=%q; want %q: the GPIO chips and the serial ports of Modbus RTU buses, nothing else", got, want)
 	}
 	// The store is created once, by postinst at first install: never by
 	// the unit, whose every start would otherwise recreate a lost store.

@@ -25,7 +25,7 @@ var ErrStoreDir = errors.New("service: the store's directory cannot hold the fen
 // Finding is one step of Check.
 type Finding struct {
 	// Step names what was checked: "store directory", "store", "board",
-	// "http", "broker".
+	// "modbus", "http", "broker".
 	Step string
 	// Text says what was found.
 	Text string
@@ -94,10 +94,12 @@ func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
 	} else {
 		add("board", r.Board, nil)
 		for _, w := range r.Warnings {
-			a := cfg.Actuators[w.Line]
+			a := boardActuators(cfg)[w.Line]
 			out = append(out, Finding{Step: "board", Text: fmt.Sprintf("actuator %q on %s: %s", a.Name, pinmap.Describe(a.Output()), w.Text), Warning: true})
 		}
 	}
+
+	out = append(out, modbusFindings(cfg)...)
 
 	if addr := cfg.HTTPAddr(); addr == "" {
 		add("http", "disabled", nil)

@@ -29,10 +29,34 @@ func inputOf(cfg *config.Config, b interface {
 // level yet (package actuator's boot rule decides them: Bank.Lines).
 func outputLines(cfg *config.Config) []boards.Line {
 	var out []boards.Line
-	for _, a := range cfg.Actuators {
+	for _, a := range boardActuators(cfg) {
 		out = append(out, boards.Line{Pin: a.Output(), ActiveLow: a.ActiveLow})
 	}
 	return out
+}
+
+// boardActuators are the actuators whose outputs are lines of the board,
+// in configuration order: not those on a Modbus bus, which boards never
+// see.
+func boardActuators(cfg *config.Config) []*config.Actuator {
+	var out []*config.Actuator
+	for i := range cfg.Actuators {
+		if cfg.Actuators[i].Modbus == nil {
+			out = append(out, &cfg.Actuators[i])
+		}
+	}
+	return out
+}
+
+// onBoard reports whether the named actuator's output is a line of the
+// board.
+func onBoard(cfg *config.Config, actuator string) bool {
+	for _, a := range boardActuators(cfg) {
+		if a.Name == actuator {
+			return true
+		}
+	}
+	return false
 }
 
 // inputLines are the configuration's inputs as boards take them.

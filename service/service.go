@@ -92,6 +92,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		g.openInputs,    // the board's inputs; no output is taken over yet
 		g.tripAtStart,   // a tripped scope is taken over at its safe state
 		g.takeOverBoard, // each line at the level the boot rule decided
+		g.openModbus,    // the outputs on Modbus buses, reached when driven
 		g.driveOutputs,  // every output driven there
 		g.startHTTP,     // the API listens
 	} {
@@ -117,14 +118,15 @@ type gateway struct {
 	metrics   *gwmetrics.Metrics
 	decisions *decisionLog
 
-	store     *fencelog.Store // openStore
-	bank      *actuator.Bank  // bindBank
-	link      *mqttlink.Link  // prepareLink
-	status    *status         // prepareLink
-	inputs    *inputs         // openInputs
-	opening   boards.Opening  // openInputs
-	board     boards.Board    // takeOverBoard
-	started   atomic.Bool     // driveOutputs: the board's input changes count from then on
+	store     *fencelog.Store         // openStore
+	bank      *actuator.Bank          // bindBank
+	link      *mqttlink.Link          // prepareLink
+	status    *status                 // prepareLink
+	inputs    *inputs                 // openInputs
+	opening   boards.Opening          // openInputs
+	board     boards.Board            // takeOverBoard
+	modbus    map[string]actuator.Pin // openModbus: the Modbus outputs, by canonical name
+	started   atomic.Bool             // driveOutputs: the board's input changes count from then on
 	readyOnce sync.Once
 
 	stops []func() // what the phases started, for stop
@@ -311,7 +313,9 @@ func (g *gateway) tripAtStart() error {
 func (g *gateway) takeOverBoard() error {
 	var lines []boards.Line
 	for _, l := range g.bank.Lines() {
-		lines = append(lines, boards.Line{Pin: l.Pin, InitialHigh: l.High})
+		if onBoard(g.cfg, l.Actuator) {
+			lines = append(lines, boards.Line{Pin: l.Pin, InitialHigh: l.High})
+		}
 	}
 	board, err := g.opening.TakeOver(lines)
 	if err != nil {
@@ -332,7 +336,7 @@ func (g *gateway) takeOverBoard() error {
 // every input's level.
 func (g *gateway) driveOutputs() error {
 	g.started.Store(true) // changes from now on (the bank acts on them once Start attached the pins)
-	if err := g.bank.Start(g.board.Pin); err != nil {
+	if err := g.bank.Start(g.pin); err != nil {
 		return err
 	}
 	g.stops = append(g.stops, g.bank.Stop) // a running pulse ends at rest, before the board is closed
@@ -347,7 +351,7 @@ func (g *gateway) driveOutputs() error {
 // the configuration disables it.
 func (g *gateway) startHTTP() error {
 	g.metrics.Read(gwmetrics.Sources{Store: g.store.Stats, StorePath: g.cfg.Store, Fences: g.store.Fences,
-		Broker: func() gwmetrics.Broker { return brokerMetrics(g.link.Status()) }, Version: g.opts.Version})
+		Broker: func() gwmetrics.Broker { return brokerMetrics(g.link.Status()) }, Watched: g.watched, Version: g.opts.Version})
 	if addr := g.cfg.HTTPAddr(); addr != "" {
 		ln, err := listenHTTP(addr)
 		if err != nil {

@@ -54,6 +54,17 @@ func stalled(store *fencelog.Store, bank *actuator.Bank, limit time.Duration) st
 	return ""
 }
 
+// down lists the watched outputs whose devices do not answer.
+func (s *status) down() []httpapi.DownOutput {
+	var out []httpapi.DownOutput
+	for _, a := range s.cfg.Actuators {
+		if h, ok := s.bank.Health(a.Name); ok && h.Down != "" {
+			out = append(out, httpapi.DownOutput{Actuator: a.Name, Reason: h.Down, Since: h.Since})
+		}
+	}
+	return out
+}
+
 func errText(err error) string {
 	if err == nil {
 		return ""
@@ -75,6 +86,7 @@ func (s *status) Status() httpapi.Status {
 		StoreCommits:  s.store.Stats(),
 		StoreError:    errText(s.store.Err()),
 		Reconciled:    s.bank.Started(),
+		Down:          s.down(),
 		Broker:        broker(s.link.Status()),
 		Topics:        wire.Topics{Prefix: s.cfg.MQTT.TopicPrefix, GatewayID: s.cfg.ID}.SetFilter(),
 		Runtime:       readRuntime(),

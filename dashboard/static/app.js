@@ -90,6 +90,13 @@ function renderActuators(list) {
         title: `${d.after_ms / 1000} s without a command that raises the fence sets the safe state, ${d.state}`,
         text: d.tripped ? `idle until a command (safe: ${d.state})` : `${(d.left_ms / 1000).toFixed(1)} s left of ${d.after_ms / 1000} s` }));
     }
+    if (a.watched) {
+      // An output on a device the gateway reads back (a Modbus module).
+      const w = a.watched;
+      dl.append(el("dt", { text: "device" }), el("dd", { id: "device-" + a.name, class: w.down ? "mismatch" : "",
+        "data-down": String(!!w.down), title: w.down ? `since ${w.down_since}` : "",
+        text: (w.down ? `down: ${w.down}` : "answers") + (w.out_of_band ? ` · changed behind the gateway's back ${plural(w.out_of_band, "time")}` : "") }));
+    }
     if (a.why) dl.append(el("dt", { text: "why" }), el("dd", { id: "why-" + a.name, class: "why", text: a.why }));
     const card = el("article", { class: "card", id: "card-" + a.name },
       lamp,
