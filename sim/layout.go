@@ -7,10 +7,12 @@ import (
 )
 
 // Actuator is one of the simulator's example outputs: on a header pin,
-// or on a line of one of the sim board's expanders (Chip and Line).
+// on a line of one of the sim board's expanders (Chip and Line), or on a
+// coil of the simulator's Modbus relay module (Coil).
 type Actuator struct {
 	Name, Pin, Scope, Boot string
 	Chip, Line             string
+	Coil                   *int
 	// Kind "pulse" with its default Pulse and MaxPulse: a door strike.
 	Kind            string
 	Pulse, MaxPulse time.Duration
@@ -31,7 +33,9 @@ var Inputs = []config.Input{
 // scope ("climate"), so one lease fences both; vent-open and vent-close are
 // a motor's two directions, in one scope and interlocked (Interlocks): at
 // most one of them is on; door is a door strike, a pulse output on an
-// MCP23017 expander's line; sprinkler's scope has a dead-man (Scopes).
+// MCP23017 expander's line; sprinkler's scope has a dead-man (Scopes);
+// lamp is a relay of a Modbus TCP module (ModbusBus), which the dashboard
+// can cut the power of, or switch by its own button.
 var Actuators = []Actuator{
 	{Name: "pump", Pin: "GPIO17", Boot: "last"},
 	{Name: "valve", Pin: "GPIO27", Boot: "last"},
@@ -41,7 +45,18 @@ var Actuators = []Actuator{
 	{Name: "vent-close", Pin: "GPIO6", Scope: "vent", Boot: "off"},
 	{Name: "door", Chip: "mcp23017@20", Line: "GPA0", Kind: "pulse", Pulse: time.Second, MaxPulse: 5 * time.Second},
 	{Name: "sprinkler", Pin: "GPIO24", Boot: "off"},
+	{Name: "lamp", Coil: ptr(0), Boot: "last"},
 }
+
+// ModbusBus names the simulator's Modbus relay module's bus: a Modbus TCP
+// module (unit 1) in the simulator's process, on a loopback port of its
+// own, read back every ModbusPoll.
+const (
+	ModbusBus  = "relays"
+	ModbusPoll = time.Second
+)
+
+func ptr[T any](v T) *T { return &v }
 
 // Scopes are the simulator's scope rules: the sprinkler's dead-man sends
 // it off when its holder has raised no fence for SprinklerDeadman; the

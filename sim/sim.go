@@ -22,6 +22,7 @@ import (
 	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/internal/sockerr"
+	"github.com/fencegate/fencegate/modbusio/modbussim"
 	"github.com/fencegate/fencegate/mqttbroker"
 	"github.com/fencegate/fencegate/scenario"
 	"github.com/fencegate/fencegate/wire"
@@ -62,6 +63,7 @@ type Sim struct {
 	Latch     string
 
 	broker    *mqttbroker.Broker
+	modbus    *modbussim.Module // the Modbus relay module
 	observer  mqtt.Client
 	hub       *hub
 	twins     *twins
@@ -99,6 +101,8 @@ type Info struct {
 	Twins      []Twin          `json:"twins"`
 	Scenarios  []scenario.Info `json:"scenarios"`
 	Running    string          `json:"running,omitempty"`
+	// Modbus is the simulator's Modbus relay module.
+	Modbus Modbus `json:"modbus"`
 }
 
 // ErrGatewayStopped is returned (wrapped, with the reason) by Start when
@@ -170,6 +174,10 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 		s.broker = b
 		s.BrokerURL = b.URL()
 	}
+	if s.modbus, err = startModbus(); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	apiPort, err := freePort()
 	if err != nil {
 		ln.Close()
@@ -230,6 +238,7 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	s.serveModbus(mux)
 	mux.HandleFunc("POST /api/sim/kill", func(w http.ResponseWriter, r *http.Request) {
 		// A crash now, wherever the gateway is: SIGKILL, as a power cut
 		// would leave it (the pulse-crash scenario kills it mid-pulse).
@@ -271,9 +280,14 @@ func Start(ctx context.Context, o Options) (*Sim, error) {
 func (s *Sim) config() *config.Config {
 	c := &config.Config{ID: s.opts.GatewayID, MQTT: config.MQTT{Broker: s.BrokerURL},
 		Store: s.Store, Board: config.BoardSim, HTTP: &s.apiAddr}
+	c.Modbus = []config.ModbusBus{{Name: ModbusBus, URL: s.modbus.URL(), Poll: ModbusPoll}}
 	for _, a := range Actuators {
-		c.Actuators = append(c.Actuators, config.Actuator{Name: a.Name, Pin: a.Pin, Boot: a.Boot, Scope: a.Scope,
-			Chip: a.Chip, Line: a.Line, Kind: a.Kind, Pulse: a.Pulse, MaxPulse: a.MaxPulse, Requires: a.Requires})
+		ca := config.Actuator{Name: a.Name, Pin: a.Pin, Boot: a.Boot, Scope: a.Scope,
+			Chip: a.Chip, Line: a.Line, Kind: a.Kind, Pulse: a.Pulse, MaxPulse: a.MaxPulse, Requires: a.Requires}
+		if a.Coil != nil {
+			ca.Modbus = &config.ModbusOutput{Bus: ModbusBus, Unit: 1, Coil: a.Coil}
+		}
+		c.Actuators = append(c.Actuators, ca)
 	}
 	c.Interlocks = Interlocks
 	c.Scopes = Scopes
@@ -296,7 +310,8 @@ func (s *Sim) Info() Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Info{GatewayID: s.opts.GatewayID, Prefix: wire.DefaultPrefix, Broker: s.BrokerURL, Gateway: s.gateway, GatewayPID: s.pid,
-		Store: s.Store, Latch: latch, LastExit: s.lastExit, Twins: s.twins.list(), Scenarios: scenario.Infos(), Running: s.running}
+		Store: s.Store, Latch: latch, LastExit: s.lastExit, Twins: s.twins.list(), Scenarios: scenario.Infos(), Running: s.running,
+		Modbus: s.modbusInfo()}
 }
 
 // Close stops the gateway process, the dashboard and the broker.
@@ -320,6 +335,9 @@ func (s *Sim) closeParts() {
 	}
 	if s.broker != nil {
 		s.broker.Close()
+	}
+	if s.modbus != nil {
+		s.modbus.Close()
 	}
 	// Last, once the gateway process is gone: the next simulator on this
 	// directory may open the store.

@@ -11,7 +11,10 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/httpapi"
 	"github.com/fencegate/fencegate/modbusio/modbussim"
+	"github.com/fencegate/fencegate/sim"
+	"github.com/fencegate/fencegate/tests/testctl"
 	"github.com/fencegate/fencegate/tests/testenv"
+	"github.com/fencegate/fencegate/wire"
 )
 
 // TestModbusTCPEndToEnd: a gateway process fences the outputs of a Modbus
@@ -151,4 +154,65 @@ func readyz(t *testing.T, addr string) (int, httpapi.Readiness) {
 		t.Fatalf("GET /readyz: %v", err)
 	}
 	return resp.StatusCode, rd
+}
+
+// TestSimModbusModule: the simulator's lamp is a relay of its Modbus TCP
+// module, fenced like every output; the dashboard's hands on the module
+// (its power, its own button) are seen by the gateway and reconciled.
+func TestSimModbusModule(t *testing.T) {
+	dash, broker := runningSim(t)
+	ctl := testctl.Connect(t, broker, wire.Topics{GatewayID: "sim"})
+	info := func() sim.Info {
+		var i sim.Info
+		getJSON(t, dash+"/api/sim", &i)
+		return i
+	}
+	post := func(path, body string) {
+		t.Helper()
+		resp, err := http.Post(dash+"/api/sim/modbus/"+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("POST /api/sim/modbus/%s: %s", path, resp.Status)
+		}
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 20s (module %+v)", what, info().Modbus)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	lamp := func() httpapi.Actuator {
+		for _, a := range testctl.Actuators(t, strings.TrimPrefix(dash, "http://")) {
+			if a.Name == "lamp" {
+				return a
+			}
+		}
+		t.Fatal("no lamp on the dashboard's API")
+		return httpapi.Actuator{}
+	}
+	if m := info().Modbus; !m.Powered || m.Coils["lamp"] {
+		t.Fatalf("module at start: %+v; want powered, lamp off", m)
+	}
+	if a := lamp(); a.Watched == nil || !strings.HasPrefix(a.Pin, "modbus/relays/1/coil/0") {
+		t.Fatalf("lamp in the API: pin %q, watched %+v; want the module's coil 0, watched", a.Pin, a.Watched)
+	}
+	res := ctl.Send(t, fence.Command{ID: testenv.ID(t, "lamp-on"), Holder: "ctl-a", Actuator: "lamp", Fence: fence.Fence{Token: 3}, State: fence.StateOn})
+	if res.Outcome != fence.Applied || !info().Modbus.Coils["lamp"] {
+		t.Fatalf("lamp on: %s (%s), coil %v; want applied, on", res.Outcome, res.Error, info().Modbus.Coils["lamp"])
+	}
+	post("button/lamp", "{}")
+	waitFor("the lamp switched by the module's button is driven back on", func() bool {
+		return info().Modbus.Coils["lamp"] && lamp().Watched.OutOfBand == 1
+	})
+	post("power", `{"on":false}`)
+	waitFor("the lamp is down with the module's power cut", func() bool { return lamp().Watched.Down != "" })
+	post("power", `{"on":true}`)
+	waitFor("the lamp is reconciled when the power is back", func() bool { return info().Modbus.Coils["lamp"] && lamp().Watched.Down == "" })
 }

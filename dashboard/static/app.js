@@ -55,6 +55,13 @@ function unchanged(what, list) {
   return false;
 }
 
+// pinText names an output for people: a Modbus output's canonical name
+// (modbus/BUS/UNIT/TABLE/ADDRESS) in words that wrap in a card.
+function pinText(pin) {
+  const m = /^modbus\/([^/]+)\/(\d+)\/([^/]+)\/(\d+)$/.exec(pin);
+  return m ? `Modbus bus ${m[1]}, unit ${m[2]}, ${m[3]} ${m[4]}` : pin;
+}
+
 function renderActuators(list) {
   if (unchanged("actuators", list)) return;
   const root = $("#actuators");
@@ -103,9 +110,17 @@ function renderActuators(list) {
       el("div", { class: "name" }, a.name,
         a.scope !== a.name ? el("span", { class: "scope", title: "fence scope shared with other actuators", text: a.scope }) : null,
         a.interlock ? el("span", { class: "scope interlock", id: "interlock-" + a.name, title: "interlock: at most one of its actuators is on", text: "interlock " + a.interlock }) : null),
-      el("div", { class: "sub", text: a.pin + (a.kind === "pulse" ? " · pulse output" : "") }),
+      el("div", { class: "sub", text: pinText(a.pin) + (a.kind === "pulse" ? " · pulse output" : "") }),
       dl,
     );
+    if (simMode && a.watched) {
+      // The simulator's Modbus relay module: its power, and its own button.
+      card.append(
+        el("button", { type: "button", class: "modbus", id: "modbus-power-" + a.name, "data-path": "power", "data-on": String(!!a.watched.down),
+          text: a.watched.down ? "restore the module's power" : "cut the module's power" }),
+        el("button", { type: "button", class: "modbus", id: "modbus-button-" + a.name, "data-path": "button/" + encodeURIComponent(a.name),
+          text: "press the module's button" }));
+    }
     const key = a.name, f = pair(a.fence);
     if (lastFences[key] !== undefined && lastFences[key] !== f) card.classList.add("flash");
     lastFences[key] = f;
@@ -157,6 +172,18 @@ document.addEventListener("click", async (ev) => {
   });
   if (!r.ok) alert(await r.text());
   setTimeout(refresh, 150);
+});
+// In the simulator, the Modbus module's buttons act on the module, behind
+// the gateway's back: the gateway finds it at its next read-back.
+document.addEventListener("click", async (ev) => {
+  const b = ev.target.closest("button.modbus");
+  if (!b) return;
+  b.disabled = true;
+  const r = await fetch("/api/sim/modbus/" + b.dataset.path, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ on: b.dataset.on === "true" }),
+  });
+  if (!r.ok) alert(await r.text());
+  setTimeout(refresh, 1200);
 });
 function scheduleRefresh() {
   if (!refreshTimer) refreshTimer = setTimeout(refresh, 60);
@@ -373,7 +400,8 @@ async function initSim() {
   $("#sim-badge").hidden = false;
   $("#scenarios").hidden = false;
   $("#page-acts").textContent = "In the simulator this page acts: a scenario button plays its scenario, whose controllers " +
-    "send commands over MQTT, and an input's switch sets that input's line. An output has no switch here: send it a command.";
+    "send commands over MQTT, an input's switch sets that input's line, and the lamp's Modbus module can lose its power or be " +
+    "switched by its own button, behind the gateway's back. An output has no switch here: send it a command.";
   const box = $("#scenario-buttons");
   for (const s of info.scenarios) {
     box.append(el("button", { "data-scenario": s.name, type: "button" },

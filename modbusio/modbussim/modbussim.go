@@ -84,6 +84,13 @@ func (m *Module) PowerCut() {
 	}
 }
 
+// Powered reports whether the module's power is on.
+func (m *Module) Powered() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.server != nil
+}
+
 // Close cuts the power for good.
 func (m *Module) Close() error {
 	m.PowerCut()
