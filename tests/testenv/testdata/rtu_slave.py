@@ -1,10 +1,12 @@
-"""A Modbus RTU relay module for modbusio's tests: pymodbus's serial
-server on a pseudo-terminal, unit UNIT, 16 coils and 16 holding registers
-from address 0, at BAUD with PARITY (N, E or O).
+"""A Modbus RTU relay module for the tests (testenv.StartRTUModule):
+pymodbus's serial server on a pseudo-terminal, unit UNIT, 16 coils and 16
+holding registers from address 0, at BAUD with PARITY (N, E or O).
 
 Usage: python3 rtu_slave.py PORT UNIT BAUD PARITY
 It prints "ready" once it listens, and what each write sets ("coil 3 1",
-"register 2 256"), so that the test sees the device's side.
+"register 2 256"), so that the test sees the device's side. A line on its
+standard input ("coil 3 0", "register 2 7") sets an output as a button
+on the board or another master would.
 """
 import asyncio
 import logging
@@ -40,7 +42,14 @@ async def main() -> None:
                                           ignore_missing_slaves=True, defer_start=True)
     await server.start()
     print("ready", flush=True)
-    await asyncio.Event().wait()
+    loop = asyncio.get_running_loop()
+    codes = {"coil": 5, "register": 6}
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            await asyncio.Event().wait()  # stdin closed: serve until killed
+        table, address, value = line.split()
+        slave.setValues(codes[table], int(address), [int(value)])
 
 
 asyncio.run(main())
