@@ -197,6 +197,7 @@ func (b *Bank) startScope(sc *guard) error {
 			// max_on counts from when the record says it went on, as far
 			// as the wall clock can tell (never from the future).
 			b.onFor(o, pass, b.since(rec.Output(o.Name).ChangedAt))
+			b.readWatched(o)
 		}
 	}
 	for _, o := range sc.members {

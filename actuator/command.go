@@ -275,6 +275,9 @@ func (b *Bank) readBack(o *output, res *fence.Result) {
 		return
 	}
 	high, err := o.pin.Level()
+	if err == nil && o.Poll > 0 {
+		b.sawLevel(o, high)
+	}
 	switch {
 	case err != nil:
 		res.Actual = "unknown"

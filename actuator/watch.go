@@ -63,6 +63,21 @@ func (b *Bank) sawLevel(o *output, high bool) {
 	b.healthMu.Unlock()
 }
 
+// readWatched reads a watched output back after its drive at start, so
+// that its status has a level before its first poll. The scope's lock
+// must be held.
+func (b *Bank) readWatched(o *output) {
+	if o.Poll == 0 {
+		return
+	}
+	switch high, err := o.pin.Level(); {
+	case err == nil:
+		b.sawLevel(o, high)
+	case !neitherLevel(err):
+		b.markDown(o, fmt.Errorf("read back: %w", err))
+	}
+}
+
 // lastLevel is the level o was last read at, for Statuses; an error if
 // it is down or was never read.
 func (b *Bank) lastLevel(o *output) (bool, error) {

@@ -251,6 +251,9 @@ func TestWatchedPowerCycle(t *testing.T) {
 // its record (boot: last); a trip holds it at its scope's safe state.
 func TestWatchedOutOfBand(t *testing.T) {
 	r := newWatchRig(t, []actuator.Spec{{Name: "fan", PinName: "coil0"}}, false)
+	if sts, err := r.bank.Statuses(); err != nil || sts[0].LevelErr != nil || sts[0].High {
+		t.Fatalf("status at start: %+v, %v; want read back low before the first poll", sts, err)
+	}
 	r.send(t, command("o-1", "fan", 3, 0, fence.StateOff), fence.Applied)
 	r.mod.SetCoil(0, true)
 	r.tick(watchPoll - time.Millisecond)

@@ -19,15 +19,18 @@ import (
 	"github.com/fencegate/fencegate/wire"
 )
 
-// actuator is one of the torture gateway's actuators.
+// actuator is one of the torture gateway's actuators: on a pin of the sim
+// board, or, with pin "", on coil 0 of the harness's Modbus TCP module.
 type actuator struct {
 	name, pin, scope string
 	activeLow        bool
 }
 
 // actuators are the torture gateway's: scopes of one actuator (one of
-// them active low), a scope of two, and an interlocked pair.
+// them active low, one on a Modbus module), a scope of two, and an
+// interlocked pair.
 var actuators = []actuator{
+	{"lamp", "", "lamp", false},
 	{"pump", "GPIO17", "pump", false},
 	{"valve", "GPIO27", "valve", true},
 	{"fan", "GPIO22", "climate", false},

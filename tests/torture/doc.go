@@ -1,6 +1,7 @@
 // Package torture holds fencegate's crash torture: controller processes
 // send fresh, stale and duplicate commands to several actuators (one
-// scope shared by two, one interlocked pair) through a real Mosquitto
+// scope shared by two, one interlocked pair, one a relay of a Modbus TCP
+// module that outlives the gateway process) through a real Mosquitto
 // while the gateway process is killed with SIGKILL, or stopped cleanly,
 // at random moments and started again. After every cycle the test checks
 // that no fence went back, that every command answered applied is

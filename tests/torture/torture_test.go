@@ -24,6 +24,7 @@ import (
 
 	"github.com/fencegate/fencegate/boards"
 	"github.com/fencegate/fencegate/httpapi"
+	"github.com/fencegate/fencegate/modbusio/modbussim"
 	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/wire"
 )
@@ -114,9 +115,21 @@ func newHarness(t *testing.T, seed uint64, broker string) *harness {
 	h := &harness{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0)), dir: t.TempDir(), broker: broker,
 		topics: wire.Topics{Prefix: wire.DefaultPrefix, GatewayID: testenv.ID(t, "gw")}, fences: map[string]pair{}}
 	h.httpAddr = fmt.Sprintf("127.0.0.1:%d", testenv.Port(t))
+	// The Modbus module outlives every gateway process, as a module on
+	// its own power supply does.
+	module, err := modbussim.Start(fmt.Sprintf("tcp://127.0.0.1:%d", testenv.Port(t)), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { module.Close() })
 	var b strings.Builder
-	fmt.Fprintf(&b, "id: %s\nmqtt: {broker: %s}\nstore: fence.db\nboard: sim\nhttp: %q\nactuators:\n", h.topics.GatewayID, broker, h.httpAddr)
+	fmt.Fprintf(&b, "id: %s\nmqtt: {broker: %s}\nstore: fence.db\nboard: sim\nhttp: %q\n", h.topics.GatewayID, broker, h.httpAddr)
+	fmt.Fprintf(&b, "modbus:\n  - {name: relays, url: %q, poll: 200ms}\nactuators:\n", module.URL())
 	for _, a := range actuators {
+		if a.pin == "" {
+			fmt.Fprintf(&b, "  - {name: %s, scope: %s, active_low: %v, modbus: {bus: relays, unit: 1, coil: 0}}\n", a.name, a.scope, a.activeLow)
+			continue
+		}
 		fmt.Fprintf(&b, "  - {name: %s, pin: %s, scope: %s, active_low: %v}\n", a.name, a.pin, a.scope, a.activeLow)
 	}
 	fmt.Fprintf(&b, "interlocks:\n  - {name: vent, actuators: [%s], dead_time: 20ms}\n", strings.Join(interlocked, ", "))
