@@ -100,7 +100,11 @@ mv "$ROOT/boot/firmware" "$WORK/firmware"
 mkdir -m 0755 "$ROOT/boot/firmware"
 used=$(du -s -m "$ROOT" | cut -f1)
 root_mb=$((used + used / 4 + 256))   # room for the journal and the store until growroot
-mkfs.vfat -n RASPIFIRM -F 32 -C "$WORK/boot.img" $((BOOT_MB * 1024)) >/dev/null
+# 2 KiB clusters (mkfs.vfat would take 512 bytes for 256 MB): a FAT a
+# quarter the size, which each boot's fsck and mount read whole under
+# emulation, and still enough clusters to be a valid FAT32 (4 KiB would
+# leave too few for 256 MB).
+mkfs.vfat -n RASPIFIRM -F 32 -S 512 -s 4 -C "$WORK/boot.img" $((BOOT_MB * 1024)) >/dev/null
 mcopy -s -i "$WORK/boot.img" "$WORK"/firmware/* ::
 mkfs.ext4 -q -L RASPIROOT -d "$ROOT" "$WORK/root.img" "${root_mb}M"
 IMG=$WORK/$NAME.img

@@ -25,14 +25,24 @@ ROOT=${1:?the new root}
 
 # The image's own files: owned by root, modes as git cannot keep them.
 cp -r --no-preserve=ownership "$HERE/rootfs/." "$ROOT/"
-chmod 0755 "$ROOT/usr/lib/fencegate-image/bootconfig" "$ROOT/usr/lib/fencegate-image/growroot"
+chmod 0755 "$ROOT/usr/lib/fencegate-image/bootconfig" "$ROOT/usr/lib/fencegate-image/growroot" "$ROOT/usr/lib/fencegate-image/fatcheck"
 
 # fencegate, from this tree.
 cp "${IMAGE_DEB:?}" "$ROOT/tmp/fencegate.deb"
 in_root dpkg -i /tmp/fencegate.deb >/dev/null
 rm "$ROOT/tmp/fencegate.deb"
 
-in_root systemctl enable --quiet systemd-networkd.service systemd-timesyncd.service \
+# Nothing at boot that the appliance has no use for: each process costs
+# the Pi seconds of a slow card, and the emulated Pi of the image test
+# (one host thread for all of it) ten. e2scrub checks ext4 on LVM (the
+# card has none); pstore collects crash records from EFI or ramoops (a Pi
+# has neither configured); logind's early load of drm is done by the
+# display's own driver when it loads; networkd's persistent storage keeps
+# state the card's network (DHCP on one port) does not need.
+in_root systemctl disable --quiet e2scrub_reap.service e2scrub_all.timer
+in_root systemctl mask --quiet systemd-pstore.service modprobe@efi_pstore.service modprobe@drm.service \
+  systemd-networkd-persistent-storage.service
+in_root systemctl enable --quiet systemd-networkd.service systemd-timesyncd.service fencegate-fatcheck.service \
   fencegate-growroot.service fencegate-bootconfig.service mosquitto.service ssh.service fencegate.service
 
 # The initramfs, once; raspi-firmware's hook then copies the kernel, the

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,6 +93,10 @@ func powerCuts(ctx context.Context, t *testing.T, pi *pi, ctlp **controllerConn,
 		}
 		if line != want {
 			t.Errorf("cut %d: the pump is recorded %s, and its line is %s; want %s", i, a.State, line, want)
+		}
+		// The boot partition was mounted when the power went: its check ran.
+		if j := pi.must("journalctl -b -o cat -u fencegate-fatcheck"); !strings.Contains(j, "not unmounted cleanly: checking it") {
+			t.Errorf("cut %d: the boot partition was not checked after the power cut; its check's journal:\n%s", i, j)
 		}
 		*ctlp = dialController(ctx, t, pi, password)
 		if t.Failed() {

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/fence"
 )
@@ -69,6 +70,15 @@ func repack(t *testing.T, deb, version, binary string) string {
 		t.Fatalf("dpkg-deb -b: %v\n%s", err, b)
 	}
 	return out
+}
+
+// timed runs cmd on the Pi as must does, and logs how long it took: the
+// emulated Pi runs apt and dpkg slowly, and the image job is CI's longest.
+func (p *pi) timed(t *testing.T, what, cmd string) {
+	t.Helper()
+	start := time.Now()
+	p.must(cmd)
+	t.Logf("%s: %.0f s", what, time.Since(start).Seconds())
 }
 
 // copyTo copies a host file to the Pi.
@@ -133,7 +143,7 @@ func upgrade(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
 	pi.copyTo(t, newer, "/root/"+filepath.Base(newer))
 	pid := mainPID()
 	stopTrace := pi.traceGPIO(t)
-	pi.must("DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold /root/" + filepath.Base(newer))
+	pi.timed(t, "apt-get install ./newer.deb", "DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold /root/"+filepath.Base(newer))
 	pi.waitFor(ctx, "systemctl is-active fencegate", regexpActive)
 	checkUpgraded(ctx, t, pi, version+"+up1", pid, mainPID(), tok, stopTrace())
 
@@ -159,7 +169,7 @@ func upgrade(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
 	only := "-o Dir::Etc::SourceList=/etc/apt/sources.list.d/local.list -o Dir::Etc::SourceParts=-"
 	pid = mainPID()
 	stopTrace = pi.traceGPIO(t)
-	pi.must("apt-get update -q " + only + " && DEBIAN_FRONTEND=noninteractive apt-get upgrade -y -q " + only + " -o Dpkg::Options::=--force-confold")
+	pi.timed(t, "apt-get update && apt-get upgrade", "apt-get update -q "+only+" && DEBIAN_FRONTEND=noninteractive apt-get upgrade -y -q "+only+" -o Dpkg::Options::=--force-confold")
 	pi.waitFor(ctx, "systemctl is-active fencegate", regexpActive)
 	checkUpgraded(ctx, t, pi, version+"+up2", pid, mainPID(), tok, stopTrace())
 	if after := pi.must(kept); after != before {
@@ -173,7 +183,7 @@ func upgrade(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
 	older := repack(t, deb, "0.0.0~old", old)
 	pi.copyTo(t, older, "/root/"+filepath.Base(older))
 	stopTrace = pi.traceGPIO(t)
-	pi.must("DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confold /root/" + filepath.Base(older))
+	pi.timed(t, "apt-get install --allow-downgrades ./older.deb", "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confold /root/"+filepath.Base(older))
 	pi.waitFor(ctx, "systemctl is-failed fencegate; systemctl is-active fencegate", regexp.MustCompile(`^failed`))
 	journal := pi.must("journalctl -b -u fencegate -n 30 --no-pager")
 	if !strings.Contains(journal, "was it written by a newer fencegate?") {
@@ -183,7 +193,7 @@ func upgrade(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
 		t.Errorf("the refused downgrade wrote the relays' lines: %v", sets)
 	}
 	// And back: the store, untouched by the refused build, opens again.
-	pi.must("DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold /srv/repo/" + filepath.Base(newest) + " && systemctl restart fencegate")
+	pi.timed(t, "apt-get install ./newest.deb", "DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold /srv/repo/"+filepath.Base(newest)+" && systemctl restart fencegate")
 	pi.waitFor(ctx, "systemctl is-active fencegate", regexpActive)
 	pi.tunnel(ctx)
 	if a := pi.actuators()["fan"]; a.Fence.Token != tok || a.State != "on" || pi.gpio("GPIO27") != "out lo" {
