@@ -18,6 +18,9 @@ type Seq struct{ n atomic.Uint64 }
 // Next returns the next seq.
 func (s *Seq) Next() uint64 { return s.n.Add(1) }
 
+// Last returns the last seq Next handed out (0 before the first).
+func (s *Seq) Last() uint64 { return s.n.Load() }
+
 // Pass makes every later Next return more than n: after a stale answer
 // under the holder's own token (the fence at n), so that its next command
 // is above it.

@@ -422,7 +422,6 @@ var mutants = []mutant{
 		file: "actuator/boot.go",
 		old:  "\t\t\tif p := rec.Output(o.Name).Pulse; p != nil && p.Status == fence.PulseRunning {\n",
 		new:  "\t\t\tif p := rec.Output(o.Name).Pulse; false && p != nil && p.Status == fence.PulseRunning {\n",
-		more: []edit{{"actuator/boot.go", "\t\t\tcase o.Kind == KindPulse && recorded != fence.StateOff:\n", "\t\t\tcase o.Kind == KindPulse && recorded == fence.StateNone:\n"}},
 		pkgs: []string{"./actuator", "./cmd/gateway"}, run: "TestPulseInterruptedByRestart|TestPulseKilledMidPulse",
 	},
 	{
