@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/tests/testenv"
@@ -30,22 +29,9 @@ actuators:
 `, line.Gateway), true)
 	send := func(id, actuator string, token, seq uint64, s fence.State, want fence.Outcome) fence.Result {
 		t.Helper()
-		res := g.ctl.Send(t, fence.Command{ID: testenv.ID(t, id), Holder: "ctl-" + id, Actuator: actuator, Fence: fence.Fence{Token: token, Seq: seq}, State: s})
-		if res.Outcome != want {
-			t.Fatalf("%s %s at %d/%d: %s (%s); want %s\n%s", actuator, s, token, seq, res.Outcome, res.Error, want, g.p.output())
-		}
-		return res
+		return g.expect(t, id, actuator, token, seq, s, want)
 	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 20s\n%s", what, g.p.output())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	waitFor := func(what string, ok func() bool) { t.Helper(); g.waitFor(t, what, ok) }
 	down := func(name string) string { return apiStatus(t, g.http)[name].Watched.Down }
 
 	mod.Wrote(t, "register 2 512") // boot: off, at start

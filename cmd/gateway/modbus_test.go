@@ -45,22 +45,9 @@ actuators:
 `, url), true)
 	send := func(id, actuator string, token, seq uint64, s fence.State, want fence.Outcome) fence.Result {
 		t.Helper()
-		res := g.ctl.Send(t, fence.Command{ID: testenv.ID(t, id), Holder: "ctl-" + id, Actuator: actuator, Fence: fence.Fence{Token: token, Seq: seq}, State: s})
-		if res.Outcome != want {
-			t.Fatalf("%s %s at %d/%d: %s (%s); want %s", actuator, s, token, seq, res.Outcome, res.Error, want)
-		}
-		return res
+		return g.expect(t, id, actuator, token, seq, s, want)
 	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 20s\n%s", what, g.p.output())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	waitFor := func(what string, ok func() bool) { t.Helper(); g.waitFor(t, what, ok) }
 	watched := func(name string) httpapi.Watched {
 		t.Helper()
 		a := apiStatus(t, g.http)[name]
@@ -215,4 +202,27 @@ func TestSimModbusModule(t *testing.T) {
 	waitFor("the lamp is down with the module's power cut", func() bool { return lamp().Watched.Down != "" })
 	post("power", `{"on":true}`)
 	waitFor("the lamp is reconciled when the power is back", func() bool { return info().Modbus.Coils["lamp"] && lamp().Watched.Down == "" })
+}
+
+// expect sends a command as holder "ctl-"+id and fails t unless it is
+// answered want.
+func (g testGateway) expect(t *testing.T, id, actuator string, token, seq uint64, s fence.State, want fence.Outcome) fence.Result {
+	t.Helper()
+	res := g.ctl.Send(t, fence.Command{ID: testenv.ID(t, id), Holder: "ctl-" + id, Actuator: actuator, Fence: fence.Fence{Token: token, Seq: seq}, State: s})
+	if res.Outcome != want {
+		t.Fatalf("%s %s at %d/%d: %s (%s); want %s\n%s", actuator, s, token, seq, res.Outcome, res.Error, want, g.p.output())
+	}
+	return res
+}
+
+// waitFor waits up to 20 s until ok, or fails t with the gateway's log.
+func (g testGateway) waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 20s\n%s", what, g.p.output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

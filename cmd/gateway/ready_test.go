@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"syscall"
@@ -20,19 +19,7 @@ func TestReadyzFollowsTheBroker(t *testing.T) {
 	b := testenv.MosquittoVolatile(t)
 	httpAddr := startGateway(t, b.URL, "actuators:\n  - {name: pump, pin: GPIO17}\n", true).http
 
-	ready := func() (int, httpapi.Readiness) {
-		t.Helper()
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var rd httpapi.Readiness
-		if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
-			t.Fatalf("GET /readyz: %v", err)
-		}
-		return resp.StatusCode, rd
-	}
+	ready := func() (int, httpapi.Readiness) { t.Helper(); return readyz(t, httpAddr) }
 	waitReady := func(what string, want bool) httpapi.Readiness {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
