@@ -166,13 +166,15 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("broker state on the dashboard = %q, %v; want connected to %s since …, taking commands", state, err, broker)
 	}
 	// In the simulator the page acts, and its footer says how: scenario
-	// buttons and input switches, and no other button.
+	// buttons, input switches and the Modbus module's power and button,
+	// and no other button.
 	if foot, err := chromedp.Run(ctx, chromedp.Text(`footer`)); err != nil || strings.Contains(foot, "read-only") ||
-		!strings.Contains(foot, "a scenario button plays") || !strings.Contains(foot, "an input's switch sets") {
-		t.Errorf("footer = %q, %v; want what the scenario buttons and the input switches do", foot, err)
+		!strings.Contains(foot, "a scenario button plays") || !strings.Contains(foot, "an input's switch sets") ||
+		!strings.Contains(foot, "Modbus module can lose its power or be switched by its own button") {
+		t.Errorf("footer = %q, %v; want what the scenario buttons, the input switches and the module's buttons do", foot, err)
 	}
 	if others, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("button")]
-		.filter((b) => b.getClientRects().length && !b.matches("[data-scenario], .flip")).map((b) => b.textContent)`)); err != nil || len(others) > 0 {
+		.filter((b) => b.getClientRects().length && !b.matches("[data-scenario], .flip, .modbus")).map((b) => b.textContent)`)); err != nil || len(others) > 0 {
 		t.Errorf("buttons the footer does not tell of: %q, %v", others, err)
 	}
 	// Before one is pressed, no scenario button stands out: the unfenced

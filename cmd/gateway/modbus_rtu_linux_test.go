@@ -44,8 +44,10 @@ actuators:
 	mod.Wrote(t, "coil 3 0")
 	mod.Wrote(t, "coil 3 1")
 
-	// A CRC error in the answer to a write that reached the module.
-	line.Set(testenv.RTUCorruptWrite)
+	// A CRC error in the answer to a write that reached the module (the
+	// heater's register: the fan's coil, just driven back, may still be
+	// read back meanwhile).
+	line.Set(testenv.RTUCorruptRegisterWrite)
 	res := send("heater-on", "heater", 7, 0, fence.StateOn, fence.Failed)
 	if !strings.Contains(res.Error, "recorded") || !strings.Contains(res.Error, "crc") {
 		t.Fatalf("failed answer %q; want the CRC error and that the fence was recorded", res.Error)

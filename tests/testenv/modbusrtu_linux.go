@@ -63,9 +63,10 @@ const (
 	RTUCutOff           // the next answer cut after its first bytes, then mute
 	RTUMute             // no answer passes: the module is off
 	RTULate             // the next answer held back 1 s: a slow module
-	// the next answer to a write (function 5, 6, 15 or 16) corrupted, so
-	// that a gateway's read-backs between do not take the fault
-	RTUCorruptWrite
+	// the next answer to a write of a holding register (function 6 or
+	// 16) corrupted, so that a gateway's read-backs and coil writes
+	// between do not take the fault
+	RTUCorruptRegisterWrite
 )
 
 // NewRTULine makes a line; it lasts until t ends.
@@ -77,8 +78,8 @@ func NewRTULine(t testing.TB) *RTULine {
 	go relayPTY(mm, func(b []byte) {                // answers
 		l.mu.Lock()
 		f := l.fault
-		if f == RTUCorruptWrite {
-			if len(b) > 1 && (b[1] == 5 || b[1] == 6 || b[1] == 15 || b[1] == 16) {
+		if f == RTUCorruptRegisterWrite {
+			if len(b) > 1 && (b[1] == 6 || b[1] == 16) {
 				f = RTUCorrupt
 			} else {
 				f = RTUClean
