@@ -105,6 +105,19 @@ func (b *Bank) Health(name string) (Health, bool) {
 	return o.health.Health, true
 }
 
+// Healths returns every watched output's health, by actuator.
+func (b *Bank) Healths() map[string]Health {
+	hs := map[string]Health{}
+	b.healthMu.Lock()
+	defer b.healthMu.Unlock()
+	for name, o := range b.outs {
+		if o.Poll > 0 {
+			hs[name] = o.health.Health
+		}
+	}
+	return hs
+}
+
 // markDown notes that o could not be driven or read (err). The scope's
 // lock must be held.
 func (b *Bank) markDown(o *output, err error) {

@@ -48,17 +48,6 @@ func (g *gateway) pin(name string) (actuator.Pin, error) {
 	return g.board.Pin(name)
 }
 
-// watched is the health of the outputs on Modbus buses, by actuator.
-func (g *gateway) watched() map[string]actuator.Health {
-	hs := map[string]actuator.Health{}
-	for _, a := range g.cfg.Actuators {
-		if h, ok := g.bank.Health(a.Name); ok {
-			hs[a.Name] = h
-		}
-	}
-	return hs
-}
-
 // modbusFindings are gateway check's findings on the Modbus buses: what
 // each carries, checked without a request on it (run reaches a device
 // when it drives its outputs, and retries one that does not answer). A

@@ -351,7 +351,7 @@ func (g *gateway) driveOutputs() error {
 // the configuration disables it.
 func (g *gateway) startHTTP() error {
 	g.metrics.Read(gwmetrics.Sources{Store: g.store.Stats, StorePath: g.cfg.Store, Fences: g.store.Fences,
-		Broker: func() gwmetrics.Broker { return brokerMetrics(g.link.Status()) }, Watched: g.watched, Version: g.opts.Version})
+		Broker: func() gwmetrics.Broker { return brokerMetrics(g.link.Status()) }, Watched: g.bank.Healths, Version: g.opts.Version})
 	if addr := g.cfg.HTTPAddr(); addr != "" {
 		ln, err := listenHTTP(addr)
 		if err != nil {

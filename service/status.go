@@ -57,8 +57,9 @@ func stalled(store *fencelog.Store, bank *actuator.Bank, limit time.Duration) st
 // down lists the watched outputs whose devices do not answer.
 func (s *status) down() []httpapi.DownOutput {
 	var out []httpapi.DownOutput
+	hs := s.bank.Healths()
 	for _, a := range s.cfg.Actuators {
-		if h, ok := s.bank.Health(a.Name); ok && h.Down != "" {
+		if h := hs[a.Name]; h.Down != "" {
 			out = append(out, httpapi.DownOutput{Actuator: a.Name, Reason: h.Down, Since: h.Since})
 		}
 	}
