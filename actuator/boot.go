@@ -40,9 +40,9 @@ func (b *Bank) boot() error {
 		b.opts.Logger.Warn("actuator moved to another scope; its old fence came along", "actuator", name, "scope", b.outs[name].Scope)
 	}
 	var changes []fencelog.StateChange
-	set := func(o *output, s fence.State, why string) {
-		o.start.state = s
-		changes = append(changes, fencelog.StateChange{Scope: o.Scope, Actuator: o.Name, State: s, Holder: "boot", Outcome: fence.OutcomeBoot, Why: why})
+	set := func(o *output, s fence.Set, why string) {
+		o.start.state = s.State
+		changes = append(changes, fencelog.StateChange{Scope: o.Scope, Actuator: o.Name, State: s.State, Duty: s.Duty, Holder: "boot", Outcome: fence.OutcomeBoot, Why: why})
 	}
 	for _, sc := range b.scopes {
 		rec, err := b.store.ScopeRecord(sc.name)
@@ -62,7 +62,7 @@ func (b *Bank) boot() error {
 				b.opts.Logger.Warn("pulse interrupted by a stop of the gateway; the output rests off", "actuator", o.Name, "fence", p.Fence.String(), "width", p.Width.String())
 			}
 			o.start.state = rec.Output(o.Name).State
-			if s, why := sc.bootState(o, rec); s != o.start.state {
+			if s, why := sc.bootState(o, rec); !isAt(rec.Output(o.Name), s) {
 				set(o, s, why)
 			}
 		}
@@ -80,7 +80,7 @@ func (b *Bank) boot() error {
 				why := fmt.Sprintf("interlock %s: %s were all on; at most one may be: all switched off", o.lock.Name, strings.Join(ons, ", "))
 				b.opts.Logger.Warn(why)
 				for _, m := range ons {
-					set(b.outs[m], fence.StateOff, why)
+					set(b.outs[m], fence.Set{Actuator: m, State: fence.StateOff}, why)
 				}
 			}
 		}
@@ -126,7 +126,13 @@ func (b *Bank) Start(pin func(name string) (Pin, error)) error {
 	}
 	for _, name := range b.order {
 		o := b.outs[name]
-		p, err := pin(o.PinName)
+		var p Pin
+		var err error
+		if o.Kind == KindSetpoint {
+			p, err = b.pinOf(o)
+		} else {
+			p, err = pin(o.PinName)
+		}
 		if err != nil {
 			return fmt.Errorf("actuator: %s: %w", name, err)
 		}
@@ -178,7 +184,7 @@ func (b *Bank) startScope(sc *guard) error {
 	}
 	initial := func(o *output) fence.State {
 		if rec.Trip() != "" && o.Kind != KindPulse {
-			return sc.safeState() // tripped since the boot rule decided
+			return sc.safeSet(o).State // tripped since the boot rule decided
 		}
 		return o.initial()
 	}

@@ -66,12 +66,12 @@ func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.R
 				continue
 			}
 		}
-		shaped, err := o.shape(c)
+		shaped, reason, err := o.shape(c)
 		if err != nil {
-			results[i] = b.Reject(c, fence.ReasonInvalid, err)
+			results[i] = b.Reject(c, reason, err)
 			continue
 		}
-		if shaped.Pulse != c.Pulse {
+		if !shaped.Equal(c) {
 			if !cloned {
 				cmds, cloned = slices.Clone(cmds), true // the caller's stay as they came
 			}
@@ -120,12 +120,27 @@ func (b *Bank) MaxBatch(actuator string) int {
 // output takes pulses (state on without pulse_ms is a pulse of its
 // default width) and fence-only commands; a switch takes no pulse. An
 // error rejects c before its scope is locked: nothing recorded or driven.
-func (o *output) shape(c fence.Command) (fence.Command, error) {
-	if c.State == fence.StateNone {
-		c.State = c.Asks() // as the wire decodes a pulse: on, then back at rest
+func (o *output) shape(c fence.Command) (fence.Command, string, error) {
+	c, err := o.shapeKind(c)
+	if err != nil {
+		return c, fence.ReasonInvalid, err
+	}
+	if o.Kind == KindSetpoint {
+		return o.shapeSetpoint(c)
+	}
+	return c, "", nil
+}
+
+// shapeKind is shape for switches and pulse outputs.
+func (o *output) shapeKind(c fence.Command) (fence.Command, error) {
+	if c.State == fence.StateNone || c.Setpoint {
+		c.State = c.Asks() // as the wire decodes a pulse (on, then back at rest) and a set-point
+	}
+	if c.Setpoint && o.Kind != KindSetpoint {
+		return c, fmt.Errorf("%s is not a set-point output: send state on or off, without duty", o.Name)
 	}
 	if o.Kind != KindPulse {
-		if c.Pulse > 0 {
+		if c.Pulse > 0 && o.Kind != KindSetpoint {
 			return c, fmt.Errorf("%s is not a pulse output: send state on or off, without pulse_ms", o.Name)
 		}
 		return c, nil
@@ -271,6 +286,10 @@ func (b *Bank) carryOut(o *output, c fence.Command, adm fencelog.Admission) fenc
 // readBack sets res.Actual if o's output does not read back as its
 // recorded state res.State. The scope's lock must be held.
 func (b *Bank) readBack(o *output, res *fence.Result) {
+	if o.Kind == KindSetpoint {
+		b.readDuty(o, res)
+		return
+	}
 	if res.State == fence.StateNone {
 		return
 	}
@@ -313,6 +332,9 @@ func (b *Bank) Reject(c fence.Command, reason string, err error) fence.Result {
 		if cur, err := b.store.Output(o.Scope, o.Name); err == nil {
 			res.Fence, res.State = cur.Fence, cur.State
 			e.Fence = cur.Fence
+			if o.Kind == KindSetpoint {
+				res.Duty = &cur.Duty
+			}
 		}
 	}
 	b.store.Record(e)

@@ -76,6 +76,7 @@ type output struct {
 	lock  *interlock // nil outside any interlock
 	start start      // the boot rule's decision
 	pin   Pin        // set by Start
+	dev   Setpoint   // a set-point output's device; set by AttachSetpoints
 	// onSince is when the output was driven on (monotonic; zero while
 	// off), and maxOn the timer that switches it off after MaxOn; both
 	// guarded by the scope's lock.
@@ -146,8 +147,8 @@ func (b *Bank) Stalled(limit time.Duration) (scope string, held time.Duration) {
 func (sc *guard) toSafe(rec fencelog.ScopeRecord) []fence.Set {
 	var sets []fence.Set
 	for _, o := range sc.members {
-		if o.Kind != KindPulse && rec.Output(o.Name).State != sc.safeState() {
-			sets = append(sets, fence.Set{Actuator: o.Name, State: sc.safeState()})
+		if set := sc.safeSet(o); o.Kind != KindPulse && !isAt(rec.Output(o.Name), set) {
+			sets = append(sets, set)
 		}
 	}
 	return sets
@@ -159,7 +160,7 @@ func (sc *guard) toSafe(rec fencelog.ScopeRecord) []fence.Set {
 func changesOf(sc *guard, sets []fence.Set, outcome fence.Outcome, why string, trip bool) fencelog.Changes {
 	var w fencelog.Changes
 	for _, set := range sets {
-		w.States = append(w.States, fencelog.StateChange{Scope: sc.name, Actuator: set.Actuator, State: set.State,
+		w.States = append(w.States, fencelog.StateChange{Scope: sc.name, Actuator: set.Actuator, State: set.State, Duty: set.Duty,
 			Holder: string(outcome), Outcome: outcome, Why: why})
 	}
 	if trip {

@@ -38,7 +38,7 @@ func (b *Bank) TripAtStart(level func(input string) (bool, error)) error {
 		}
 		for _, o := range sc.members {
 			if o.Kind != KindPulse {
-				o.start = start{state: sc.safeState()}
+				o.start = start{state: sc.safeSet(o).State}
 			}
 		}
 		b.opts.Logger.Warn("scope tripped at start: its outputs are taken over at the safe state; a reset command releases it once the input is cleared", "scope", sc.name, "why", why)

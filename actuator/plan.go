@@ -28,9 +28,9 @@ func (b *Bank) planner(o *output, c fence.Command) fencelog.Planner {
 	return func(rec fencelog.ScopeRecord) fence.Effect {
 		if trip := rec.Trip(); trip != "" {
 			switch {
-			case c.State != fence.StateNone && c.State != o.guard.safeState() && o.Kind != KindPulse, c.Pulse > 0:
+			case c.State != fence.StateNone && !isAt(fence.Output{State: c.State, Duty: c.Duty}, o.guard.safeSet(o)) && o.Kind != KindPulse, c.Pulse > 0:
 				return fence.Effect{Refusal: &fence.Refusal{Reason: fence.ReasonTrip, Error: fmt.Sprintf(
-					"scope %s is held at its safe state (%s): %s; send a fence-only command with reset once that is cleared", o.Scope, o.guard.safeState(), trip)}}
+					"scope %s is held at its safe state (%s): %s; send a fence-only command with reset once that is cleared", o.Scope, o.guard.safeText(o), trip)}}
 			case c.Reset && stillTripped != "":
 				return fence.Effect{Refusal: &fence.Refusal{Reason: fence.ReasonTrip, Error: fmt.Sprintf(
 					"scope %s cannot be reset: %s", o.Scope, stillTripped)}}
@@ -53,6 +53,12 @@ func (b *Bank) planner(o *output, c fence.Command) fencelog.Planner {
 // stateRule is the effect rule of a pulse or an interlocked output's on;
 // nil for anything else. The scope's lock must be held.
 func (b *Bank) stateRule(o *output, c fence.Command) fencelog.Planner {
+	if o.Kind == KindSetpoint && o.MaxRate > 0 && c.Setpoint {
+		return func(rec fencelog.ScopeRecord) fence.Effect {
+			cur := rec.Output(o.Name)
+			return fence.RampEffect(c, cur, b.since(cur.ChangedAt), o.MaxRate)
+		}
+	}
 	if o.Kind == KindPulse && c.Pulse > 0 {
 		// A pulse output is on only while it pulses.
 		return func(rec fencelog.ScopeRecord) fence.Effect {

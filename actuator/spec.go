@@ -17,6 +17,9 @@ const (
 	BootLast Boot = "last" // drive to the recorded state (off, recorded, if none)
 	BootOff  Boot = "off"  // drive off and record off; the fence is untouched
 	BootOn   Boot = "on"   // drive on and record on; the fence is untouched
+	// BootDuty sets a set-point output to its Spec.BootDuty, recorded;
+	// the fence is untouched.
+	BootDuty Boot = "duty"
 )
 
 // ParseBoot parses a boot policy; the empty string is BootLast.
@@ -24,10 +27,10 @@ func ParseBoot(s string) (Boot, error) {
 	switch b := Boot(s); b {
 	case "":
 		return BootLast, nil
-	case BootLast, BootOff, BootOn:
+	case BootLast, BootOff, BootOn, BootDuty:
 		return b, nil
 	}
-	return "", &SpecError{Field: "boot", Msg: fmt.Sprintf("boot %q: want last, off or on", s)}
+	return "", &SpecError{Field: "boot", Msg: fmt.Sprintf("boot %q: want last, off or on (a set-point output: last, off or a set-point)", s)}
 }
 
 // SpecError is what the checks of this package (New, CheckKind,
@@ -102,6 +105,10 @@ const (
 	// KindPulse outputs rest off and take pulses: on for the pulse's
 	// width, then back to rest (a door strike, a garage door's button).
 	KindPulse Kind = "pulse"
+	// KindSetpoint outputs take set-points (a duty, 0 to 100 %), not
+	// on/off: a PWM channel, a dimmer or a valve on a holding register.
+	// They are on above 0.
+	KindSetpoint Kind = "setpoint"
 )
 
 // Spec describes one actuator for New.
@@ -130,6 +137,14 @@ type Spec struct {
 	// gateway's back, read back this often and reconciled by the boot
 	// rule. A failed drive at start does not stop the gateway.
 	Poll time.Duration
+	// A set-point output's (KindSetpoint) rules. Min and Max bound the
+	// set-points a command may ask for (Max 0: 100 %; 0, off, is always
+	// accepted); MaxRate, if not zero, is how far its set-point may move
+	// per second (a larger step is refused, reason rate); BootDuty is its
+	// set-point at start under BootDuty; SafeDuty is what its scope's safe
+	// state (dead-man, trip) sets it to.
+	Min, Max, MaxRate  fence.Duty
+	BootDuty, SafeDuty fence.Duty
 }
 
 // InputLevel names an input and a level of it, for the rules that read
@@ -174,6 +189,9 @@ func (s *Spec) checkScope() error {
 
 // checkKind checks s's kind and its pulse widths.
 func (s *Spec) checkKind() error {
+	if s.Kind != KindSetpoint && (s.Min != 0 || s.Max != 0 || s.MaxRate != 0 || s.SafeDuty != 0 || s.Boot == BootDuty) {
+		return s.specErr("kind", "min, max, max_rate, safe_duty and a set-point at boot are for set-point outputs (kind: setpoint)")
+	}
 	switch s.Kind {
 	case "", KindSwitch:
 		s.Kind = KindSwitch
@@ -192,8 +210,10 @@ func (s *Spec) checkKind() error {
 		}
 		return nil
 	case KindPulse:
+	case KindSetpoint:
+		return s.checkSetpoint()
 	default:
-		return s.specErr("kind", "kind %q: want switch or pulse", s.Kind)
+		return s.specErr("kind", "kind %q: want switch, pulse or setpoint", s.Kind)
 	}
 	switch {
 	case s.MaxPulse < time.Millisecond || s.MaxPulse > fence.MaxPulse || s.MaxPulse%time.Millisecond != 0:
@@ -309,6 +329,8 @@ func (b *Bank) addInterlocks(list []fence.Interlock) error {
 					m, o.lock.Name)
 			case o.Kind == KindPulse:
 				return lockErr(g, "actuators", "%s is a pulse output; an interlock's members are switches", m)
+			case o.Kind == KindSetpoint:
+				return lockErr(g, "actuators", "%s is a set-point output; an interlock's members are switches", m)
 			case scopeName != "" && o.Scope != scopeName:
 				return lockErr(g, "actuators", "%s is in scope %q, %s in scope %q; the members of an interlock must share one scope (one lease, one fence), so that one holder decides them all",
 					g.Members[0], scopeName, m, o.Scope)

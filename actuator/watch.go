@@ -258,16 +258,18 @@ func (b *Bank) reconcile(o *output) {
 		b.opts.Logger.Warn("output changed behind the gateway's back", "actuator", o.Name, "pin", o.PinName, "found", found, "recorded", recorded.String())
 		b.watched(o)
 	}
-	want, rule := o.guard.bootState(o, rec)
-	if want == fence.StateOn && o.lock != nil {
+	set, rule := o.guard.bootState(o, rec)
+	if set.State == fence.StateOn && o.lock != nil {
 		for _, m := range o.lock.Members {
 			if m != o.Name && rec.Output(m).State == fence.StateOn {
-				want, rule = fence.StateOff, rule+", but "+m+" of interlock "+o.lock.Name+" is on"
+				set, rule = fence.Set{Actuator: o.Name, State: fence.StateOff}, rule+", but "+m+" of interlock "+o.lock.Name+" is on"
 			}
 		}
 	}
-	if want != cur.State {
-		if _, err := b.store.Write(fencelog.Changes{States: []fencelog.StateChange{{Scope: o.Scope, Actuator: o.Name, State: want,
+	want := set.State
+	changed := !isAt(cur, set)
+	if changed {
+		if _, err := b.store.Write(fencelog.Changes{States: []fencelog.StateChange{{Scope: o.Scope, Actuator: o.Name, State: want, Duty: set.Duty,
 			Holder: "boot", Outcome: fence.OutcomeBoot, Why: why + "; " + rule}}}); err != nil {
 			b.opts.Logger.Error("record the boot rule's state", "actuator", o.Name, "err", err)
 			return
@@ -275,7 +277,7 @@ func (b *Bank) reconcile(o *output) {
 		b.opts.Logger.Warn("boot rule applied", "actuator", o.Name, "state", want.String(), "why", why+"; "+rule)
 		b.changed(o.guard)
 	}
-	if neither || high != o.level(want) {
+	if neither || high != o.level(want) || changed {
 		if err := b.drive(o, want); err != nil {
 			return // drive marked it down
 		}
@@ -296,21 +298,24 @@ func (b *Bank) reconcile(o *output) {
 // bootState is the state the boot rule gives o, whose scope's record is
 // rec, and the rule's reason: the record's state, unless boot: on or off,
 // a pulse output's rest, a trip or an interlock decides otherwise.
-func (sc *guard) bootState(o *output, rec fencelog.ScopeRecord) (fence.State, string) {
+func (sc *guard) bootState(o *output, rec fencelog.ScopeRecord) (fence.Set, string) {
 	cur := rec.Output(o.Name)
+	state := func(s fence.State) fence.Set { return fence.Set{Actuator: o.Name, State: s} }
 	switch {
 	case o.Kind == KindPulse && cur.Pulse != nil && cur.Pulse.Status == fence.PulseRunning:
-		return fence.StateOn, "its pulse runs"
+		return state(fence.StateOn), "its pulse runs"
 	case o.Kind == KindPulse:
-		return fence.StateOff, "a pulse output rests off"
+		return state(fence.StateOff), "a pulse output rests off"
 	case rec.Trip() != "":
-		return sc.safeState(), "held by its scope's trip (" + rec.Trip() + ") until a reset"
+		return sc.safeSet(o), "held by its scope's trip (" + rec.Trip() + ") until a reset"
 	case o.Boot == BootOff:
-		return fence.StateOff, "boot: off"
+		return state(fence.StateOff), "boot: off"
 	case o.Boot == BootOn:
-		return fence.StateOn, "boot: on"
+		return state(fence.StateOn), "boot: on"
+	case o.Boot == BootDuty:
+		return o.at(o.BootDuty), "boot: " + o.BootDuty.String()
 	case cur.State == fence.StateNone:
-		return fence.StateOff, "never commanded: off"
+		return state(fence.StateOff), "never commanded: off"
 	}
-	return cur.State, "boot: last"
+	return fence.Set{Actuator: o.Name, State: cur.State, Duty: cur.Duty}, "boot: last"
 }

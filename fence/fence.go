@@ -127,6 +127,10 @@ type Command struct {
 	// scope from a trip (an input that sent it to its safe state), if the
 	// input is no longer at its trip level.
 	Reset bool
+	// Setpoint marks a command that sets a set-point output to Duty (0 is
+	// off); its State is then Duty.State().
+	Setpoint bool
+	Duty     Duty
 }
 
 // MaxPulse is the longest pulse a command may ask for, and the longest
@@ -142,13 +146,16 @@ func (c Command) Asks() State {
 	if c.Pulse > 0 {
 		return StateOn
 	}
+	if c.Setpoint {
+		return c.Duty.State()
+	}
 	return c.State
 }
 
 // Equal reports whether c and d are the same command, signature included.
 func (c Command) Equal(d Command) bool {
 	return c.ID == d.ID && c.Holder == d.Holder && c.Actuator == d.Actuator && c.Fence == d.Fence &&
-		c.State == d.State && c.Pulse == d.Pulse && c.Reset == d.Reset && c.Signer == d.Signer && bytes.Equal(c.Sig, d.Sig) && (c.Sig == nil) == (d.Sig == nil)
+		c.State == d.State && c.Pulse == d.Pulse && c.Reset == d.Reset && c.Setpoint == d.Setpoint && c.Duty == d.Duty && c.Signer == d.Signer && bytes.Equal(c.Sig, d.Sig) && (c.Sig == nil) == (d.Sig == nil)
 }
 
 // Outcome is the answer class of a command.
@@ -178,6 +185,9 @@ type AppliedCommand struct {
 	// PulseStatus is, for a pulse that has ended, how: PulseDone or
 	// PulseInterrupted; empty while it runs.
 	PulseStatus string `json:"pulse_status,omitempty"`
+	// Setpoint and Duty are a set-point command's.
+	Setpoint bool `json:"setpoint,omitempty"`
+	Duty     Duty `json:"duty,omitempty"`
 }
 
 // Window is the number of applied commands per scope that are remembered for
@@ -245,7 +255,7 @@ func Decide(current Fence, recent []AppliedCommand, c Command, rules Rules) Deci
 		if a.ID != c.ID || a.Fence != c.Fence {
 			continue
 		}
-		if a.Actuator != c.Actuator || a.State != c.State || a.Pulse != c.Pulse {
+		if a.Actuator != c.Actuator || a.State != c.State || a.Pulse != c.Pulse || a.Setpoint != c.Setpoint || a.Duty != c.Duty {
 			return Decision{Outcome: Stale, Error: fmt.Sprintf(
 				"token %d seq %d with id %q was already applied to %s %s; this command differs",
 				c.Fence.Token, c.Fence.Seq, c.ID, a.Actuator, a.what())}
@@ -274,7 +284,7 @@ func Newest(window []AppliedCommand) []AppliedCommand {
 // Remembered is the entry of the window that remembers c; refused is c's
 // refusal, if its effect was one.
 func Remembered(c Command, refused *Refusal) AppliedCommand {
-	return AppliedCommand{ID: c.ID, Actuator: c.Actuator, Fence: c.Fence, State: c.State, Refused: refused, Pulse: c.Pulse}
+	return AppliedCommand{ID: c.ID, Actuator: c.Actuator, Fence: c.Fence, State: c.State, Refused: refused, Pulse: c.Pulse, Setpoint: c.Setpoint, Duty: c.Duty}
 }
 
 // what says what a remembered command asked for, for messages.
@@ -282,6 +292,8 @@ func (a AppliedCommand) what() string {
 	switch {
 	case a.Pulse > 0:
 		return fmt.Sprintf("(a pulse of %v)", a.Pulse)
+	case a.Setpoint:
+		return fmt.Sprintf("(duty %s%%)", a.Duty)
 	case a.State == StateNone:
 		return "(fence only)"
 	}
@@ -304,6 +316,9 @@ type Output struct {
 	ChangedAt time.Time `json:"changed_at"`
 	// Pulse is a pulse output's last pulse; nil if it never pulsed.
 	Pulse *Pulse `json:"pulse,omitempty"`
+	// Duty is a set-point output's recorded set-point (State is on above
+	// 0); 0 for any other output.
+	Duty Duty `json:"duty,omitempty"`
 	// Why says why the gateway itself set State, when no command did: the
 	// boot rule, a dead-man's safe state, max_on. Empty after a command.
 	Why string `json:"why,omitempty"`
@@ -339,6 +354,8 @@ const (
 	ReasonBusy            = "busy"             // a pulse output is pulsing
 	ReasonTrip            = "trip"             // the scope is held at its safe state by an input's trip
 	ReasonReplyTopic      = "reply-topic"      // the command names a reply topic the gateway does not answer on
+	ReasonRange           = "range"            // a set-point outside its output's min and max
+	ReasonRate            = "rate"             // a set-point further from the recorded one than the output's max_rate allows yet
 	// Signed commands (package sign).
 	ReasonUnsigned      = "unsigned"       // the actuator takes signed commands only
 	ReasonUnknownSigner = "unknown-signer" // the signer is not a configured controller
@@ -378,6 +395,13 @@ type Result struct {
 	// Pulse is, for a pulse command that was applied (or a redelivery of
 	// one), its pulse as recorded now: running, done or interrupted.
 	Pulse *Pulse
+	// Duty is, for a set-point output, its recorded set-point after the
+	// decision (as State is its state); nil for other outputs.
+	Duty *Duty
+	// ActualDuty is what a set-point output reads back as, when that is
+	// not Duty; nil when it agrees or could not be read (Actual says
+	// "unknown" then).
+	ActualDuty *Duty
 }
 
 // Interlock is a group of actuators of one scope of which at most one may
@@ -410,6 +434,8 @@ func (g *Interlock) Has(actuator string) bool {
 type Set struct {
 	Actuator string
 	State    State
+	// Duty is a set-point output's set-point (State is on above 0).
+	Duty Duty
 }
 
 // Refusal says why an admitted command changes no output. Its pair still
@@ -443,7 +469,7 @@ func Plain(c Command) Effect {
 	if c.State == StateNone {
 		return Effect{}
 	}
-	return Effect{Sets: []Set{{c.Actuator, c.State}}, Pulse: c.Pulse}
+	return Effect{Sets: []Set{{Actuator: c.Actuator, State: c.State, Duty: c.Duty}}, Pulse: c.Pulse}
 }
 
 // PulseEffect is the effect of command c, a pulse, on a pulse output that
@@ -488,8 +514,8 @@ func (g *Interlock) Effect(c Command, on func(actuator string) bool) Effect {
 	}
 	sets := make([]Set, 0, len(others)+1)
 	for _, m := range others {
-		sets = append(sets, Set{m, StateOff})
+		sets = append(sets, Set{Actuator: m, State: StateOff})
 	}
-	return Effect{Sets: append(sets, Set{c.Actuator, StateOn}),
+	return Effect{Sets: append(sets, Set{Actuator: c.Actuator, State: StateOn, Duty: c.Duty}),
 		Others: Note{OutcomeInterlock, fmt.Sprintf("switched off by %s's command (break-before-make)", c.Actuator)}}
 }

@@ -204,16 +204,16 @@ func TestInterlockEffect(t *testing.T) {
 		on   []string
 		want Effect
 	}{
-		{"on, nothing else on", reject, cmd("vent-open", StateOn), nil, Effect{Sets: []Set{{"vent-open", StateOn}}}},
-		{"on, itself already on", reject, cmd("vent-open", StateOn), []string{"vent-open"}, Effect{Sets: []Set{{"vent-open", StateOn}}}},
-		{"off is never refused", reject, cmd("vent-open", StateOff), []string{"vent-close"}, Effect{Sets: []Set{{"vent-open", StateOff}}}},
+		{"on, nothing else on", reject, cmd("vent-open", StateOn), nil, Effect{Sets: []Set{{Actuator: "vent-open", State: StateOn}}}},
+		{"on, itself already on", reject, cmd("vent-open", StateOn), []string{"vent-open"}, Effect{Sets: []Set{{Actuator: "vent-open", State: StateOn}}}},
+		{"off is never refused", reject, cmd("vent-open", StateOff), []string{"vent-close"}, Effect{Sets: []Set{{Actuator: "vent-open", State: StateOff}}}},
 		{"fence only is never refused", reject, cmd("vent-open", StateNone), []string{"vent-close"}, Effect{}},
 		{"on while the other is on: refused", reject, cmd("vent-open", StateOn), []string{"vent-close"},
 			Effect{Refusal: &Refusal{Reason: ReasonInterlock, Blocker: "vent-close"}}},
 		{"break-before-make: the other off first", bbm, cmd("vent-open", StateOn), []string{"vent-close"},
-			Effect{Sets: []Set{{"vent-close", StateOff}, {"vent-open", StateOn}}}},
+			Effect{Sets: []Set{{Actuator: "vent-close", State: StateOff}, {Actuator: "vent-open", State: StateOn}}}},
 		{"break-before-make: every other off first", bbm, cmd("vent-stop", StateOn), []string{"vent-open", "vent-close"},
-			Effect{Sets: []Set{{"vent-open", StateOff}, {"vent-close", StateOff}, {"vent-stop", StateOn}}}},
+			Effect{Sets: []Set{{Actuator: "vent-open", State: StateOff}, {Actuator: "vent-close", State: StateOff}, {Actuator: "vent-stop", State: StateOn}}}},
 	}
 	for _, tt := range tests {
 		got := tt.g.Effect(tt.c, onSet(tt.on...))

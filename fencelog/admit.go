@@ -149,7 +149,7 @@ func (l *Store) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]A
 						if rec.Outputs == nil {
 							rec.Outputs = make(map[string]outputRecord)
 						}
-						o := outputRecord{State: set.State, Holder: c.Holder, ChangedAt: now}
+						o := outputRecord{State: set.State, Duty: set.Duty, Holder: c.Holder, ChangedAt: now}
 						if eff.Pulse > 0 {
 							// The pulse's intent, recorded before the output moves.
 							o.Pulse = &fence.Pulse{ID: c.ID, Fence: c.Fence, Width: eff.Pulse, Status: fence.PulseRunning}
@@ -165,7 +165,7 @@ func (l *Store) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]A
 			for _, set := range eff.Sets {
 				if set.Actuator != c.Actuator {
 					entries = append(entries, Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: set.Actuator, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
-						Command: c.Fence, State: set.State, Outcome: eff.Others.Outcome, Fence: rec.Fence, Why: eff.Others.Why})
+						Command: c.Fence, State: set.State, Duty: set.Duty, Outcome: eff.Others.Outcome, Fence: rec.Fence, Why: eff.Others.Why})
 				}
 			}
 		}

@@ -21,15 +21,17 @@ type Entry struct {
 	// decided later: after an applied entry of another scope, or of the
 	// commands committed with its own in one batch.
 	// Set when read back.
-	Seq      uint64        `json:"seq,omitempty"`
-	At       time.Time     `json:"at"`
-	Scope    string        `json:"scope,omitempty"`
-	Actuator string        `json:"actuator"`
-	ID       string        `json:"id,omitempty"`
-	Holder   string        `json:"holder,omitempty"`
-	Command  fence.Fence   `json:"command"`
-	State    fence.State   `json:"state,omitempty"`
-	Outcome  fence.Outcome `json:"outcome"`
+	Seq      uint64      `json:"seq,omitempty"`
+	At       time.Time   `json:"at"`
+	Scope    string      `json:"scope,omitempty"`
+	Actuator string      `json:"actuator"`
+	ID       string      `json:"id,omitempty"`
+	Holder   string      `json:"holder,omitempty"`
+	Command  fence.Fence `json:"command"`
+	State    fence.State `json:"state,omitempty"`
+	// Duty is a set-point output's set-point, when State is set on one.
+	Duty    fence.Duty    `json:"duty,omitempty"`
+	Outcome fence.Outcome `json:"outcome"`
 	// Reason is why a command was rejected (a fence.Reason* code).
 	Reason string `json:"reason,omitempty"`
 	// Fence is the scope's fence after the decision.
@@ -187,6 +189,9 @@ func (l *Store) takePending() []Entry {
 func (l *Store) entry(scope string, c fence.Command, adm Admission) Entry {
 	e := Entry{At: l.opts.Now().UTC(), Scope: scope, Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Signer: c.Signer,
 		Command: c.Fence, State: c.State, Outcome: adm.Outcome, Reason: adm.Reason, Fence: adm.Output.Fence, Error: adm.Error}
+	if c.Setpoint {
+		e.Duty = c.Duty
+	}
 	r := adm.Effect.Refusal
 	if adm.Outcome == fence.Duplicate && adm.Original != nil {
 		r = adm.Original.Refused

@@ -14,8 +14,8 @@ import (
 // rewrites its scope's record, window of recent commands included, and
 // json.Marshal took a sixth of the gateway's CPU under load.
 func encodeScope(rec record) ([]byte, error) {
-	if rec.hasPulse() || rec.Trip != "" {
-		return json.Marshal(rec) // a pulse output's scope, a tripped one: rare enough
+	if rec.unusual() || rec.Trip != "" {
+		return json.Marshal(rec) // a pulse or set-point output's scope, a tripped one: rare enough
 	}
 	b := make([]byte, 0, 128+len(rec.Recent)*96+len(rec.Outputs)*96)
 	b = append(b, `{"fence":`...)
@@ -153,6 +153,10 @@ func encodeEntry(e Entry) ([]byte, error) {
 		b = append(b, `,"state":`...)
 		b = appendString(b, e.State.String())
 	}
+	if e.Duty != 0 {
+		b = append(b, `,"duty":`...)
+		b = append(b, e.Duty.String()...)
+	}
 	b = append(b, `,"outcome":`...)
 	b = appendString(b, string(e.Outcome))
 	field("reason", e.Reason)
@@ -164,16 +168,16 @@ func encodeEntry(e Entry) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// hasPulse reports whether rec records a pulse, which encodeScope leaves
-// to encoding/json.
-func (rec record) hasPulse() bool {
+// unusual reports whether rec records a pulse or a set-point, which
+// encodeScope leaves to encoding/json.
+func (rec record) unusual() bool {
 	for _, a := range rec.Recent {
-		if a.Pulse != 0 || a.PulseStatus != "" {
+		if a.Pulse != 0 || a.PulseStatus != "" || a.Setpoint {
 			return true
 		}
 	}
 	for _, o := range rec.Outputs {
-		if o.Pulse != nil {
+		if o.Pulse != nil || o.Duty != 0 {
 			return true
 		}
 	}

@@ -17,6 +17,7 @@ import (
 type StateChange struct {
 	Scope, Actuator string
 	State           fence.State
+	Duty            fence.Duty // a set-point output's set-point (State is on above 0)
 	// Holder is recorded as the state's holder.
 	Holder string
 	// Outcome (required) and Why are the change's audit entry's: which
@@ -118,14 +119,14 @@ func (l *Store) Write(w Changes) (ok bool, err error) {
 			if rec.Outputs == nil {
 				rec.Outputs = make(map[string]outputRecord)
 			}
-			o := outputRecord{State: ch.State, Holder: ch.Holder, ChangedAt: now, Pulse: rec.Outputs[ch.Actuator].Pulse}
+			o := outputRecord{State: ch.State, Duty: ch.Duty, Holder: ch.Holder, ChangedAt: now, Pulse: rec.Outputs[ch.Actuator].Pulse}
 			if ch.Command == (fence.Fence{}) {
 				o.Why = ch.Why
 			}
 			rec.Outputs[ch.Actuator] = o
 			recs[ch.Scope] = rec
 			audit = append(audit, Entry{At: now, Scope: ch.Scope, Actuator: ch.Actuator, ID: ch.ID, Holder: ch.Holder,
-				Command: ch.Command, State: ch.State, Outcome: ch.Outcome, Fence: rec.Fence, Why: ch.Why})
+				Command: ch.Command, State: ch.State, Duty: ch.Duty, Outcome: ch.Outcome, Fence: rec.Fence, Why: ch.Why})
 		}
 		if t := w.Trip; t != nil {
 			rec, err := scope(t.Scope)

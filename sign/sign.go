@@ -11,8 +11,12 @@
 // big-endian length followed by their UTF-8 bytes; the state is "on", "off"
 // or "" (fence-only); token and seq are 8-byte big-endian unsigned
 // integers. A pulse command appends its pulse_ms, 8 bytes big-endian, and
-// a reset command the byte 1; a command with neither ends at the holder. docs/protocol.md specifies it byte by byte, with test vectors
-// that a test of this package checks.
+// a reset command the byte 1; a command with neither ends at the holder.
+// A set-point command signs the state "duty" (never a state of its own:
+// no on/off signature can be replayed as a set-point) and appends the
+// duty in hundredths of a percent, 8 bytes big-endian. docs/protocol.md
+// specifies it byte by byte, with test vectors that a test of this
+// package checks.
 //
 // # Keys
 //
@@ -59,11 +63,18 @@ func Canonical(gatewayID string, c fence.Command) []byte {
 	b = appendText(b, c.Actuator)
 	b = binary.BigEndian.AppendUint64(b, c.Fence.Token)
 	b = binary.BigEndian.AppendUint64(b, c.Fence.Seq)
-	b = appendText(b, c.Asks().String()) // a pulse signs as on, with or without "state":"on"
+	state := c.Asks().String() // a pulse signs as on, with or without "state":"on"
+	if c.Setpoint {
+		state = "duty"
+	}
+	b = appendText(b, state)
 	b = appendText(b, c.ID)
 	b = appendText(b, c.Holder)
 	if c.Pulse > 0 {
 		b = binary.BigEndian.AppendUint64(b, uint64(c.Pulse.Milliseconds()))
+	}
+	if c.Setpoint {
+		b = binary.BigEndian.AppendUint64(b, uint64(c.Duty))
 	}
 	if c.Reset {
 		b = append(b, 1)

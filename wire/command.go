@@ -35,7 +35,7 @@ type Request struct {
 
 // DecodeRequest parses a command payload for actuator. It is strict: the
 // payload must be one JSON object with only the fields id, token, seq, state,
-// pulse_ms, reset, holder, signer, sig and reply, each at most once and of
+// pulse_ms, duty, reset, holder, signer, sig and reply, each at most once and of
 // the right type; signer and sig come together or not at all, and sig is
 // the standard base64 (with padding) of a 64-byte signature. It does not
 // verify the signature (package sign does, against the gateway's
@@ -139,6 +139,9 @@ func decodeCommand(actuator string, payload []byte) (r Request, idRead bool, _ e
 			}
 		case "pulse_ms":
 			c.Pulse, err = pulseMs(raw)
+		case "duty":
+			c.Duty, err = duty(raw)
+			c.Setpoint = true
 		case "reply":
 			r.Reply, err = str(key, raw)
 		case "reset":
@@ -147,7 +150,7 @@ func decodeCommand(actuator string, payload []byte) (r Request, idRead bool, _ e
 			}
 			c.Reset = true
 		default:
-			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, reset, holder, signer, sig, reply)", key)
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, duty, reset, holder, signer, sig, reply)", key)
 		}
 		if err != nil {
 			return r, idRead, err
@@ -165,8 +168,11 @@ func decodeCommand(actuator string, payload []byte) (r Request, idRead bool, _ e
 	if seen["signer"] != seen["sig"] {
 		return r, idRead, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
 	}
-	if c.Reset && (seen["state"] || c.Pulse > 0) {
-		return r, idRead, errors.New("reset goes with a fence-only command (no state, no pulse_ms): it releases a tripped scope and drives nothing")
+	if c.Reset && (seen["state"] || c.Pulse > 0 || c.Setpoint) {
+		return r, idRead, errors.New("reset goes with a fence-only command (no state, pulse_ms or duty): it releases a tripped scope and drives nothing")
+	}
+	if c.Setpoint && (seen["state"] || c.Pulse > 0) {
+		return r, idRead, errors.New(`duty goes alone: it sets a set-point output (0 is off), which takes neither state nor pulse_ms`)
 	}
 	if c.Pulse > 0 && c.State == fence.StateOff {
 		return r, idRead, errors.New(`pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone`)
@@ -177,6 +183,21 @@ func decodeCommand(actuator string, payload []byte) (r Request, idRead bool, _ e
 
 // maxPulseMs is fence.MaxPulse in the unit of pulse_ms.
 const maxPulseMs = uint64(fence.MaxPulse / time.Millisecond)
+
+// duty decodes duty: a number of percent, 0 to 100, in steps of 0.01.
+func duty(raw json.RawMessage) (fence.Duty, error) {
+	if len(raw) > 0 && raw[0] == '"' {
+		return 0, fmt.Errorf("duty must be a number of percent from 0 to 100, got the string %s", abbrev(raw))
+	}
+	if len(raw) > 0 && raw[0] == '-' {
+		return 0, fmt.Errorf("duty must be a number of percent from 0 to 100, got negative %s", abbrev(raw))
+	}
+	d, err := fence.ParseDuty(string(raw))
+	if err != nil {
+		return 0, fmt.Errorf("duty: %s", strings.Replace(err.Error(), "got "+string(raw), "got "+abbrev(raw), 1))
+	}
+	return d, nil
+}
 
 // pulseMs decodes pulse_ms: whole milliseconds from 1 to fence.MaxPulse
 // (each pulse output has its own max_pulse, at most that).
@@ -366,6 +387,8 @@ func EncodeRequest(r Request) []byte {
 	}
 	if c.Pulse > 0 {
 		b = strconv.AppendInt(append(b, `,"pulse_ms":`...), c.Pulse.Milliseconds(), 10)
+	} else if c.Setpoint {
+		b = append(append(b, `,"duty":`...), c.Duty.String()...)
 	} else if s := c.State.String(); s != "" {
 		b = appendString(append(b, `,"state":`...), s)
 	}

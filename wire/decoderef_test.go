@@ -92,6 +92,9 @@ func decodeCommandRef(actuator string, payload []byte) (Request, error) {
 			}
 		case "pulse_ms":
 			c.Pulse, err = pulseMs(raw)
+		case "duty":
+			c.Duty, err = duty(raw)
+			c.Setpoint = true
 		case "reply":
 			var s string
 			if s, err = str(key, raw); err == nil {
@@ -103,7 +106,7 @@ func decodeCommandRef(actuator string, payload []byte) (Request, error) {
 			}
 			c.Reset = true
 		default:
-			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, reset, holder, signer, sig, reply)", key)
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, duty, reset, holder, signer, sig, reply)", key)
 		}
 		if err != nil {
 			return r, err
@@ -121,8 +124,14 @@ func decodeCommandRef(actuator string, payload []byte) (Request, error) {
 	if seen["signer"] != seen["sig"] {
 		return r, errors.New("signer and sig go together: a signed command has both, an unsigned one neither")
 	}
-	if c.Reset && (seen["state"] || c.Pulse > 0) {
-		return r, errors.New("reset goes with a fence-only command (no state, no pulse_ms): it releases a tripped scope and drives nothing")
+	if c.Reset && (seen["state"] || c.Pulse > 0 || c.Setpoint) {
+		return r, errors.New("reset goes with a fence-only command (no state, pulse_ms or duty): it releases a tripped scope and drives nothing")
+	}
+	if c.Setpoint && (seen["state"] || c.Pulse > 0) {
+		return r, errors.New(`duty goes alone: it sets a set-point output (0 is off), which takes neither state nor pulse_ms`)
+	}
+	if c.Setpoint {
+		c.State = c.Duty.State()
 	}
 	if c.Pulse > 0 {
 		if c.State == fence.StateOff {

@@ -1,0 +1,202 @@
+package actuator
+
+import (
+	"fmt"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// Setpoint is one set-point output (a PWM channel, a holding register
+// behind a dimmer or a valve), as a device provides it: the one set-point
+// interface of the project, as Pin is the one switch interface.
+type Setpoint interface {
+	// SetDuty sets the output to d.
+	SetDuty(d fence.Duty) error
+	// Duty reads back the set-point the output is at.
+	Duty() (fence.Duty, error)
+}
+
+// AttachSetpoints gets the device of every set-point output (dev returns
+// it by actuator name). Call it before Start.
+func (b *Bank) AttachSetpoints(dev func(actuator string) (Setpoint, error)) error {
+	for _, name := range b.order {
+		o := b.outs[name]
+		if o.Kind != KindSetpoint {
+			continue
+		}
+		d, err := dev(name)
+		if err != nil {
+			return fmt.Errorf("actuator: %s: %w", name, err)
+		}
+		o.dev = d
+	}
+	return nil
+}
+
+// setpointPin is a set-point output as the rest of the bank sees every
+// output: a Pin that is on at its recorded set-point and off at 0. Its
+// level comes from the record, which every change reaches before the
+// output is driven (record, then drive), so on is always the set-point
+// recorded last; an output found at any other set-point is at neither
+// level, which the watch and the boot rule treat as a change behind the
+// gateway's back.
+type setpointPin struct {
+	dev      Setpoint
+	recorded func() fence.Duty
+}
+
+func (p *setpointPin) Out(high bool) error {
+	var d fence.Duty
+	if high {
+		d = p.recorded()
+	}
+	return p.dev.SetDuty(d)
+}
+
+func (p *setpointPin) Level() (bool, error) {
+	d, err := p.dev.Duty()
+	if err != nil {
+		return false, err
+	}
+	want := p.recorded()
+	switch {
+	case d == want:
+		return d > 0, nil
+	case d == 0:
+		return false, nil
+	}
+	return false, &dutyError{read: d, recorded: want}
+}
+
+// dutyError says that a set-point output reads back at another set-point
+// than the one recorded: neither on (as recorded) nor off.
+type dutyError struct{ read, recorded fence.Duty }
+
+func (e *dutyError) Error() string {
+	return fmt.Sprintf("reads %s%%, recorded %s%%", e.read, e.recorded)
+}
+
+func (e *dutyError) NeitherLevel() bool { return true }
+
+// pinOf returns o's set-point device as a Pin.
+func (b *Bank) pinOf(o *output) (Pin, error) {
+	if o.dev == nil {
+		return nil, fmt.Errorf("actuator: %s: a set-point output without a device (AttachSetpoints)", o.Name)
+	}
+	return &setpointPin{dev: o.dev, recorded: func() fence.Duty {
+		cur, err := b.store.Output(o.Scope, o.Name)
+		if err != nil {
+			return 0
+		}
+		return cur.Duty
+	}}, nil
+}
+
+// at is the state o's record takes for a set-point of d: on above 0.
+func (o *output) at(d fence.Duty) fence.Set {
+	return fence.Set{Actuator: o.Name, State: d.State(), Duty: d}
+}
+
+// safeSet is what sc's safe state (its dead-man, its trip) sets o to: a
+// set-point output's safe_duty, a switch's safe state.
+func (sc *guard) safeSet(o *output) fence.Set {
+	if o.Kind == KindSetpoint {
+		return o.at(o.SafeDuty)
+	}
+	return fence.Set{Actuator: o.Name, State: sc.safeState()}
+}
+
+// readDuty sets res.Duty to set-point output o's recorded set-point and,
+// if o reads back at another, res.ActualDuty and res.Actual to what it
+// reads ("unknown" if it cannot be read). The scope's lock must be held.
+func (b *Bank) readDuty(o *output, res *fence.Result) {
+	cur, err := b.store.Output(o.Scope, o.Name)
+	if err != nil {
+		return
+	}
+	res.Duty = &cur.Duty
+	got, err := o.dev.Duty()
+	if err != nil {
+		res.Actual = "unknown"
+		return
+	}
+	if o.Poll > 0 {
+		b.sawLevel(o, got > 0)
+	}
+	if got != cur.Duty {
+		res.ActualDuty = &got
+		if s := got.State(); s != res.State {
+			res.Actual = s.String()
+		}
+	}
+}
+
+// safeText names sc's safe state for o, for people.
+func (sc *guard) safeText(o *output) string {
+	if o.Kind == KindSetpoint {
+		return "duty " + o.SafeDuty.String() + "%"
+	}
+	return sc.safeState().String()
+}
+
+// isAt reports whether cur, an output's record, is at set.
+func isAt(cur fence.Output, set fence.Set) bool {
+	return cur.State == set.State && cur.Duty == set.Duty
+}
+
+// shapeSetpoint checks c, a command to the set-point output o, and
+// returns it as o takes it: state off is a set-point of 0; an on without
+// a set-point, and a pulse, are refused, as is a set-point outside o's
+// range (reason range). 0 is always in range: off must always be
+// reachable.
+func (o *output) shapeSetpoint(c fence.Command) (fence.Command, string, error) {
+	switch {
+	case c.Pulse > 0:
+		return c, fence.ReasonInvalid, fmt.Errorf("%s is a set-point output: send duty (percent, 0 to 100), not pulse_ms", o.Name)
+	case c.State == fence.StateOff && !c.Setpoint:
+		c.Setpoint, c.Duty = true, 0
+	case c.State == fence.StateOn && !c.Setpoint:
+		return c, fence.ReasonInvalid, fmt.Errorf("%s is a set-point output: send duty (percent, %s to %s; 0 is off), not state on", o.Name, o.Min, o.max())
+	}
+	if !c.Setpoint || c.Duty == 0 {
+		return c, "", nil
+	}
+	if c.Duty < o.Min || c.Duty > o.max() {
+		return c, fence.ReasonRange, fmt.Errorf("duty %s%% is outside %s's range, %s to %s %% (its min and max; 0, off, is always accepted)", c.Duty, o.Name, o.Min, o.max())
+	}
+	return c, "", nil
+}
+
+// max is o's highest set-point: its Max, or 100 % if it has none.
+func (o *output) max() fence.Duty {
+	if o.Max == 0 {
+		return fence.FullDuty
+	}
+	return o.Max
+}
+
+// checkSetpoint checks a set-point output's spec.
+func (s *Spec) checkSetpoint() error {
+	hi := s.Max
+	if hi == 0 {
+		hi = fence.FullDuty
+	}
+	inRange := func(d fence.Duty) bool { return d == 0 || (d >= s.Min && d <= hi) }
+	switch {
+	case s.Pulse != 0 || s.MaxPulse != 0:
+		return s.specErr("pulse", "pulse and max_pulse are for kind: pulse")
+	case !s.Min.Valid() || !hi.Valid() || s.Min > hi:
+		return s.specErr("min", "min %s and max %s: want 0 <= min <= max <= 100 (percent)", s.Min, hi)
+	case !s.MaxRate.Valid():
+		return s.specErr("max_rate", "max_rate %s: want at most 100 (percent per second)", s.MaxRate)
+	case s.Boot == BootOn:
+		return s.specErr("boot", "boot: on: a set-point output starts at its recorded set-point (boot: last), off, or a set-point you give (boot: 30)")
+	case s.Boot == BootDuty && !inRange(s.BootDuty):
+		return s.specErr("boot", "boot: %s is outside its range, %s to %s (min, max; or 0)", s.BootDuty, s.Min, hi)
+	case !inRange(s.SafeDuty):
+		return s.specErr("safe_duty", "safe_duty %s is outside its range, %s to %s (min, max; or 0)", s.SafeDuty, s.Min, hi)
+	case s.MaxOn < 0:
+		return s.specErr("max_on", "max_on %v is negative", s.MaxOn)
+	}
+	return nil
+}
