@@ -14,17 +14,21 @@ type Setpoint interface {
 	SetDuty(d fence.Duty) error
 	// Duty reads back the set-point the output is at.
 	Duty() (fence.Duty, error)
+	// Nearest is the set-point Duty reads back after SetDuty(d): d, or
+	// the nearest step of a device with a coarser resolution (an 8-bit
+	// register, a PWM period that is no multiple of 10000 ns).
+	Nearest(d fence.Duty) fence.Duty
 }
 
 // AttachSetpoints gets the device of every set-point output (dev returns
-// it by actuator name). Call it before Start.
-func (b *Bank) AttachSetpoints(dev func(actuator string) (Setpoint, error)) error {
+// it by its Spec.PinName). Call it before Start.
+func (b *Bank) AttachSetpoints(dev func(name string) (Setpoint, error)) error {
 	for _, name := range b.order {
 		o := b.outs[name]
 		if o.Kind != KindSetpoint {
 			continue
 		}
-		d, err := dev(name)
+		d, err := dev(o.PinName)
 		if err != nil {
 			return fmt.Errorf("actuator: %s: %w", name, err)
 		}
@@ -58,14 +62,15 @@ func (p *setpointPin) Level() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	want := p.recorded()
+	rec := p.recorded()
+	want := p.dev.Nearest(rec)
 	switch {
 	case d == want:
-		return d > 0, nil
+		return rec > 0, nil // at the recorded set-point, even one finer than the device's step
 	case d == 0:
 		return false, nil
 	}
-	return false, &dutyError{read: d, recorded: want}
+	return false, &dutyError{read: d, recorded: rec}
 }
 
 // dutyError says that a set-point output reads back at another set-point
@@ -123,7 +128,7 @@ func (b *Bank) readDuty(o *output, res *fence.Result) {
 	if o.Poll > 0 {
 		b.sawLevel(o, got > 0)
 	}
-	if got != cur.Duty {
+	if got != o.dev.Nearest(cur.Duty) {
 		res.ActualDuty = &got
 		if s := got.State(); s != res.State {
 			res.Actual = s.String()

@@ -52,12 +52,15 @@ func newWatchRig(t *testing.T, specs []actuator.Spec, off bool, interlocks ...fe
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bus.Close() })
-	l, err := fencelog.Open(filepath.Join(t.TempDir(), "fence.db"), &fencelog.Options{Create: fencelog.Fresh(), AuditFlush: -1})
+	clock := newManualClock()
+	// The store stamps records with the bank's clock: max_rate measures
+	// from a set-point's record.
+	l, err := fencelog.Open(filepath.Join(t.TempDir(), "fence.db"), &fencelog.Options{Create: fencelog.Fresh(), AuditFlush: -1, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	r := &watchRig{log: l, mod: mod, clock: newManualClock()}
+	r := &watchRig{log: l, mod: mod, clock: clock}
 	r.clock.auto = true // an interlock's dead time passes by itself
 	for i := range specs {
 		specs[i].Poll = watchPoll
@@ -75,6 +78,17 @@ func newWatchRig(t *testing.T, specs []actuator.Spec, off bool, interlocks ...fe
 		}
 	}}}
 	b, err := actuator.New(l, alone(specs...), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.AttachSetpoints(func(name string) (actuator.Setpoint, error) {
+		var n uint16
+		if _, err := fmt.Sscanf(name, "setpoint%d", &n); err != nil {
+			return nil, err
+		}
+		// a dimmer's register: 0 to 1000 (per mille)
+		return bus.Output(modbusconf.Output{Unit: 1, Table: modbusconf.HoldingRegisters, Address: n, Full: 1000})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,8 @@ import (
 
 	"github.com/simonvetter/modbus"
 
+	"github.com/fencegate/fencegate/fence"
+
 	"github.com/fencegate/fencegate/modbusio/modbusconf"
 )
 
@@ -191,3 +193,58 @@ func (o *Output) Level() (bool, error) {
 	}
 	return high, nil
 }
+
+// SetDuty writes a set-point register (modbusconf.Output.Full): d's share
+// of Full, to the nearest step.
+func (o *Output) SetDuty(d fence.Duty) error {
+	if o.conf.Full == 0 {
+		return fmt.Errorf("%s: not a set-point register (no full:)", o)
+	}
+	err := o.bus.do(o.conf.Unit, func(mc *modbus.ModbusClient) error {
+		return mc.WriteRegister(o.conf.Address, o.value(d))
+	})
+	if err != nil {
+		return fmt.Errorf("%s: write: %w", o, err)
+	}
+	return nil
+}
+
+// Duty reads a set-point register back. A value above Full is neither a
+// set-point nor off: an error with NeitherLevel, as for a register used
+// as a coil that holds neither of its values.
+func (o *Output) Duty() (fence.Duty, error) {
+	var v uint16
+	err := o.bus.do(o.conf.Unit, func(mc *modbus.ModbusClient) (err error) {
+		v, err = mc.ReadRegister(o.conf.Address, modbus.HOLDING_REGISTER)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: read: %w", o, err)
+	}
+	if v > o.conf.Full {
+		return 0, fmt.Errorf("%s: %w", o, fullError{v, o.conf.Full})
+	}
+	return o.duty(v), nil
+}
+
+// Nearest is the set-point the register holds after SetDuty(d): d, to
+// the register's step (100 % / Full).
+func (o *Output) Nearest(d fence.Duty) fence.Duty { return o.duty(o.value(d)) }
+
+func (o *Output) value(d fence.Duty) uint16 {
+	return uint16((uint32(d)*uint32(o.conf.Full) + uint32(fence.FullDuty)/2) / uint32(fence.FullDuty))
+}
+
+func (o *Output) duty(v uint16) fence.Duty {
+	full := uint32(o.conf.Full)
+	return fence.Duty((uint32(v)*uint32(fence.FullDuty) + full/2) / full)
+}
+
+// fullError is a set-point register's value above its full scale.
+type fullError struct{ value, full uint16 }
+
+func (e fullError) Error() string {
+	return fmt.Sprintf("the register holds %d, above its full scale %d", e.value, e.full)
+}
+
+func (fullError) NeitherLevel() bool { return true }

@@ -138,6 +138,10 @@ type Output struct {
 	// OnValue and OffValue are what a holding register holds for on and
 	// for off (HoldingRegisters only); both zero means 1 and 0.
 	OnValue, OffValue uint16
+	// Full, if not zero, makes a holding register a set-point: it holds
+	// Full at 100 % and a share of it below (a dimmer at 0..1000, a valve
+	// at 0..10000, an 8-bit PWM at 0..255).
+	Full uint16
 }
 
 // Resolve checks o, on an RTU bus if rtu, and fills in its defaults.
@@ -151,6 +155,12 @@ func (o Output) Resolve(rtu bool) (Output, error) {
 			return o, errors.New("on_value and off_value are for holding registers")
 		}
 	case HoldingRegisters:
+		if o.Full != 0 {
+			if o.OnValue != 0 || o.OffValue != 0 {
+				return o, errors.New("on_value and off_value are for a register used as a coil; a set-point register has full (its value at 100 %) instead")
+			}
+			return o, nil
+		}
 		if o.OnValue == o.OffValue {
 			if o.OnValue != 0 {
 				return o, fmt.Errorf("on_value and off_value are both %d: want two values", o.OnValue)

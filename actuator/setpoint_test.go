@@ -1,0 +1,140 @@
+package actuator_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/actuator"
+	"github.com/fencegate/fencegate/fence"
+)
+
+// A set-point output is a dimmer's holding register (0..1000) on a relay
+// module over real Modbus TCP.
+
+func duty(id string, token, seq uint64, d fence.Duty) fence.Command {
+	return fence.Command{ID: id, Actuator: "fan", Fence: fence.Fence{Token: token, Seq: seq}, Setpoint: true, Duty: d, State: d.State()}
+}
+
+func fanSpec() actuator.Spec {
+	return actuator.Spec{Name: "fan", Kind: actuator.KindSetpoint, PinName: "setpoint4", Min: 2000, Max: 9000, MaxRate: 1000}
+}
+
+func TestSetpointFenced(t *testing.T) {
+	r := newWatchRig(t, []actuator.Spec{fanSpec()}, false)
+	reg := func(want uint16) {
+		t.Helper()
+		if got := r.mod.Register(4); got != want {
+			t.Fatalf("the register holds %d, want %d", got, want)
+		}
+	}
+	reg(0) // never commanded: off, recorded at start
+	r.tick(5 * time.Second) // max_rate: from 0 to 50 % takes 5 s
+
+	res := r.send(t, duty("a-1", 5, 0, 5000), fence.Applied)
+	if res.Duty == nil || *res.Duty != 5000 || res.State != fence.StateOn || res.ActualDuty != nil {
+		t.Fatalf("answer %+v: want duty 50, on, no actual_duty", res)
+	}
+	reg(500)
+	r.send(t, duty("a-1", 5, 0, 5000), fence.Duplicate)
+	if res := r.send(t, duty("a-1", 5, 0, 6000), fence.Stale); !strings.Contains(res.Error, "differs") {
+		t.Errorf("the same id and pair with another duty: %q, want it called different", res.Error)
+	}
+	r.send(t, duty("old", 4, 9, 8000), fence.Stale)
+	reg(500)
+
+	// Out of range: refused before admission, the fence stays.
+	for _, d := range []fence.Duty{9500, 1000} {
+		res := r.send(t, duty("x", 9, 0, d), fence.Rejected)
+		if res.Reason != fence.ReasonRange || *res.Duty != 5000 {
+			t.Errorf("duty %s: %+v, want reason range and the recorded 50", d, res)
+		}
+	}
+	if f := r.recorded(t, "fan").Fence; f != (fence.Fence{Token: 5}) {
+		t.Fatalf("fence %v after refused set-points, want 5/0", f)
+	}
+
+	// max_rate 10 %/s: 50 → 70 needs 2 s.
+	r.tick(time.Second)
+	res = r.send(t, duty("b-1", 6, 0, 7000), fence.Rejected)
+	if res.Reason != fence.ReasonRate || !strings.Contains(res.Error, "max_rate") {
+		t.Fatalf("a step too fast: %+v, want reason rate", res)
+	}
+	if f := r.recorded(t, "fan").Fence; f != (fence.Fence{Token: 6}) {
+		t.Errorf("fence %v after a step refused for its rate, want 6/0: its pair raised it", f)
+	}
+	reg(500)
+	r.tick(time.Second)
+	r.send(t, duty("b-2", 6, 1, 7000), fence.Applied)
+	reg(700)
+
+	// Behind the gateway's back: found at the next poll, driven back (boot: last).
+	r.mod.SetRegister(4, 300)
+	r.tick(watchPoll)
+	reg(700)
+	if h := r.health(t, "fan"); h.OutOfBand != 1 {
+		t.Errorf("health %+v, want one out-of-band change", h)
+	}
+	// The module loses power and its register: reconciled when it is back.
+	r.mod.PowerCut()
+	r.tick(watchPoll)
+	if h := r.health(t, "fan"); h.Down == "" {
+		t.Fatalf("health %+v, want down", h)
+	}
+	if err := r.mod.PowerOn(); err != nil {
+		t.Fatal(err)
+	}
+	reg(0)
+	for i := 0; i < 20 && r.mod.Register(4) != 700; i++ {
+		r.tick(10 * time.Second) // the backoff's longest wait
+	}
+	reg(700)
+
+	// Off is always reachable, at any rate; state off is a set-point of 0.
+	r.send(t, duty("c-1", 7, 0, 0), fence.Applied)
+	reg(0)
+	res = r.send(t, fence.Command{ID: "c-2", Actuator: "fan", Fence: fence.Fence{Token: 7, Seq: 1}, State: fence.StateOff}, fence.Applied)
+	if *res.Duty != 0 || res.State != fence.StateOff {
+		t.Errorf("state off: %+v", res)
+	}
+	if res := r.send(t, fence.Command{ID: "c-3", Actuator: "fan", Fence: fence.Fence{Token: 7, Seq: 2}, State: fence.StateOn}, fence.Rejected); res.Reason != fence.ReasonInvalid {
+		t.Errorf("state on to a set-point output: %+v, want rejected invalid", res)
+	}
+	if res := r.send(t, fence.Command{ID: "c-4", Actuator: "fan", Fence: fence.Fence{Token: 7, Seq: 3}, Pulse: time.Second, State: fence.StateOn}, fence.Rejected); res.Reason != fence.ReasonInvalid {
+		t.Errorf("a pulse to a set-point output: %+v, want rejected invalid", res)
+	}
+}
+
+// The boot rule covers set-points: boot: 30 sets 30 % at start, recorded.
+func TestSetpointBoot(t *testing.T) {
+	s := fanSpec()
+	s.Boot, s.BootDuty = actuator.BootDuty, 3000
+	r := newWatchRig(t, []actuator.Spec{s}, false)
+	if got := r.mod.Register(4); got != 300 {
+		t.Fatalf("register %d at start, want 300 (boot: 30)", got)
+	}
+	if o := r.recorded(t, "fan"); o.Duty != 3000 || o.State != fence.StateOn {
+		t.Fatalf("record %+v, want duty 30 on", o)
+	}
+}
+
+func TestSetpointSpecErrors(t *testing.T) {
+	for _, c := range []struct {
+		change func(*actuator.Spec)
+		says   string
+	}{
+		{func(s *actuator.Spec) { s.Min, s.Max = 5000, 4000 }, "min <= max"},
+		{func(s *actuator.Spec) { s.Max = 10001 }, "max <= 100"},
+		{func(s *actuator.Spec) { s.Boot = actuator.BootOn }, "boot: on"},
+		{func(s *actuator.Spec) { s.Boot, s.BootDuty = actuator.BootDuty, 9500 }, "outside its range"},
+		{func(s *actuator.Spec) { s.SafeDuty = 1000 }, "safe_duty"},
+		{func(s *actuator.Spec) { s.Kind = actuator.KindSwitch }, "kind: setpoint"},
+	} {
+		s := fanSpec()
+		s.Scope = s.Name
+		c.change(&s)
+		if err := actuator.CheckKind(s); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("CheckKind(%+v) = %v, want an error saying %q", s, err, c.says)
+		}
+	}
+}
