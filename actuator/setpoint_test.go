@@ -28,7 +28,7 @@ func TestSetpointFenced(t *testing.T) {
 			t.Fatalf("the register holds %d, want %d", got, want)
 		}
 	}
-	reg(0) // never commanded: off, recorded at start
+	reg(0)                  // never commanded: off, recorded at start
 	r.tick(5 * time.Second) // max_rate: from 0 to 50 % takes 5 s
 
 	res := r.send(t, duty("a-1", 5, 0, 5000), fence.Applied)
