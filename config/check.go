@@ -83,7 +83,9 @@ func (c *Config) check() error {
 				a.Pin = g
 			}
 		}
-		if boot, err := actuator.ParseBoot(a.Boot); err != nil {
+		if err := a.setpointKind(); err != nil {
+			errs = append(errs, c.specProblem("actuator", i, a.line, a.Name, err))
+		} else if boot, err := actuator.ParseBoot(a.Boot); err != nil {
 			errs = append(errs, c.specProblem("actuator", i, a.line, a.Name, err))
 		} else {
 			a.Boot = string(boot)

@@ -121,8 +121,20 @@ type Actuator struct {
 	// Modbus, instead of a pin, puts the output on a coil or a holding
 	// register of a device of one of Config.Modbus.
 	Modbus *ModbusOutput `yaml:"modbus,omitempty"`
+	// PWM, instead of a pin, puts a set-point output on a PWM channel.
+	PWM *PWMOutput `yaml:"pwm,omitempty"`
+	// A set-point output's (kind: setpoint) range, ramp and safe
+	// set-point, in percent: commands outside Min..Max (but 0, off) and
+	// steps faster than MaxRate per second are refused; SafeDuty is what
+	// its scope's dead-man and trip set it to. Its boot may be a
+	// set-point (boot: 30).
+	Min      *Percent `yaml:"min,omitempty"`
+	Max      *Percent `yaml:"max,omitempty"`
+	MaxRate  *Percent `yaml:"max_rate,omitempty"`
+	SafeDuty *Percent `yaml:"safe_duty,omitempty"`
 
-	line   int
+	line     int
+	bootDuty fence.Duty // boot: N of a set-point output
 	output string // canonical: Pin, the chip line, or the Modbus output
 	poll   time.Duration
 }
@@ -135,6 +147,9 @@ func (a *Actuator) Output() string { return a.output }
 // resolveOutput returns a's output as configured, for messages, and its
 // canonical name: a header pin, a chip line, or an output on a Modbus bus.
 func (c *Config) resolveOutput(a *Actuator) (given, canonical string, err error) {
+	if a.PWM != nil {
+		return pwmOutput(a)
+	}
 	if a.Modbus != nil {
 		return c.modbusOutput(a)
 	}
@@ -297,7 +312,7 @@ func (c *Config) Specs() []actuator.Spec {
 func (a *Actuator) spec() actuator.Spec {
 	return actuator.Spec{Name: a.Name, Scope: a.scope(), PinName: a.output, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot),
 		Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn, Requires: a.Requires.rule(),
-		Poll: a.poll}
+		Poll: a.poll, Min: a.Min.duty(), Max: a.Max.duty(), MaxRate: a.MaxRate.duty(), BootDuty: a.bootDuty, SafeDuty: a.SafeDuty.duty()}
 }
 
 // Locks returns the interlocks as package fence takes them.

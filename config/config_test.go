@@ -350,7 +350,7 @@ func TestParseErrors(t *testing.T) {
 		{"pulse widths on a switch", base + "actuators:\n  - {name: pump, pin: GPIO5, max_pulse: 1s}\n",
 			[]string{"line 7", "pulse and max_pulse are for kind: pulse"}},
 		{"unknown kind", base + "actuators:\n  - {name: pump, pin: GPIO5, kind: toggle}\n",
-			[]string{"line 7", `kind "toggle": want switch or pulse`}},
+			[]string{"line 7", `kind "toggle": want switch, pulse or setpoint`}},
 		{"pulse output in an interlock", base + "actuators:\n  - {name: door, pin: GPIO5, kind: pulse, max_pulse: 1s}\n  - {name: pump, pin: GPIO6, scope: door}\ninterlocks:\n  - {name: x, actuators: [door, pump]}\n",
 			[]string{"door is a pulse output"}},
 		{"safe without a time", base + "actuators:\n  - {name: pump, pin: GPIO5}\nscopes:\n  - {name: pump, safe: {state: \"off\"}}\n",

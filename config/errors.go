@@ -270,6 +270,8 @@ func leafProblem(v *yaml.Node, t reflect.Type) string {
 	switch {
 	case t == reflect.TypeOf(time.Duration(0)):
 		want = "not a duration: write e.g. 500ms, 2s or 1m"
+	case t == reflect.TypeOf(Percent(0)):
+		want = "not a percent: write a number from 0 to 100, with at most two decimals, e.g. 42.5"
 	case t.Kind() == reflect.Bool:
 		want = "not a yes/no value: write true or false"
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:

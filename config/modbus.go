@@ -47,6 +47,9 @@ type ModbusOutput struct {
 	// off (1 and 0 if not given).
 	OnValue  *int `yaml:"on_value,omitempty"`
 	OffValue *int `yaml:"off_value,omitempty"`
+	// Full makes the register a set-point: its value at 100 % (1000 for a
+	// dimmer counting per mille, 255 for an 8-bit one).
+	Full *int `yaml:"full,omitempty"`
 
 	conf modbusconf.Output
 }
@@ -111,8 +114,8 @@ func (c *Config) modbusOutput(a *Actuator) (given, canonical string, err error) 
 		if err := address(&o, "coil", *m.Coil); err != nil {
 			return "", "", err
 		}
-		if m.OnValue != nil || m.OffValue != nil {
-			return "", "", fmt.Errorf("modbus: on_value and off_value are for a register, not a coil (a coil is on or off)")
+		if m.OnValue != nil || m.OffValue != nil || m.Full != nil {
+			return "", "", fmt.Errorf("modbus: on_value, off_value and full are for a register, not a coil (a coil is on or off)")
 		}
 	case m.Register != nil:
 		o.Table = modbusconf.HoldingRegisters
@@ -131,6 +134,12 @@ func (c *Config) modbusOutput(a *Actuator) (given, canonical string, err error) 
 				return "", "", fmt.Errorf("modbus: %s %d: a register holds 0 to 65535", v.key, *v.p)
 			}
 			*v.to = uint16(*v.p)
+		}
+		if m.Full != nil {
+			if *m.Full < 1 || *m.Full > 0xffff {
+				return "", "", fmt.Errorf("modbus: full %d: the register's value at 100 %% is 1 to 65535", *m.Full)
+			}
+			o.Full = uint16(*m.Full)
 		}
 		if (m.OnValue == nil) != (m.OffValue == nil) {
 			return "", "", fmt.Errorf("modbus: give on_value and off_value both, or neither (then on is 1 and off is 0)")

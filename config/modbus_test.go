@@ -89,7 +89,7 @@ func TestModbusConfigErrors(t *testing.T) {
 		{"negative register", modbusBase + act("{bus: relays, unit: 1, register: -1}"),
 			[]string{"register -1", "0 to 65535"}},
 		{"values on a coil", modbusBase + act("{bus: relays, unit: 1, coil: 0, on_value: 1, off_value: 0}"),
-			[]string{"on_value and off_value are for a register"}},
+			[]string{"on_value, off_value and full are for a register"}},
 		{"one value", modbusBase + act("{bus: relays, unit: 1, register: 0, on_value: 256}"),
 			[]string{"give on_value and off_value both"}},
 		{"value out of range", modbusBase + act("{bus: relays, unit: 1, register: 0, on_value: 70000, off_value: 0}"),
