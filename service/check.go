@@ -15,6 +15,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
 	"github.com/fencegate/fencegate/mqttlink"
+	"github.com/fencegate/fencegate/pwmio"
 )
 
 // ErrStoreDir is returned (wrapped) by Run and Check when the store's
@@ -100,6 +101,7 @@ func Check(ctx context.Context, cfg *config.Config, o CheckOptions) []Finding {
 	}
 
 	out = append(out, modbusFindings(cfg)...)
+	out = append(out, pwmFindings(cfg, pwmio.DefaultSysfs)...)
 
 	if addr := cfg.HTTPAddr(); addr == "" {
 		add("http", "disabled", nil)

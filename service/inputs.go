@@ -36,12 +36,12 @@ func outputLines(cfg *config.Config) []boards.Line {
 }
 
 // boardActuators are the actuators whose outputs are lines of the board,
-// in configuration order: not those on a Modbus bus, which boards never
-// see.
+// in configuration order: not those on a Modbus bus or a PWM channel,
+// which boards never see.
 func boardActuators(cfg *config.Config) []*config.Actuator {
 	var out []*config.Actuator
 	for i := range cfg.Actuators {
-		if cfg.Actuators[i].Modbus == nil {
+		if a := &cfg.Actuators[i]; a.Modbus == nil && a.PWM == nil {
 			out = append(out, &cfg.Actuators[i])
 		}
 	}

@@ -15,7 +15,7 @@ import (
 // bank drives its outputs (driveOutputs), and a device that does not
 // answer then is a watched output that is down, not a failed start.
 func (g *gateway) openModbus() error {
-	g.modbus = map[string]actuator.Pin{}
+	g.modbus = map[string]*modbusio.Output{}
 	buses := map[string]*modbusio.Bus{}
 	for i := range g.cfg.Modbus {
 		b := &g.cfg.Modbus[i]

@@ -35,7 +35,9 @@ import (
 	"github.com/fencegate/fencegate/hass"
 	"github.com/fencegate/fencegate/httpapi"
 	gwmetrics "github.com/fencegate/fencegate/metrics"
+	"github.com/fencegate/fencegate/modbusio"
 	"github.com/fencegate/fencegate/mqttlink"
+	"github.com/fencegate/fencegate/pwmio"
 	"github.com/fencegate/fencegate/supervise"
 	"github.com/fencegate/fencegate/wire"
 )
@@ -93,6 +95,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		g.tripAtStart,   // a tripped scope is taken over at its safe state
 		g.takeOverBoard, // each line at the level the boot rule decided
 		g.openModbus,    // the outputs on Modbus buses, reached when driven
+		g.openPWM,       // the PWM channels, exported, at their frequency
 		g.driveOutputs,  // every output driven there
 		g.startHTTP,     // the API listens
 	} {
@@ -118,15 +121,16 @@ type gateway struct {
 	metrics   *gwmetrics.Metrics
 	decisions *decisionLog
 
-	store     *fencelog.Store         // openStore
-	bank      *actuator.Bank          // bindBank
-	link      *mqttlink.Link          // prepareLink
-	status    *status                 // prepareLink
-	inputs    *inputs                 // openInputs
-	opening   boards.Opening          // openInputs
-	board     boards.Board            // takeOverBoard
-	modbus    map[string]actuator.Pin // openModbus: the Modbus outputs, by canonical name
-	started   atomic.Bool             // driveOutputs: the board's input changes count from then on
+	store     *fencelog.Store             // openStore
+	bank      *actuator.Bank              // bindBank
+	link      *mqttlink.Link              // prepareLink
+	status    *status                     // prepareLink
+	inputs    *inputs                     // openInputs
+	opening   boards.Opening              // openInputs
+	board     boards.Board                // takeOverBoard
+	modbus    map[string]*modbusio.Output // openModbus: the Modbus outputs, by canonical name
+	pwm       map[string]*pwmio.Channel   // openPWM: the PWM channels, by canonical name
+	started   atomic.Bool                 // driveOutputs: the board's input changes count from then on
 	readyOnce sync.Once
 
 	stops []func() // what the phases started, for stop
@@ -336,6 +340,9 @@ func (g *gateway) takeOverBoard() error {
 // every input's level.
 func (g *gateway) driveOutputs() error {
 	g.started.Store(true) // changes from now on (the bank acts on them once Start attached the pins)
+	if err := g.bank.AttachSetpoints(g.setpoint); err != nil {
+		return err
+	}
 	if err := g.bank.Start(g.pin); err != nil {
 		return err
 	}
