@@ -14,18 +14,30 @@ import (
 // one that a later command has since undone. The output is not as asked:
 // reread the state and, to set it, send a new command (a higher seq).
 type OutputError struct {
-	Asked  fence.State
-	Result fence.Result
+	Asked fence.State
+	// AskedDuty is a set-point command's duty; nil for others.
+	AskedDuty *fence.Duty
+	Result    fence.Result
 }
 
 func (e *OutputError) Error() string {
-	now := e.Result.State.String()
+	now, asked := e.Result.State.String(), e.Asked.String()
 	if e.Result.Actual != "" {
 		now = fmt.Sprintf("recorded %s but reads back %s", e.Result.State, e.Result.Actual)
 	}
+	if d := e.AskedDuty; d != nil {
+		asked = "duty " + d.String() + "%"
+		switch r := e.Result; {
+		case r.Duty == nil:
+		case r.ActualDuty != nil:
+			now = fmt.Sprintf("recorded at duty %s%% but reads back %s%%", r.Duty, r.ActualDuty)
+		default:
+			now = "at duty " + r.Duty.String() + "%"
+		}
+	}
 	return fmt.Sprintf("client: %s, but %s is %s now, not %s as asked: the output changed after the command was applied "+
 		"(a later command, the boot rule at a restart, or a failed drive); reread the state, and send a new command with a higher seq to set it",
-		e.Result.Outcome, e.Result.Actuator, now, e.Asked)
+		e.Result.Outcome, e.Result.Actuator, now, asked)
 }
 
 // checkOutput is Send's check of an answer to c that reported no error:
@@ -42,6 +54,9 @@ func checkOutput(c fence.Command, r fence.Result, err error) error {
 	}
 	if r.State != c.State || (r.Actual != "" && r.Actual != c.State.String()) {
 		return &OutputError{Asked: c.State, Result: r}
+	}
+	if c.Setpoint && (r.Duty == nil || *r.Duty != c.Duty || r.ActualDuty != nil) {
+		return &OutputError{Asked: c.State, AskedDuty: &c.Duty, Result: r}
 	}
 	return nil
 }

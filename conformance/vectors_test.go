@@ -34,8 +34,11 @@ type Command struct {
 	Seq      string `json:"seq,omitempty"`
 	State    string `json:"state,omitempty"`
 	PulseMs  string `json:"pulse_ms,omitempty"`
-	Reset    bool   `json:"reset,omitempty"`
-	Holder   string `json:"holder,omitempty"`
+	// Duty is a set-point command's duty, percent, as the payload writes
+	// it ("42.5", "0"); empty for other commands.
+	Duty   string `json:"duty,omitempty"`
+	Reset  bool   `json:"reset,omitempty"`
+	Holder string `json:"holder,omitempty"`
 }
 
 // Signing is a vector's key: an Ed25519 seed, its public key as the
@@ -93,7 +96,10 @@ type AnswerCase struct {
 	Reason  string  `json:"reason,omitempty"`
 	Fence   Fence   `json:"fence"`
 	State   string  `json:"state,omitempty"`
-	Action  string  `json:"action"`
+	// Duty is a set-point output's recorded duty the answer carries, as
+	// the answer writes it; empty for other outputs.
+	Duty   string `json:"duty,omitempty"`
+	Action string `json:"action"`
 }
 
 // Answers is answers.json.
@@ -124,6 +130,17 @@ func (c Command) fence(t testing.TB) fence.Command {
 	}
 	fc := fence.Command{Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Fence: fence.Fence{Token: u(c.Token), Seq: u(c.Seq)},
 		Pulse: time.Duration(u(c.PulseMs)) * time.Millisecond, Reset: c.Reset}
+	if c.Duty != "" {
+		d, err := fence.ParseDuty(c.Duty)
+		if err != nil {
+			d = fence.FullDuty + 1 // not a duty: a command a client refuses
+		}
+		fc.Setpoint, fc.Duty, fc.State = true, d, d.State()
+	}
+	if c.Duty != "" && c.State != "" {
+		fc.State = fence.State(99) // a duty and a state: a command a client refuses
+		return fc
+	}
 	switch c.State {
 	case "on":
 		fc.State = fence.StateOn
@@ -141,8 +158,12 @@ func commandOf(c fence.Command) Command {
 	if c.State != fence.StateNone && s == "" {
 		s = "ON"
 	}
-	return Command{Actuator: c.Actuator, ID: c.ID, Token: num(c.Fence.Token), Seq: num(c.Fence.Seq), State: s,
+	out := Command{Actuator: c.Actuator, ID: c.ID, Token: num(c.Fence.Token), Seq: num(c.Fence.Seq), State: s,
 		PulseMs: num(uint64(c.Pulse.Milliseconds())), Reset: c.Reset, Holder: c.Holder}
+	if c.Setpoint {
+		out.State, out.Duty = "", c.Duty.String() // the payload carries duty alone
+	}
+	return out
 }
 
 // RFC 8032's first three seeds, as in protocol.md's test vectors.
@@ -187,6 +208,14 @@ func commandCases() []CommandCase {
 			c: fence.Command{Actuator: "door", ID: "open-1", Holder: "front desk", Fence: fence.Fence{Token: 100, Seq: 2}, Pulse: 1500 * time.Millisecond, State: on}},
 		{name: "the longest pulse", gateway: gh,
 			c: fence.Command{Actuator: "door", ID: "open-2", Fence: fence.Fence{Token: 100, Seq: 3}, Pulse: fence.MaxPulse}},
+		{name: "protocol.md vector 4: a set-point, signed: state \"duty\", then the duty in hundredths of a percent", gateway: gh, signing: signing(0, "ctl-c"),
+			c: fence.Command{Actuator: "fan", ID: "f-9", Holder: "controller-c", Fence: fence.Fence{Token: 77, Seq: 3}, Setpoint: true, Duty: 4250, State: on}},
+		{name: "protocol.md vector 5: a set-point of 0 (off), signed, without id or holder", gateway: "sim", signing: signing(2, "ctl-c"),
+			c: fence.Command{Actuator: "dimmer", Fence: fence.Fence{Token: 5}, Setpoint: true, Duty: 0, State: off}},
+		{name: "the full set-point and the finest step", gateway: gh,
+			c: fence.Command{Actuator: "fan", ID: "f-10", Fence: fence.Fence{Token: 78}, Setpoint: true, Duty: fence.FullDuty, State: on}},
+		{name: "a set-point of 0.01 %", gateway: gh,
+			c: fence.Command{Actuator: "fan", ID: "f-11", Fence: fence.Fence{Token: 78, Seq: 1}, Setpoint: true, Duty: 1, State: on}},
 		{name: "a reset, signed: the byte 01 ends the canonical bytes", gateway: gh, signing: signing(1, "ctl-b"),
 			c: fence.Command{Actuator: "heater", ID: "r-1", Holder: "climate", Fence: fence.Fence{Token: 50, Seq: 4}, Reset: true}},
 		{name: "the largest token and seq", gateway: gh,
@@ -236,6 +265,11 @@ func refused() []Refused {
 		{"pulse_ms above 600000", Command{Actuator: "door", Token: "1", PulseMs: "600001"}, "pulse_ms"},
 		{"a pulse with state off", Command{Actuator: "door", Token: "1", PulseMs: "500", State: "off"}, "pulse_ms"},
 		{"reset with a state", Command{Actuator: "heater", Token: "1", State: "on", Reset: true}, "reset"},
+		{"a duty above 100", Command{Actuator: "fan", Token: "1", Duty: "150"}, "duty"},
+		{"a duty finer than 0.01", Command{Actuator: "fan", Token: "1", Duty: "42.125"}, "duty"},
+		{"a negative duty", Command{Actuator: "fan", Token: "1", Duty: "-5"}, "duty"},
+		{"a duty with a state", Command{Actuator: "fan", Token: "1", Duty: "50", State: "on"}, "duty"},
+		{"a duty with pulse_ms", Command{Actuator: "fan", Token: "1", Duty: "50", PulseMs: "500"}, "duty"},
 		{"an id of 129 bytes", Command{Actuator: "pump", Token: "1", ID: long, State: "on"}, "id"},
 		{"a holder of 129 bytes", Command{Actuator: "pump", Token: "1", Holder: long, State: "on"}, "holder"},
 		{"no actuator", Command{Token: "1", State: "on"}, "actuator"},
@@ -260,6 +294,8 @@ func answerCases() []AnswerCase {
 		c    fence.Command
 		r    fence.Result
 	}
+	setpoint := other(func(c *fence.Command) { c.Actuator, c.Setpoint, c.Duty, c.State = "fan", true, 4250, on })
+	d4250, d3000 := fence.Duty(4250), fence.Duty(3000)
 	blocking := fence.Output{Actuator: "pump-reverse", Scope: "pump", State: on, Fence: f(40, 0), Holder: "controller-a", ChangedAt: time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)}
 	ins := []in{
 		{"applied", cmd, res(fence.Applied, nil)},
@@ -306,6 +342,19 @@ func answerCases() []AnswerCase {
 		{"applied, a pulse: its record in the answer", other(func(c *fence.Command) { c.Actuator, c.State, c.Pulse = "door", fence.StateNone, 1500*time.Millisecond }),
 			fence.Result{ID: "b-2", Actuator: "door", Outcome: fence.Applied, Command: f(42, 1), Fence: f(42, 1), State: on,
 				Pulse: &fence.Pulse{ID: "b-2", Fence: f(42, 1), Width: 1500 * time.Millisecond, Status: "running"}}},
+		{"applied, a set-point: the recorded duty in the answer", setpoint, res(fence.Applied, func(r *fence.Result) { r.Actuator, r.Duty = "fan", &d4250 })},
+		{"applied, a set-point, but it reads back at another duty", setpoint,
+			res(fence.Applied, func(r *fence.Result) { r.Actuator, r.Duty, r.ActualDuty = "fan", &d4250, &d3000 })},
+		{"duplicate of a set-point, but a later command has since set another", setpoint,
+			res(fence.Duplicate, func(r *fence.Result) { r.Actuator, r.Duty = "fan", &d3000 })},
+		{"rejected: a set-point outside the output's min and max", setpoint,
+			res(fence.Rejected, func(r *fence.Result) {
+				r.Actuator, r.Reason, r.Fence, r.Duty, r.Error = "fan", fence.ReasonRange, f(41, 0), &d3000, "duty 42.5% is outside fan's range, 50 to 90 %"
+			})},
+		{"rejected: a set-point step faster than the output's max_rate; its pair raised the fence", setpoint,
+			res(fence.Rejected, func(r *fence.Result) {
+				r.Actuator, r.Reason, r.Duty, r.Error = "fan", fence.ReasonRate, &d3000, "fan may change by at most 1% per second (max_rate)"
+			})},
 		{"applied, a non-ASCII id", other(func(c *fence.Command) { c.ID = "ключ-7" }), res(fence.Applied, func(r *fence.Result) { r.ID = "ключ-7" })},
 		{"not this command's: another id", cmd, res(fence.Applied, func(r *fence.Result) { r.ID = "b-3" })},
 		{"not this command's: the same id on another actuator", cmd, res(fence.Applied, func(r *fence.Result) { r.Actuator = "valve" })},
@@ -318,6 +367,9 @@ func answerCases() []AnswerCase {
 		a := AnswerCase{Name: x.name, Command: commandOf(x.c), Answer: string(wire.EncodeResult(x.r)), Matches: client.Answers(x.c, x.r),
 			Outcome: string(x.r.Outcome), Reason: x.r.Reason, Fence: Fence{strconv.FormatUint(x.r.Fence.Token, 10), strconv.FormatUint(x.r.Fence.Seq, 10)},
 			State: x.r.State.String(), Action: action(x.c, x.r)}
+		if x.r.Duty != nil {
+			a.Duty = x.r.Duty.String()
+		}
 		out = append(out, a)
 	}
 	return out
@@ -353,11 +405,12 @@ func action(c fence.Command, r fence.Result) string {
 const (
 	commandsAbout = "fencegate's command encodings, byte for byte, for every client of the protocol (docs/protocol.md, Commands and Signed commands). " +
 		"token, seq and pulse_ms are decimal strings here (JavaScript's numbers lose digits above 2^53); in the payload they are JSON integers. " +
+		"duty is a set-point's percent as the payload writes it (at most two decimals); in the payload it is a JSON number, and the canonical bytes carry the state \"duty\" and the duty in hundredths of a percent. " +
 		"canonical is the hex of the bytes a signature covers (for an unsigned command too); sig and payload are what the client sends on topic. " +
 		"Every refused command is one a client refuses to send: the gateway would reject it as malformed; why names the field at fault."
 	answersAbout = "fencegate's answers (docs/protocol.md, Answers and Outcomes) and what a controller does with each. " +
 		"matches: whether answer is the answer to command (same id, actuator, token and seq; a rejected invalid answer also with token or seq 0); " +
-		"fence is the scope's fence the answer carries; state the actuator's recorded state (\"\" when the answer has none)."
+		"fence is the scope's fence the answer carries; state the actuator's recorded state (\"\" when the answer has none); duty a set-point output's recorded duty."
 )
 
 var actions = []string{
@@ -490,6 +543,9 @@ func TestAnswers(t *testing.T) {
 		}
 		got := AnswerCase{Name: ac.Name, Command: ac.Command, Answer: ac.Answer, Matches: ac.Matches, Outcome: string(r.Outcome), Reason: r.Reason,
 			Fence: Fence{strconv.FormatUint(r.Fence.Token, 10), strconv.FormatUint(r.Fence.Seq, 10)}, State: r.State.String(), Action: action(c, r)}
+		if r.Duty != nil {
+			got.Duty = r.Duty.String()
+		}
 		if got != ac {
 			t.Errorf("%s:\n got %+v\nwant %+v", ac.Name, got, ac)
 		}

@@ -37,6 +37,12 @@ func EncodeChecked(r Request) ([]byte, error) {
 	if c.Pulse > 0 && c.State == fence.StateOff {
 		return nil, errors.New(`a pulse with state "off": a pulse returns to rest by itself; send the pulse alone`)
 	}
+	if c.Setpoint && (c.Pulse > 0 || c.Reset) {
+		return nil, errors.New("a set-point command carries its duty alone: no pulse, no reset")
+	}
+	if c.Setpoint && !c.Duty.Valid() {
+		return nil, fmt.Errorf("duty %d hundredths of a percent is above 100 %%", uint16(c.Duty))
+	}
 	if c.Pulse%1e6 != 0 {
 		return nil, fmt.Errorf("pulse %v is not whole milliseconds", c.Pulse)
 	}

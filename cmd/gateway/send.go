@@ -30,7 +30,8 @@ const sendAbout = `
 Sends one tokenized command and prints the gateway's answer (JSON) on stdout.
 "fence" sends a fence-only command: it raises the scope's fence, drives
 nothing. "pulse" sends a pulse of --pulse to a pulse output (kind: pulse);
-"on" to a pulse output is a pulse of its default width. "reset" is a
+"on" to a pulse output is a pulse of its default width. "duty" sets a
+set-point output (kind: setpoint) to --duty percent (0 is off). "reset" is a
 fence-only command that releases a tripped scope once its input is clear.
 With --etcd the token comes from an etcd lock on the actuator's fence
 scope, which the gateway publishes (the lock key's CreateRevision), and
@@ -45,7 +46,7 @@ asked for (changed since, or a failed drive), 64 bad usage, 1 other errors
 (broker or etcd unreachable).`
 
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [--key PATH.key --signer NAME] [flags] on|off|fence|pulse|reset", sendAbout)
+	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [--key PATH.key --signer NAME] [flags] on|off|fence|pulse|duty|reset", sendAbout)
 	fs.hintOnError = true
 	conn := addBrokerFlags(fs)
 	gw := fs.String("gateway", "", "gateway id (required)")
@@ -59,6 +60,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	ttl := fs.Int("ttl", 10, "with --etcd: lease time to live in seconds")
 	signing := addSignFlags(fs)
 	pulseWidth := fs.Duration("pulse", 0, "with pulse: the pulse's width, whole milliseconds, 1ms to 10m")
+	dutyText := fs.String("duty", "", "with duty: the set-point, percent from 0 to 100 in steps of 0.01 (0 is off)")
 	shared := fs.Bool("shared-answers", false, "name no reply topic: the gateway answers on the actuator's shared result topic, to all its subscribers (for a gateway older than reply topics)")
 	stop := fs.Bool("stop-after-grant", false, "with --etcd: stop this process (SIGSTOP) after the grant and before the publish, to demonstrate a paused controller; continue it with SIGCONT")
 	pos, err := fs.parseInterspersed(args, stdout, stderr)
@@ -66,9 +68,11 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if len(pos) != 1 {
-		return usageErr("give exactly one of on, off, fence, pulse or reset (got %q)", pos)
+		return usageErr("give exactly one of on, off, fence, pulse, duty or reset (got %q)", pos)
 	}
 	var state fence.State
+	var duty fence.Duty
+	var setpoint bool
 	switch pos[0] {
 	case "on":
 		state = fence.StateOn
@@ -79,9 +83,18 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *pulseWidth <= 0 || *pulseWidth%time.Millisecond != 0 || *pulseWidth > fence.MaxPulse {
 			return usageErr("pulse needs --pulse, whole milliseconds from 1ms to %v (got %v); on asks a pulse output for its default width", fence.MaxPulse, *pulseWidth)
 		}
+	case "duty":
+		d, err := fence.ParseDuty(*dutyText)
+		if err != nil {
+			return usageErr("duty needs --duty: %v", err)
+		}
+		duty, setpoint, state = d, true, d.State()
 	case "fence", "reset":
 	default:
-		return usageErr("state %q: want on, off, fence, pulse or reset", pos[0])
+		return usageErr("state %q: want on, off, fence, pulse, duty or reset", pos[0])
+	}
+	if *dutyText != "" && pos[0] != "duty" {
+		return usageErr("--duty goes with duty, not %s", pos[0])
 	}
 	if *pulseWidth != 0 && pos[0] != "pulse" {
 		return usageErr("--pulse goes with pulse, not %s", pos[0])
@@ -151,7 +164,8 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 
-	c := fence.Command{ID: *id, Holder: *holder, Actuator: *act, Fence: fence.Fence{Token: *token, Seq: *seq}, State: state, Pulse: *pulseWidth, Reset: pos[0] == "reset"}
+	c := fence.Command{ID: *id, Holder: *holder, Actuator: *act, Fence: fence.Fence{Token: *token, Seq: *seq}, State: state, Pulse: *pulseWidth, Reset: pos[0] == "reset",
+		Setpoint: setpoint, Duty: duty}
 	sctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	res, err := ctl.Send(sctx, c)

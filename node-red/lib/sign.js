@@ -23,12 +23,15 @@ function u64(v) {
 
 // canonical returns the bytes a signature covers for command c (as
 // wire.normalize returns it) to gateway: magic, gateway, actuator, token,
-// seq, state (on for a pulse), id, holder, then pulse_ms for a pulse and
-// the byte 1 for a reset.
+// seq, state (on for a pulse, duty for a set-point), id, holder, then
+// pulse_ms for a pulse, the duty in hundredths of a percent for a
+// set-point and the byte 1 for a reset.
 function canonical(gateway, c) {
+  const state = c.duty !== undefined ? 'duty' : asks(c);
   const parts = [MAGIC, ...text(gateway), ...text(c.actuator), u64(c.token), u64(c.seq),
-    ...text(asks(c)), ...text(c.id), ...text(c.holder)];
+    ...text(state), ...text(c.id), ...text(c.holder)];
   if (c.pulseMs > 0n) parts.push(u64(c.pulseMs));
+  if (c.duty !== undefined) parts.push(u64(c.duty));
   if (c.reset) parts.push(Buffer.from([1]));
   return Buffer.concat(parts);
 }

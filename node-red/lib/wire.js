@@ -12,6 +12,7 @@ const MAX_TOKEN = (1n << 63n) - 1n;
 const MAX_SEQ = MAX_TOKEN;
 const MAX_TEXT = 128; // bytes of an id, holder or signer
 const MAX_PULSE_MS = 600000;
+const FULL_DUTY = 10000; // a duty of 100 %, in hundredths of a percent
 const MAX_PAYLOAD = 1024; // bytes of a command's payload the gateway takes (Go's wire.MaxPayload)
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -111,8 +112,12 @@ function normalize(c) {
   } else if (c.pulse_ms === 0 || c.pulse_ms === 0n || c.pulse_ms === '0') {
     throw new CommandError('pulse_ms', `pulse_ms must be an integer from 1 to ${MAX_PULSE_MS} (10 minutes), got 0`);
   }
-  if (out.reset && (out.state !== '' || out.pulseMs > 0n)) {
-    throw new CommandError('reset', 'reset goes with a fence-only command (no state, no pulse_ms): it releases a tripped scope and drives nothing');
+  out.duty = c.duty === undefined || c.duty === null || c.duty === '' ? undefined : dutyHundredths(c.duty);
+  if (out.reset && (out.state !== '' || out.pulseMs > 0n || out.duty !== undefined)) {
+    throw new CommandError('reset', 'reset goes with a fence-only command (no state, pulse_ms or duty): it releases a tripped scope and drives nothing');
+  }
+  if (out.duty !== undefined && (out.state !== '' || out.pulseMs > 0n)) {
+    throw new CommandError('duty', 'duty goes alone: it sets a set-point output (0 is off), which takes neither state nor pulse_ms');
   }
   for (const f of ['id', 'holder', 'signer']) {
     if (bytes(out[f]) > MAX_TEXT) {
@@ -122,9 +127,33 @@ function normalize(c) {
   return out;
 }
 
-// asks is the state a command asks for: a pulse asks for on.
+// dutyHundredths reads a set-point (percent, 0 to 100 in steps of 0.01)
+// given as a Number, a BigInt or a decimal string, exactly, in hundredths
+// of a percent; it throws a CommandError for anything else.
+function dutyHundredths(v) {
+  const s = typeof v === 'number' || typeof v === 'bigint' || typeof v === 'string' ? String(v) : '';
+  const m = /^(0|[1-9][0-9]{0,2})(?:\.([0-9]{1,2}))?$/.exec(s);
+  const h = m ? Number(m[1]) * 100 + Number((m[2] || '').padEnd(2, '0')) : NaN;
+  if (!(h >= 0 && h <= FULL_DUTY)) {
+    throw new CommandError('duty', `duty must be a number of percent from 0 to 100 with at most two decimals, got ${JSON.stringify(v === undefined ? null : typeof v === 'bigint' ? String(v) : v)}`);
+  }
+  return h;
+}
+
+// formatDuty writes a duty (hundredths) as the payload does: 42, 42.5, 42.25.
+function formatDuty(h) {
+  const w = Math.floor(h / 100);
+  const f = h % 100;
+  if (f === 0) return `${w}`;
+  return f % 10 === 0 ? `${w}.${f / 10}` : `${w}.${String(f).padStart(2, '0')}`;
+}
+
+// asks is the state a command asks for: a pulse asks for on, a duty on
+// above 0 and off at 0.
 function asks(c) {
-  return c.pulseMs > 0n ? 'on' : c.state;
+  if (c.pulseMs > 0n) return 'on';
+  if (c.duty !== undefined) return c.duty > 0 ? 'on' : 'off';
+  return c.state;
 }
 
 // encodeRequest returns the payload of command c (normalized) naming reply
@@ -136,6 +165,7 @@ function encodeRequest(c, reply) {
   s += `"token":${c.token}`;
   if (c.seq !== 0n) s += `,"seq":${c.seq}`;
   if (c.pulseMs > 0n) s += `,"pulse_ms":${c.pulseMs}`;
+  else if (c.duty !== undefined) s += `,"duty":${formatDuty(c.duty)}`;
   else if (c.state !== '') s += `,"state":${JSON.stringify(c.state)}`;
   if (c.reset) s += ',"reset":true';
   if (c.holder !== '') s += `,"holder":${JSON.stringify(c.holder)}`;
@@ -197,6 +227,14 @@ function parseAnswer(payload) {
   if (a.state !== '' && a.state !== 'on' && a.state !== 'off') return null;
   if (o.pulse && typeof o.pulse === 'object') a.pulse = o.pulse;
   if (o.blocking && typeof o.blocking === 'object') a.blocking = o.blocking;
+  for (const [k, to] of [['duty', 'duty'], ['actual_duty', 'actualDuty']]) {
+    if (o[k] === undefined || o[k] === null) continue;
+    try {
+      a[to] = dutyHundredths(o[k]);
+    } catch (e) {
+      return null;
+    }
+  }
   return a;
 }
 
@@ -221,6 +259,13 @@ function parseState(payload) {
   if (typeof o.changed_at === 'string') s.changedAt = o.changed_at;
   if (typeof o.why === 'string') s.why = o.why;
   if (o.pulse && typeof o.pulse === 'object') s.pulse = o.pulse;
+  if (o.duty !== undefined && o.duty !== null) {
+    try {
+      s.duty = dutyHundredths(o.duty);
+    } catch (e) {
+      return null;
+    }
+  }
   return s;
 }
 
@@ -254,7 +299,9 @@ function decide(c, a) {
   const matches = answers(c, a);
   let act = matches ? action(a.outcome) : 'ignore';
   if (act === 'done' && !outputAsAsked(c, a)) act = 'reread';
-  return { matches, outcome: a.outcome, reason: a.reason, fence: pairString(a.fence), state: a.state, action: act };
+  const d = { matches, outcome: a.outcome, reason: a.reason, fence: pairString(a.fence), state: a.state, action: act };
+  if (a.duty !== undefined) d.duty = formatDuty(a.duty);
+  return d;
 }
 
 // outputAsAsked says whether an applied or duplicate answer a leaves the
@@ -263,6 +310,9 @@ function decide(c, a) {
 // state c asked for. A fence-only command asks for none; a pulse is on,
 // then back at rest, so its answer tells how it went, not a state to keep.
 function outputAsAsked(c, a) {
+  if (c.duty !== undefined) {
+    return a.duty === c.duty && a.actualDuty === undefined && a.state === asks(c) && a.actual === '';
+  }
   if (c.state === '' || c.pulseMs > 0n || a.pulse) return true;
   return a.state === c.state && (a.actual === '' || a.actual === c.state);
 }
@@ -280,7 +330,7 @@ function comparePairs(a, b) {
 }
 
 module.exports = {
-  DEFAULT_PREFIX, MAX_TOKEN, MAX_SEQ, MAX_TEXT, MAX_PULSE_MS, MAX_PAYLOAD, NAME, OUTCOMES,
-  CommandError, topics, toBig, normalize, asks, encodeRequest, encodeChecked, parseAnswer, parseState,
+  DEFAULT_PREFIX, MAX_TOKEN, MAX_SEQ, MAX_TEXT, MAX_PULSE_MS, MAX_PAYLOAD, NAME, OUTCOMES, FULL_DUTY,
+  CommandError, topics, toBig, normalize, asks, dutyHundredths, formatDuty, encodeRequest, encodeChecked, parseAnswer, parseState,
   answers, action, decide, outputAsAsked, pairString, comparePairs,
 };

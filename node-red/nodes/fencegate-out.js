@@ -15,9 +15,9 @@ const { TimeoutError } = require('../lib/connection');
 const REREAD_MS = 5000; // how long a stale answer's reread waits for a state as new as its fence
 const MAX_BACKOFF_MS = 10000;
 
-// command reads msg.payload: "on", "off", true, false, {pulse: ms} or
-// "reset" (a fence-only command that releases a tripped scope). It throws
-// for anything else.
+// command reads msg.payload: "on", "off", true, false, {pulse: ms},
+// {duty: percent} (a set-point output; 0 is off) or "reset" (a fence-only
+// command that releases a tripped scope). It throws for anything else.
 function command(payload) {
   if (payload === true || payload === 'on') return { state: 'on' };
   if (payload === false || payload === 'off') return { state: 'off' };
@@ -29,13 +29,21 @@ function command(payload) {
     }
     return { pulse_ms: ms };
   }
+  if (payload && typeof payload === 'object' && !Array.isArray(payload) && 'duty' in payload) {
+    try {
+      wire.dutyHundredths(payload.duty);
+    } catch (e) {
+      throw new Error(`msg.payload.duty must be percent from 0 to 100 with at most two decimals, got ${JSON.stringify(payload.duty)}`);
+    }
+    return { duty: payload.duty };
+  }
   let shown;
   try {
     shown = JSON.stringify(payload);
   } catch (e) {
     shown = String(payload);
   }
-  throw new Error(`msg.payload must be "on", "off", true, false, {"pulse": ms} or "reset", got ${shown === undefined ? 'nothing' : shown}`);
+  throw new Error(`msg.payload must be "on", "off", true, false, {"pulse": ms}, {"duty": percent} or "reset", got ${shown === undefined ? 'nothing' : shown}`);
 }
 
 module.exports = function (RED) {
@@ -155,7 +163,7 @@ module.exports = function (RED) {
       }
       seq++;
       busy = true;
-      const asked = c.pulseMs > 0n ? `pulse ${c.pulseMs} ms` : c.reset ? 'reset' : c.state;
+      const asked = c.pulseMs > 0n ? `pulse ${c.pulseMs} ms` : c.duty !== undefined ? `duty ${wire.formatDuty(c.duty)}%` : c.reset ? 'reset' : c.state;
       status('green', 'ring', `token ${held.token}: sending ${asked}`);
       conn.send(c, { timeoutMs: node.timeoutMs, mayResend: () => mayResend(held), withdraw: held.withdraw.signal })
         .then((a) => answered(item, c, held, a), (e) => unanswered(item, c, e))
@@ -243,6 +251,8 @@ module.exports = function (RED) {
       };
       if (a.actual) fields.actual = a.actual;
       if (a.pulse) fields.pulse = a.pulse;
+      if (a.duty !== undefined) fields.duty = wire.formatDuty(a.duty);
+      if (a.actualDuty !== undefined) fields.actualDuty = wire.formatDuty(a.actualDuty);
       if (a.error) fields.error = a.error;
       return fields;
     }
@@ -273,7 +283,7 @@ module.exports = function (RED) {
       switch (wire.decide(c, a).action) {
         case 'done': {
           ahead = '';
-          const what = c.pulseMs > 0n ? `pulse ${c.pulseMs} ms` : c.reset ? 'reset' : `${a.state || c.state || 'fence only'}`;
+          const what = c.pulseMs > 0n ? `pulse ${c.pulseMs} ms` : c.duty !== undefined ? `duty ${wire.formatDuty(c.duty)}%` : c.reset ? 'reset' : `${a.state || c.state || 'fence only'}`;
           status('green', 'dot', `token ${c.token}: ${a.outcome} ${what}`);
           out(item, fields);
           return;

@@ -6,9 +6,9 @@ It does no I/O: it builds the bytes a controller publishes and reads the
 bytes the gateway publishes.
 
 - :func:`encode_request` writes a command byte for byte as the Go
-  ``wire.EncodeRequest`` does: field order id, token, seq, pulse_ms or
-  state, reset, holder, signer, sig, reply; no spaces; strings escaped only
-  where JSON must.
+  ``wire.EncodeRequest`` does: field order id, token, seq, pulse_ms, duty
+  or state, reset, holder, signer, sig, reply; no spaces; strings escaped
+  only where JSON must.
 - :func:`canonical` builds the bytes a signature covers (version 1).
 - :func:`check_command` refuses, before anything is published, a command
   the gateway would reject as malformed.
@@ -25,7 +25,8 @@ import json
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from decimal import Decimal, InvalidOperation
+from typing import Any, Dict, Optional, Union
 
 #: The first topic level when the gateway's configuration sets none.
 DEFAULT_PREFIX = "fencegate"
@@ -34,6 +35,8 @@ MAX_TOKEN = (1 << 63) - 1
 MAX_SEQ = (1 << 63) - 1
 #: The longest pulse a command may ask for, in milliseconds (10 minutes).
 MAX_PULSE_MS = 600_000
+#: A set-point's finest step is 0.01 %: duties are hundredths of a percent.
+FULL_DUTY = 10_000
 #: The longest id, holder or signer, in UTF-8 bytes.
 MAX_TEXT = 128
 #: The longest reply topic, in bytes.
@@ -59,7 +62,7 @@ class InvalidCommand(ValueError):
     """A command refused before it was published: the gateway would reject it.
 
     ``why`` names the field at fault (``token``, ``seq``, ``state``,
-    ``pulse_ms``, ``reset``, ``id``, ``holder``, ``signer``, ``actuator``,
+    ``pulse_ms``, ``duty``, ``reset``, ``id``, ``holder``, ``signer``, ``actuator``,
     ``reply``), for programs; the message says it for people.
     """
 
@@ -90,8 +93,11 @@ class Command:
     ``state`` is ``"on"``, ``"off"`` or ``""`` (a fence-only command, which
     raises the scope's fence and drives nothing). ``pulse_ms`` (1 to
     600000) asks a pulse output for a pulse of that width; its state is
-    then ``""`` or ``"on"``. ``reset`` (fence-only) releases a tripped scope.
-    ``id`` correlates the answer; a client gives one if it is empty.
+    then ``""`` or ``"on"``. ``duty`` (percent, 0 to 100 in steps of 0.01:
+    an int, a float such as 42.5, a ``Decimal`` or a string) sets a
+    set-point output; it goes alone, without state (0 is off).
+    ``reset`` (fence-only) releases a tripped scope. ``id`` correlates the
+    answer; a client gives one if it is empty.
     """
 
     actuator: str
@@ -102,6 +108,7 @@ class Command:
     reset: bool = False
     id: str = ""
     holder: str = ""
+    duty: Union[int, float, Decimal, str, None] = None
 
     @property
     def fence(self) -> Fence:
@@ -109,8 +116,40 @@ class Command:
         return Fence(self.token, self.seq)
 
     def asks(self) -> str:
-        """The state the command asks for: a pulse asks for on."""
-        return "on" if self.pulse_ms > 0 else self.state
+        """The state the command asks for: a pulse asks for on, a duty
+        on above 0 and off at 0."""
+        if self.pulse_ms > 0:
+            return "on"
+        if self.duty is not None:
+            return "on" if duty_hundredths(self.duty) > 0 else "off"
+        return self.state
+
+
+def duty_hundredths(d: Union[int, float, Decimal, str]) -> int:
+    """A duty in hundredths of a percent, as it is recorded and signed.
+
+    Raises :class:`InvalidCommand` (why ``duty``) for anything but a number
+    of percent from 0 to 100 with at most two decimals.
+    """
+    if isinstance(d, bool) or not isinstance(d, (int, float, Decimal, str)):
+        raise InvalidCommand("duty", f"duty {d!r} is not a number of percent")
+    try:
+        v = Decimal(str(d)) * 100 if not isinstance(d, Decimal) else d * 100
+    except InvalidOperation:
+        raise InvalidCommand("duty", f"duty {d!r} is not a number of percent") from None
+    if not v.is_finite() or v != v.to_integral_value() or v < 0 or v > FULL_DUTY:
+        raise InvalidCommand("duty", f"duty {d!r}: want a number of percent from 0 to 100 with at most two decimals")
+    return int(v)
+
+
+def format_duty(hundredths: int) -> str:
+    """A duty as the payload writes it, as short as it can be: 42, 42.5, 42.25."""
+    whole, frac = divmod(hundredths, 100)
+    if frac == 0:
+        return str(whole)
+    if frac % 10 == 0:
+        return f"{whole}.{frac // 10}"
+    return f"{whole}.{frac:02d}"
 
 
 @dataclass(frozen=True)
@@ -135,6 +174,10 @@ class Answer:
     error: str = ""
     pulse: Optional[Dict[str, Any]] = None
     blocking: Optional[Dict[str, Any]] = None
+    #: A set-point output's recorded duty and, when it reads back at
+    #: another, that one: hundredths of a percent (None for other outputs).
+    duty: Optional[int] = None
+    actual_duty: Optional[int] = None
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -155,6 +198,8 @@ class ActuatorState:
     changed_at: Optional[str] = None
     why: str = ""
     pulse: Optional[Dict[str, Any]] = None
+    #: A set-point output's duty while it is on, hundredths of a percent.
+    duty: Optional[int] = None
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -266,8 +311,12 @@ def check_command(c: Command, signer: str = "") -> None:
         raise InvalidCommand("pulse_ms", 'pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone')
     if not isinstance(c.reset, bool):
         raise InvalidCommand("reset", f"reset {c.reset!r} is not a bool")
-    if c.reset and (c.state or c.pulse_ms):
-        raise InvalidCommand("reset", "reset goes with a fence-only command (no state, no pulse_ms)")
+    if c.reset and (c.state or c.pulse_ms or c.duty is not None):
+        raise InvalidCommand("reset", "reset goes with a fence-only command (no state, pulse_ms or duty)")
+    if c.duty is not None:
+        duty_hundredths(c.duty)
+        if c.state or c.pulse_ms:
+            raise InvalidCommand("duty", "duty goes alone: it sets a set-point output (0 is off), which takes neither state nor pulse_ms")
     for what, value in (("id", c.id), ("holder", c.holder), ("signer", signer)):
         if not isinstance(value, str):
             raise InvalidCommand(what, f"{what} {value!r} is not a string")
@@ -288,14 +337,18 @@ def canonical(gateway: str, c: Command) -> bytes:
     """The bytes a signature of ``c`` for ``gateway`` covers (version 1).
 
     The magic, then gateway id, actuator, token, seq, state (``on`` for a
-    pulse), id and holder; a pulse appends its width and a reset the byte
-    1. Text is a 4-byte big-endian length and the UTF-8 bytes.
+    pulse, ``duty`` for a set-point), id and holder; a pulse appends its
+    width, a set-point its duty in hundredths of a percent and a reset the
+    byte 1. Text is a 4-byte big-endian length and the UTF-8 bytes.
     """
     b = MAGIC + _text(gateway) + _text(c.actuator)
     b += struct.pack(">QQ", c.token, c.seq)
-    b += _text(c.asks()) + _text(c.id) + _text(c.holder)
+    state = "duty" if c.duty is not None else c.asks()
+    b += _text(state) + _text(c.id) + _text(c.holder)
     if c.pulse_ms > 0:
         b += struct.pack(">Q", c.pulse_ms)
+    if c.duty is not None:
+        b += struct.pack(">Q", duty_hundredths(c.duty))
     if c.reset:
         b += b"\x01"
     return b
@@ -322,6 +375,8 @@ def encode_request(c: Command, reply: str = "", signer: str = "", sig: Optional[
         parts.append(f'"seq":{c.seq}')
     if c.pulse_ms > 0:
         parts.append(f'"pulse_ms":{c.pulse_ms}')
+    elif c.duty is not None:
+        parts.append('"duty":' + format_duty(duty_hundredths(c.duty)))
     elif c.state:
         parts.append('"state":' + json_string(c.state))
     if c.reset:
@@ -341,10 +396,6 @@ class WireError(ValueError):
     """An answer or state message that cannot be read."""
 
 
-def _no_float(s: str) -> Any:
-    raise WireError(f"a number with a fraction or exponent ({s}) where an integer belongs")
-
-
 def _no_constant(s: str) -> Any:
     raise WireError(f"{s} is not JSON")
 
@@ -357,7 +408,9 @@ def _object(payload: bytes | str, what: str) -> Dict[str, Any]:
             raise WireError(f"{what} is not UTF-8") from e
     try:
         # Python's ints are exact: a token of 2^63-1 stays what it is.
-        v = json.loads(payload, parse_float=_no_float, parse_constant=_no_constant)
+        # A duty has decimals: a fraction is read exactly, and an integer
+        # field that holds one is refused by _uint.
+        v = json.loads(payload, parse_float=Decimal, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise WireError(f"{what} is not JSON: {e}") from e
     if not isinstance(v, dict):
@@ -379,6 +432,20 @@ def _uint(d: Dict[str, Any], key: str, what: str) -> int:
     if not _is_int(v) or v < 0 or v >= 1 << 64:
         raise WireError(f"{what}: {key} is not an unsigned integer")
     return int(v)
+
+
+def _duty(d: Dict[str, Any], key: str, what: str) -> Optional[int]:
+    v = d.get(key)
+    if v is None:
+        return None
+    try:
+        return duty_hundredths(v) if not isinstance(v, str) else _bad_duty(what, key)
+    except InvalidCommand:
+        return _bad_duty(what, key)
+
+
+def _bad_duty(what: str, key: str) -> int:
+    raise WireError(f"{what}: {key} is not a duty (a number of percent)")
 
 
 def _fence(d: Dict[str, Any], what: str) -> Fence:
@@ -413,6 +480,8 @@ def parse_answer(payload: bytes | str) -> Answer:
         error=_str(d, "error", what),
         pulse=pulse if isinstance(pulse, dict) else None,
         blocking=blocking if isinstance(blocking, dict) else None,
+        duty=_duty(d, "duty", what),
+        actual_duty=_duty(d, "actual_duty", what),
         raw=d,
     )
 
@@ -432,6 +501,7 @@ def parse_state(payload: bytes | str) -> ActuatorState:
         changed_at=changed if isinstance(changed, str) else None,
         why=_str(d, "why", what),
         pulse=pulse if isinstance(pulse, dict) else None,
+        duty=_duty(d, "duty", what),
         raw=d,
     )
 
@@ -463,6 +533,8 @@ def output_as_asked(c: Command, a: Answer) -> bool:
     applied (a later command, the boot rule at a restart, a failed drive):
     reread the state, and send a new command with a higher seq to set it.
     """
+    if c.duty is not None:
+        return a.duty == duty_hundredths(c.duty) and a.actual_duty is None and a.state == c.asks() and not a.actual
     if not c.state or c.pulse_ms > 0 or a.pulse is not None:
         return True
     return a.state == c.state and (not a.actual or a.actual == c.state)

@@ -18,7 +18,7 @@ from fencegate.client import Client, prepare
 from fencegate.errors import FailedError, OutputError, RejectedError, StaleError
 from fencegate.signing import Signer
 from fencegate.wire import (Command, InvalidCommand, Topics, action, answers, canonical, encode_request,
-                            parse_answer, parse_state)
+                            format_duty, parse_answer, parse_state)
 from fakes import offline_client
 
 CONFORMANCE = Path(__file__).resolve().parents[2] / "conformance"
@@ -34,7 +34,7 @@ def command_of(d: Dict[str, Any]) -> Command:
     """A vector's command: token, seq and pulse_ms are decimal strings there."""
     return Command(actuator=d.get("actuator", ""), token=int(d.get("token", "0")), seq=int(d.get("seq", "0")),
                    state=d.get("state", ""), pulse_ms=int(d.get("pulse_ms", "0")), reset=bool(d.get("reset", False)),
-                   id=d.get("id", ""), holder=d.get("holder", ""))
+                   id=d.get("id", ""), holder=d.get("holder", ""), duty=d.get("duty"))
 
 
 @unittest.skipUnless((CONFORMANCE / "commands.json").exists(), "no conformance/commands.json (not in the repository)")
@@ -96,6 +96,7 @@ class TestAnswers(unittest.TestCase):
                 self.assertEqual(a.reason, v.get("reason", ""))
                 self.assertEqual({"token": str(a.fence.token), "seq": str(a.fence.seq)}, v["fence"])
                 self.assertEqual(a.state, v.get("state", ""))
+                self.assertEqual(format_duty(a.duty) if a.duty is not None else "", v.get("duty", ""))
                 self.assertEqual(action(c, a), v["action"])
                 if v["matches"]:
                     self.assertEqual(_client_action(c, a), v["action"])
