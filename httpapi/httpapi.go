@@ -164,8 +164,11 @@ type Actuator struct {
 	// Drives counts the pin's drives since the gateway started, on boards
 	// that count them (sim).
 	Drives *uint64 `json:"drives,omitempty"`
-	// Kind is "switch" or "pulse".
+	// Kind is "switch", "pulse" or "setpoint".
 	Kind string `json:"kind"`
+	// Duty is a set-point output's recorded set-point, percent; omitted
+	// for other outputs.
+	Duty *fence.Duty `json:"duty,omitempty"`
 	// Pulse is a pulse output's last pulse, as recorded.
 	Pulse *Pulse `json:"pulse,omitempty"`
 	// Why says why the gateway itself set the state (boot rule, safe
@@ -360,6 +363,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 func actuatorJSON(s actuator.Status) Actuator {
 	a := Actuator{Name: s.Actuator, Scope: s.Scope, Interlock: s.Interlock, Pin: s.PinName, State: s.State.String(),
 		Fence: s.Fence, ActiveLow: s.ActiveLow, Holder: s.Holder, Drives: s.Drives, Kind: string(s.Kind), Why: s.Why, Trip: s.Trip}
+	if s.Kind == actuator.KindSetpoint {
+		d := s.Output.Duty
+		a.Duty = &d
+	}
 	if d := s.Deadman; d != nil {
 		a.Deadman = &Deadman{AfterMs: d.After.Milliseconds(), State: d.State.String(), LeftMs: d.Left.Milliseconds(), Tripped: d.Tripped}
 	}

@@ -177,6 +177,24 @@ func Open(fsys FS, c Conf) (*Channel, error) {
 	return ch, nil
 }
 
+// Find checks that fsys has c's chip, with c's channel, without
+// exporting anything: for configuration checks.
+func Find(fsys FS, c Conf) error {
+	if err := c.Check(); err != nil {
+		return err
+	}
+	chip, err := findChip(fsys, c.Chip)
+	if err != nil {
+		return err
+	}
+	if n, err := readUint(fsys, chip+"/npwm"); err != nil {
+		return fmt.Errorf("%s: read npwm: %w", chip, err)
+	} else if uint64(c.Channel) >= n {
+		return fmt.Errorf("%s (%s) has %d channels (0 to %d)", c.Chip, chip, n, n-1)
+	}
+	return nil
+}
+
 // findChip returns the chip whose device path has the component dev, or
 // is dev.
 func findChip(fsys FS, dev string) (string, error) {

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -80,7 +81,7 @@ func TestVectors(t *testing.T) {
 	if len(vs) < 3 {
 		t.Fatalf("docs/protocol.md has %d test vectors, want at least 3", len(vs))
 	}
-	var fenceOnly, nonASCII bool
+	var fenceOnly, nonASCII, setpoint bool
 	for _, v := range vs {
 		f := v.fields
 		for _, k := range []string{"seed", "public_key", "gateway", "actuator", "token", "seq", "state", "id", "holder", "signer", "canonical", "sig", "payload"} {
@@ -103,11 +104,23 @@ func TestVectors(t *testing.T) {
 		token, err1 := strconv.ParseUint(f["token"], 10, 64)
 		seq, err2 := strconv.ParseUint(f["seq"], 10, 64)
 		var state fence.State
-		err3 := state.UnmarshalText([]byte(f["state"]))
+		var err3 error
+		var duty fence.Duty
+		d, isSetpoint := f["duty"]
+		if isSetpoint {
+			// A set-point signs the state "duty" and its duty.
+			if duty, err3 = fence.ParseDuty(d); err3 == nil && f["state"] != "duty" {
+				err3 = fmt.Errorf("a set-point's state is duty, not %q", f["state"])
+			}
+			state = duty.State()
+		} else {
+			err3 = state.UnmarshalText([]byte(f["state"]))
+		}
 		if err1 != nil || err2 != nil || err3 != nil {
 			t.Fatalf("vector %q: token %q, seq %q, state %q: %v %v %v", v.title, f["token"], f["seq"], f["state"], err1, err2, err3)
 		}
-		c := fence.Command{ID: f["id"], Holder: f["holder"], Actuator: f["actuator"], Fence: fence.Fence{Token: token, Seq: seq}, State: state}
+		c := fence.Command{ID: f["id"], Holder: f["holder"], Actuator: f["actuator"], Fence: fence.Fence{Token: token, Seq: seq}, State: state,
+			Setpoint: isSetpoint, Duty: duty}
 
 		canon := sign.Canonical(f["gateway"], c)
 		if got := hex.EncodeToString(canon); got != f["canonical"] {
@@ -138,9 +151,10 @@ func TestVectors(t *testing.T) {
 		}
 
 		fenceOnly = fenceOnly || (state == fence.StateNone && c.ID == "" && c.Holder == "")
+		setpoint = setpoint || c.Setpoint
 		nonASCII = nonASCII || strings.IndexFunc(c.Holder, func(r rune) bool { return r >= utf8.RuneSelf }) >= 0
 	}
-	if !fenceOnly || !nonASCII {
-		t.Errorf("the vectors lack a fence-only command without id and holder (%v) or a non-ASCII holder (%v)", fenceOnly, nonASCII)
+	if !fenceOnly || !nonASCII || !setpoint {
+		t.Errorf("the vectors lack a fence-only command without id and holder (%v), a non-ASCII holder (%v) or a set-point (%v)", fenceOnly, nonASCII, setpoint)
 	}
 }

@@ -8,11 +8,14 @@ import (
 
 // Actuator is one of the simulator's example outputs: on a header pin,
 // on a line of one of the sim board's expanders (Chip and Line), or on a
-// coil of the simulator's Modbus relay module (Coil).
+// coil of the simulator's Modbus relay module (Coil), or a set-point on
+// one of its holding registers (Register, 0 to Full).
 type Actuator struct {
 	Name, Pin, Scope, Boot string
 	Chip, Line             string
 	Coil                   *int
+	Register               *int
+	Full                   int
 	// Kind "pulse" with its default Pulse and MaxPulse: a door strike.
 	Kind            string
 	Pulse, MaxPulse time.Duration
@@ -35,7 +38,8 @@ var Inputs = []config.Input{
 // most one of them is on; door is a door strike, a pulse output on an
 // MCP23017 expander's line; sprinkler's scope has a dead-man (Scopes);
 // lamp is a relay of a Modbus TCP module (ModbusBus), which the dashboard
-// can cut the power of, or switch by its own button.
+// can cut the power of, or switch by its own button; dimmer is a
+// set-point on a register of that module (0 to 1000 for 0 to 100 %).
 var Actuators = []Actuator{
 	{Name: "pump", Pin: "GPIO17", Boot: "last"},
 	{Name: "valve", Pin: "GPIO27", Boot: "last"},
@@ -46,6 +50,7 @@ var Actuators = []Actuator{
 	{Name: "door", Chip: "mcp23017@20", Line: "GPA0", Kind: "pulse", Pulse: time.Second, MaxPulse: 5 * time.Second},
 	{Name: "sprinkler", Pin: "GPIO24", Boot: "off"},
 	{Name: "lamp", Coil: ptr(0), Boot: "last"},
+	{Name: "dimmer", Register: ptr(1), Full: 1000, Boot: "last"},
 }
 
 // ModbusBus names the simulator's Modbus relay module's bus: a Modbus TCP

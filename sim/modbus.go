@@ -16,6 +16,8 @@ type Modbus struct {
 	Powered bool   `json:"powered"`
 	// Coils are its relays' levels, by actuator.
 	Coils map[string]bool `json:"coils"`
+	// Registers are its set-point registers' values, by actuator.
+	Registers map[string]uint16 `json:"registers"`
 }
 
 // startModbus powers on the relay module on a loopback port of its own.
@@ -32,10 +34,13 @@ func startModbus() (*modbussim.Module, error) {
 }
 
 func (s *Sim) modbusInfo() Modbus {
-	info := Modbus{URL: s.modbus.URL(), Powered: s.modbus.Powered(), Coils: map[string]bool{}}
+	info := Modbus{URL: s.modbus.URL(), Powered: s.modbus.Powered(), Coils: map[string]bool{}, Registers: map[string]uint16{}}
 	for _, a := range Actuators {
 		if a.Coil != nil {
 			info.Coils[a.Name] = s.modbus.Coil(*a.Coil)
+		}
+		if a.Register != nil {
+			info.Registers[a.Name] = s.modbus.Register(*a.Register)
 		}
 	}
 	return info
@@ -45,7 +50,8 @@ func (s *Sim) modbusInfo() Modbus {
 //
 //	POST /api/sim/modbus/power {"on": false}   cut its power (its relays drop), or restore it
 //	POST /api/sim/modbus/button/{actuator}     press the module's own button of that relay: it
-//	                                           switches behind the gateway's back
+//	                                           switches behind the gateway's back (a set-point's
+//	                                           knob: its register moves a quarter on)
 func (s *Sim) serveModbus(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/sim/modbus/power", func(w http.ResponseWriter, r *http.Request) {
 		var body struct{ On *bool }
@@ -62,7 +68,9 @@ func (s *Sim) serveModbus(mux *http.ServeMux) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /api/sim/modbus/button/{actuator}", func(w http.ResponseWriter, r *http.Request) {
-		i := slices.IndexFunc(Actuators, func(a Actuator) bool { return a.Name == r.PathValue("actuator") && a.Coil != nil })
+		i := slices.IndexFunc(Actuators, func(a Actuator) bool {
+			return a.Name == r.PathValue("actuator") && (a.Coil != nil || a.Register != nil)
+		})
 		if i < 0 {
 			http.Error(w, "no actuator of that name on the Modbus module", http.StatusNotFound)
 			return
@@ -71,8 +79,11 @@ func (s *Sim) serveModbus(mux *http.ServeMux) {
 			http.Error(w, "the module's power is off", http.StatusConflict)
 			return
 		}
-		c := *Actuators[i].Coil
-		s.modbus.SetCoil(c, !s.modbus.Coil(c))
+		if a := Actuators[i]; a.Register != nil {
+			s.modbus.SetRegister(*a.Register, uint16((int(s.modbus.Register(*a.Register))+a.Full/4)%(a.Full+1)))
+		} else {
+			s.modbus.SetCoil(*a.Coil, !s.modbus.Coil(*a.Coil))
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 }

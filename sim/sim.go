@@ -287,6 +287,9 @@ func (s *Sim) config() *config.Config {
 		if a.Coil != nil {
 			ca.Modbus = &config.ModbusOutput{Bus: ModbusBus, Unit: 1, Coil: a.Coil}
 		}
+		if a.Register != nil {
+			ca.Modbus = &config.ModbusOutput{Bus: ModbusBus, Unit: 1, Register: a.Register, Full: ptr(a.Full)}
+		}
 		c.Actuators = append(c.Actuators, ca)
 	}
 	c.Interlocks = Interlocks

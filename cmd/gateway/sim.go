@@ -121,7 +121,8 @@ on the sim board as a supervised child process, and the dashboard.
   actuators: pump, valve, fan + heater (one scope: climate),
              vent-open + vent-close (one scope: vent; interlocked: at most one on),
              door (a pulse output, on expander mcp23017@20), sprinkler (a 5 s dead-man),
-             lamp (a relay of a Modbus TCP module)
+             lamp (a relay of a Modbus TCP module),
+             dimmer (a set-point on a register of that module)
   inputs:    window-closed (the heater requires it high), overheat (trips climate off)
 try:
   mosquitto_pub -h %s -p %s -q 1 -t %s/%s/pump/set -m '{"id":"try-1","token":42,"state":"on","holder":"me"}'

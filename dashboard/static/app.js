@@ -82,6 +82,7 @@ function renderActuators(list) {
       el("dt", { text: "holder" }), el("dd", { text: a.holder || "–" }),
       el("dt", { text: "changed" }), el("dd", { title: a.changed_at || "", text: ago(a.changed_at) }),
     );
+    if (a.duty !== undefined) dl.append(el("dt", { text: "duty" }), el("dd", { id: "duty-" + a.name, text: `${a.duty} %` }));
     if (a.drives != null) dl.append(el("dt", { text: "drives" }), el("dd", { text: String(a.drives) }));
     if (a.pulse) {
       dl.append(el("dt", { text: "pulse" }), el("dd", { id: "pulse-" + a.name, class: "pulse-" + a.pulse.status,
@@ -110,7 +111,7 @@ function renderActuators(list) {
       el("div", { class: "name" }, a.name,
         a.scope !== a.name ? el("span", { class: "scope", title: "fence scope shared with other actuators", text: a.scope }) : null,
         a.interlock ? el("span", { class: "scope interlock", id: "interlock-" + a.name, title: "interlock: at most one of its actuators is on", text: "interlock " + a.interlock }) : null),
-      el("div", { class: "sub", text: pinText(a.pin) + (a.kind === "pulse" ? " · pulse output" : "") }),
+      el("div", { class: "sub", text: pinText(a.pin) + (a.kind === "pulse" ? " · pulse output" : a.kind === "setpoint" ? " · set-point output" : "") }),
       dl,
     );
     if (simMode && a.watched) {
@@ -119,7 +120,7 @@ function renderActuators(list) {
         el("button", { type: "button", class: "modbus", id: "modbus-power-" + a.name, "data-path": "power", "data-on": String(!!a.watched.down),
           text: a.watched.down ? "restore the module's power" : "cut the module's power" }),
         el("button", { type: "button", class: "modbus", id: "modbus-button-" + a.name, "data-path": "button/" + encodeURIComponent(a.name),
-          text: "press the module's button" }));
+          text: a.kind === "setpoint" ? "turn the module's knob" : "press the module's button" }));
     }
     const key = a.name, f = pair(a.fence);
     if (lastFences[key] !== undefined && lastFences[key] !== f) card.classList.add("flash");
