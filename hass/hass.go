@@ -1,8 +1,9 @@
 // Package hass describes a gateway to Home Assistant through its MQTT
 // discovery (device-based: one retained message for the gateway and all
 // its actuators, on <prefix>/device/<id>/config). Each actuator appears as
-// a read-only binary sensor that follows the actuator's retained state,
-// with its fence token, sequence, holder and scope as attributes, and the
+// a read-only binary sensor that follows the actuator's retained state (a
+// set-point output as a read-only sensor of its duty, in %), with its
+// fence token, sequence, holder and scope as attributes, and the
 // gateway's status topic as its availability. Nothing here gives Home
 // Assistant a command topic: a switch in Home Assistant that published to
 // the gateway's command topics would bypass the fencing (no lease, no
@@ -38,6 +39,8 @@ type Options struct {
 	Topics    wire.Topics
 	Version   string
 	Actuators []string // their names
+	// Setpoints are the names of the set-point outputs among Actuators.
+	Setpoints map[string]bool
 }
 
 // URL is fencegate's home, the origin of the discovery message.
@@ -49,7 +52,7 @@ func New(o Options) (Discovery, error) {
 	cmps := map[string]map[string]any{}
 	for _, a := range o.Actuators {
 		state := o.Topics.State(a)
-		cmps[id+"_"+a] = map[string]any{
+		c := map[string]any{
 			"p":              "binary_sensor",
 			"name":           a,
 			"unique_id":      id + "_" + a,
@@ -61,6 +64,16 @@ func New(o Options) (Discovery, error) {
 			"json_attributes_topic":    state,
 			"json_attributes_template": "{{ {'token': value_json.fence.token, 'seq': value_json.fence.seq, 'holder': value_json.holder, 'scope': value_json.scope, 'changed_at': value_json.changed_at} | tojson }}",
 		}
+		if o.Setpoints[a] {
+			// A sensor, not a number: Home Assistant's number entity
+			// needs a command topic, which would bypass the fence. The
+			// state message leaves the duty out at 0 (off).
+			delete(c, "payload_on")
+			delete(c, "payload_off")
+			c["p"], c["unit_of_measurement"], c["state_class"] = "sensor", "%", "measurement"
+			c["value_template"] = "{{ value_json.duty | default(0) }}"
+		}
+		cmps[id+"_"+a] = c
 	}
 	return message(o.Prefix, id, "fencegate "+o.Topics.GatewayID, "gateway", o.Version, cmps, map[string]any{
 		"availability_topic":    o.Topics.Status(),

@@ -185,3 +185,40 @@ func TestBridgeDiscoveryPayload(t *testing.T) {
 		}
 	}
 }
+
+// The fields Home Assistant documents for an MQTT sensor.
+var docSensor = set("p", "platform", "availability", "availability_topic", "availability_mode", "availability_template",
+	"device_class", "enabled_by_default", "encoding", "entity_category", "entity_picture", "expire_after", "force_update",
+	"icon", "json_attributes_template", "json_attributes_topic", "last_reset_value_template", "name", "object_id", "default_entity_id",
+	"options", "payload_available", "payload_not_available", "qos", "state_class", "state_topic", "suggested_display_precision",
+	"unique_id", "unit_of_measurement", "value_template")
+
+// A set-point output is a read-only sensor of its duty, in %: no command
+// topic (a number entity would need one), and its template reads the
+// duty a real state message carries, 0 when it leaves it out (off).
+func TestSetpointDiscovery(t *testing.T) {
+	topics := wire.Topics{GatewayID: "gw"}
+	d, err := New(Options{Topics: topics, Actuators: []string{"pump", "fan"}, Setpoints: map[string]bool{"fan": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(d.Payload), "command_topic") {
+		t.Fatalf("the discovery message gives Home Assistant a command topic: %s", d.Payload)
+	}
+	var msg struct{ Cmps map[string]map[string]any }
+	if err := json.Unmarshal(d.Payload, &msg); err != nil {
+		t.Fatal(err)
+	}
+	fan, pump := msg.Cmps["fencegate_gw_fan"], msg.Cmps["fencegate_gw_pump"]
+	checkKeys(t, "fan", fan, docSensor)
+	if fan["p"] != "sensor" || fan["unit_of_measurement"] != "%" || fan["state_topic"] != topics.State("fan") || fan["value_template"] != "{{ value_json.duty | default(0) }}" {
+		t.Errorf("fan = %v", fan)
+	}
+	if pump["p"] != "binary_sensor" {
+		t.Errorf("pump = %v", pump)
+	}
+	var state map[string]any
+	if err := json.Unmarshal(wire.EncodeState(fence.Output{Actuator: "fan", State: fence.StateOn, Duty: 4250}), &state); err != nil || state["duty"] != 42.5 {
+		t.Errorf("a set-point's state message: %v, %v; want duty 42.5", state, err)
+	}
+}

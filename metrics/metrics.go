@@ -34,6 +34,9 @@ type Sources struct {
 	// Watched returns the watched outputs' health (on Modbus devices), by
 	// actuator.
 	Watched func() map[string]actuator.Health
+	// Duties returns the set-point outputs' recorded set-points, by
+	// actuator.
+	Duties func() map[string]fence.Duty
 	// Version is the gateway's version, for fencegate_build_info.
 	Version string
 }
@@ -166,13 +169,15 @@ var (
 		"1 while a watched output's device (a Modbus module) does not answer: the gateway retries its recorded state.", []string{"actuator"}, nil)
 	descOutOfBand = prometheus.NewDesc("fencegate_output_out_of_band_total",
 		"Times a watched output was found changed behind the gateway's back (and driven as the boot rule says).", []string{"actuator"}, nil)
+	descDuty = prometheus.NewDesc("fencegate_output_duty_percent",
+		"A set-point output's recorded set-point, percent (0: off).", []string{"actuator"}, nil)
 	descBuild = prometheus.NewDesc("fencegate_build_info",
 		"The gateway's version and Go version (value 1).", []string{"version", "goversion"}, nil)
 )
 
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommits, descSyncs, descWrites, descDropped, descSize, descFree, descFSSize,
-		descToken, descSeq, descConnected, descSubscribed, descConnects, descFailures, descLastError, descDown, descOutOfBand, descBuild} {
+		descToken, descSeq, descConnected, descSubscribed, descConnects, descFailures, descLastError, descDown, descOutOfBand, descDuty, descBuild} {
 		ch <- d
 	}
 }
@@ -242,6 +247,17 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 		for _, n := range names {
 			gauge(descDown, bool01(hs[n].Down != ""), n)
 			counter(descOutOfBand, float64(hs[n].OutOfBand), n)
+		}
+	}
+	if s.src.Duties != nil {
+		ds := s.src.Duties()
+		names := make([]string, 0, len(ds))
+		for n := range ds {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			gauge(descDuty, float64(ds[n])/100, n)
 		}
 	}
 }

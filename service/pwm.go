@@ -5,6 +5,7 @@ import (
 
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/pwmio"
 )
 
@@ -35,6 +36,20 @@ func (g *gateway) setpoint(name string) (actuator.Setpoint, error) {
 		return o, nil
 	}
 	return nil, fmt.Errorf("no set-point output %s", name)
+}
+
+// duties are the set-point outputs' recorded set-points, for the metrics.
+func (g *gateway) duties() map[string]fence.Duty {
+	out := map[string]fence.Duty{}
+	for _, a := range g.cfg.Actuators {
+		if !a.IsSetpoint() {
+			continue
+		}
+		if o, err := g.bank.Output(a.Name); err == nil {
+			out[a.Name] = o.Duty
+		}
+	}
+	return out
 }
 
 // pwmFindings are gateway check's findings on the PWM channels: whether

@@ -256,7 +256,11 @@ func (g *gateway) announcement() (*mqttlink.Announcement, error) {
 	if ha == nil {
 		return nil, nil
 	}
-	d, err := hass.New(hass.Options{Prefix: ha.DiscoveryPrefix, Topics: g.topics, Version: g.opts.Version, Actuators: g.bank.Names()})
+	setpoints := map[string]bool{}
+	for _, a := range g.cfg.Actuators {
+		setpoints[a.Name] = a.IsSetpoint()
+	}
+	d, err := hass.New(hass.Options{Prefix: ha.DiscoveryPrefix, Topics: g.topics, Version: g.opts.Version, Actuators: g.bank.Names(), Setpoints: setpoints})
 	if err != nil {
 		return nil, err
 	}
@@ -358,7 +362,7 @@ func (g *gateway) driveOutputs() error {
 // the configuration disables it.
 func (g *gateway) startHTTP() error {
 	g.metrics.Read(gwmetrics.Sources{Store: g.store.Stats, StorePath: g.cfg.Store, Fences: g.store.Fences,
-		Broker: func() gwmetrics.Broker { return brokerMetrics(g.link.Status()) }, Watched: g.bank.Healths, Version: g.opts.Version})
+		Broker: func() gwmetrics.Broker { return brokerMetrics(g.link.Status()) }, Watched: g.bank.Healths, Duties: g.duties, Version: g.opts.Version})
 	if addr := g.cfg.HTTPAddr(); addr != "" {
 		ln, err := listenHTTP(addr)
 		if err != nil {

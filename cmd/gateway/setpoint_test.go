@@ -63,6 +63,7 @@ scopes:
 		t.Fatalf("answer %+v; want duty 50, on", res)
 	}
 	reg(500)
+	waitMetric(t, g.http, "fencegate_output_duty_percent", map[string]string{"actuator": "dimmer"}, 50)
 	duty("d-1", "dimmer", 42, 0, 5000, fence.Duplicate)
 	duty("d-old", "dimmer", 41, 7, 8000, fence.Stale)
 	for _, d := range []fence.Duty{9500, 500} {
