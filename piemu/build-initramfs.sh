@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the guest: cross-compile the piemu/guest test binary for arm64 and
-# pack it as /init into a gzip'd newc cpio, with /dev/console and
-# bcm2835_wdt.ko; patch the cached Pi 3B DTB with the board revision.
+# pack it as /init into a gzip'd newc cpio, with /dev/console,
+# bcm2835_wdt.ko and pwm-bcm2835.ko; patch the cached Pi 3B DTB with the board revision.
 # Usage: PIEMU_WORK=dir piemu/build-initramfs.sh   (after fetch-kernel.sh; root)
 # Result: $PIEMU_WORK/{guest.test,initrd.cpio.gz,rpi3b.dtb}
 set -euo pipefail
@@ -25,6 +25,8 @@ chmod 755 "$ROOT/init"
 mknod -m 600 "$ROOT/dev/console" c 5 1
 # bcm2835_wdt provides pm_power_off on raspi3b, so the guest can power off.
 cp "$KDIR/bcm2835_wdt.ko" "$ROOT/lib/modules/"
+# pwm-bcm2835 drives the PWM controller the Pi 3B's device tree enables.
+cp "$KDIR/pwm-bcm2835.ko" "$ROOT/lib/modules/"
 (cd "$ROOT" && find . | cpio -o -H newc -R 0:0 --quiet | gzip -1) >"$WORK/initrd.cpio.gz"
 rm -rf "$ROOT"
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Fetch Debian's arm64 kernel into the cache, without installing it, and
-# point $PIEMU_CACHE/kernel/current at it. Only three files are kept:
-# vmlinuz (an uncompressed arm64 Image QEMU boots directly), the Pi 3B DTB
-# and bcm2835_wdt.ko (power-off on raspi3b).
+# point $PIEMU_CACHE/kernel/current at it. Only four files are kept:
+# vmlinuz (an uncompressed arm64 Image QEMU boots directly), the Pi 3B DTB,
+# bcm2835_wdt.ko (power-off on raspi3b) and pwm-bcm2835.ko (the PWM
+# controller, for the set-point tests). A cache without one of them is
+# fetched again.
 #
 # A cached kernel is reused as it is (no network). Set PIEMU_REFRESH=1 to
 # resolve linux-image-arm64 again, or KPKG=linux-image-6.1.0-NN-arm64 to pin.
@@ -14,11 +16,11 @@ mkdir -p "$PIEMU_CACHE/kernel"
 exec 9>"$PIEMU_CACHE/.lock"
 flock 9   # one fetch at a time per cache
 
-if [ -z "${KPKG:-}" ] && [ "${PIEMU_REFRESH:-0}" != 1 ] && [ -f "$PIEMU_CACHE/kernel/current/vmlinuz" ]; then
+if [ -z "${KPKG:-}" ] && [ "${PIEMU_REFRESH:-0}" != 1 ] && [ -f "$PIEMU_CACHE/kernel/current/vmlinuz" ] && [ -f "$PIEMU_CACHE/kernel/current/pwm-bcm2835.ko" ]; then
   echo "cached kernel: $(readlink "$PIEMU_CACHE/kernel/current")"
   exit 0
 fi
-if [ -n "${KPKG:-}" ] && [ -f "$PIEMU_CACHE/kernel/$KPKG/vmlinuz" ]; then
+if [ -n "${KPKG:-}" ] && [ -f "$PIEMU_CACHE/kernel/$KPKG/vmlinuz" ] && [ -f "$PIEMU_CACHE/kernel/$KPKG/pwm-bcm2835.ko" ]; then
   ln -sfn "$KPKG" "$PIEMU_CACHE/kernel/current"
   echo "cached kernel: $KPKG"
   exit 0
@@ -41,7 +43,7 @@ if [ -z "${KPKG:-}" ]; then
   [ -n "$KPKG" ] || piemu_die "cannot resolve linux-image-arm64 (are Debian sources configured?)"
 fi
 echo "kernel package: $KPKG $(apt-cache "${APT[@]}" show "$KPKG" 2>/dev/null | awk '/^Version:/{print $2; exit}')"
-if [ ! -f "$PIEMU_CACHE/kernel/$KPKG/vmlinuz" ]; then
+if [ ! -f "$PIEMU_CACHE/kernel/$KPKG/vmlinuz" ] || [ ! -f "$PIEMU_CACHE/kernel/$KPKG/pwm-bcm2835.ko" ]; then
   cd "$PIEMU_CACHE/debs"
   ls "${KPKG}"_*_arm64.deb >/dev/null 2>&1 || apt-get "${APT[@]}" download "$KPKG"
   DEB=$(ls "${KPKG}"_*_arm64.deb | head -1)
@@ -49,9 +51,11 @@ if [ ! -f "$PIEMU_CACHE/kernel/$KPKG/vmlinuz" ]; then
   trap 'rm -rf "$TMP"' EXIT
   mkdir -p "$TMP/x" "$TMP/out"
   dpkg-deb --fsys-tarfile "$DEB" | tar -x -C "$TMP/x" --wildcards \
-    './boot/vmlinuz-*' '*/broadcom/bcm2837-rpi-3-b.dtb' '*/bcm2835_wdt.ko'
+    './boot/vmlinuz-*' '*/broadcom/bcm2837-rpi-3-b.dtb' '*/bcm2835_wdt.ko*' '*/pwm-bcm2835.ko*'
   mv "$TMP"/x/boot/vmlinuz-* "$TMP/out/vmlinuz"
-  find "$TMP/x" \( -name bcm2837-rpi-3-b.dtb -o -name bcm2835_wdt.ko \) -exec mv {} "$TMP/out/" \;
+  find "$TMP/x" \( -name bcm2837-rpi-3-b.dtb -o -name 'bcm2835_wdt.ko*' -o -name 'pwm-bcm2835.ko*' \) -exec mv {} "$TMP/out/" \;
+  # finit_module takes a plain module; newer kernels ship them xz'd.
+  for f in "$TMP"/out/*.ko.xz; do [ -e "$f" ] && xz -d "$f"; done
   echo "$DEB" >"$TMP/out/SOURCE"
   rm -rf "$PIEMU_CACHE/kernel/$KPKG"
   mv "$TMP/out" "$PIEMU_CACHE/kernel/$KPKG"

@@ -13,7 +13,7 @@ piemu_die() { echo "piemu: $*" >&2; exit 1; }
 # that fetch-kernel.sh selected last, or fails.
 piemu_kernel_dir() {
   local d="$PIEMU_CACHE/kernel/current"
-  [ -f "$d/vmlinuz" ] && [ -f "$d/bcm2837-rpi-3-b.dtb" ] && [ -f "$d/bcm2835_wdt.ko" ] ||
+  [ -f "$d/vmlinuz" ] && [ -f "$d/bcm2837-rpi-3-b.dtb" ] && [ -f "$d/bcm2835_wdt.ko" ] && [ -f "$d/pwm-bcm2835.ko" ] ||
     piemu_die "no cached kernel in $d; run piemu/fetch-kernel.sh first"
   (cd "$d" && pwd -P)
 }

@@ -29,7 +29,7 @@ from .client import Client
 from .errors import FailedError, FencegateError, OutputError, RejectedError, StaleError
 from .lease import Lease, acquire
 from .signing import Signer
-from .wire import MAX_TOKEN, Answer, Command, Fence, InvalidCommand
+from .wire import MAX_TOKEN, Answer, Command, Fence, InvalidCommand, format_duty
 
 __all__ = ["main", "EXIT_OK", "EXIT_STALE", "EXIT_REJECTED", "EXIT_FAILED", "EXIT_OTHER", "EXIT_USAGE"]
 
@@ -76,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     s = sub.add_parser("send", help="send one fenced command and print the answer",
                        description=_SEND_ABOUT, formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("state", choices=["on", "off", "fence"], metavar="on|off|fence", help="what to send")
+    s.add_argument("state", choices=["on", "off", "fence", "duty"], metavar="on|off|fence|duty",
+                   help="what to send (duty: a set-point output's --duty)")
     g = s.add_argument_group("the gateway")
     g.add_argument("--broker", default="tcp://127.0.0.1:1883",
                    help="MQTT broker URL: tcp://HOST:PORT, or ssl://HOST:PORT for TLS (default %(default)s)")
@@ -92,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
                         "when continued (SIGCONT), send at once, without checking the lease (for the pause test)")
     c = s.add_argument_group("the command")
     c.add_argument("--id", default="", help="the command's id (default: generated)")
+    c.add_argument("--duty", default=None, metavar="PERCENT",
+                   help="with duty: the set-point, percent from 0 to 100 in steps of 0.01 (0 is off)")
     c.add_argument("--holder", default="", metavar="NAME", help="holder name for the audit trail (default: fencegate-py@HOST)")
     c.add_argument("--seq", type=int, default=0, metavar="N", help="seq under the token (default %(default)s)")
     c.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
@@ -121,7 +124,10 @@ def _fence(f: Fence) -> Dict[str, str]:
 
 
 def _answer_event(a: Answer) -> Dict[str, Any]:
-    return {"event": "answer", "outcome": a.outcome, "reason": a.reason, "fence": _fence(a.fence), "state": a.state}
+    e: Dict[str, Any] = {"event": "answer", "outcome": a.outcome, "reason": a.reason, "fence": _fence(a.fence), "state": a.state}
+    if a.duty is not None:
+        e["duty"] = format_duty(a.duty)
+    return e
 
 
 def _check(a: argparse.Namespace) -> None:
@@ -162,7 +168,10 @@ def _send(a: argparse.Namespace) -> int:
                 _emit({"event": "granted", "token": str(token), "scope": scope})
                 if a.stop_after_grant:
                     os.kill(os.getpid(), signal.SIGSTOP)
-            cmd = Command(a.actuator, token, a.seq, "" if a.state == "fence" else a.state, id=a.id, holder=holder)
+            if (a.state == "duty") != (a.duty is not None):
+                raise InvalidCommand("duty", "duty and --duty go together: send duty --duty PERCENT to a set-point output")
+            state = "" if a.state in ("fence", "duty") else a.state
+            cmd = Command(a.actuator, token, a.seq, state, id=a.id, holder=holder, duty=a.duty)
             # Under the lease: nothing is sent once it is lost. Except with
             # --stop-after-grant, whose command must reach the gateway even
             # if the lease ran out meanwhile, to show that the fence, not
