@@ -347,6 +347,7 @@ func TestDeb(t *testing.T) {
 				binPath:                       "-rwxr-xr-x root/root",
 				configPath:                    "-rw-r----- root/root", // group fencegate by dpkg-statoverride in postinst
 				unitPath:                      "-rw-r--r-- root/root",
+				"/usr/lib/udev/rules.d/60-fencegate-pwm.rules": "-rw-r--r-- root/root",
 				docDir + "/docs/packaging.md": "-rw-r--r-- root/root",
 				copyrightPath:                 "-rw-r--r-- root/root",
 			} {
@@ -508,6 +509,7 @@ func TestUnit(t *testing.T) {
 		"PrivateDevices":           "no",
 		"DevicePolicy":             "closed",
 		"ProtectKernelTunables":    "yes",
+		"ReadWritePaths":           "-/sys/devices/platform",
 		"ProtectKernelModules":     "yes",
 		"ProtectControlGroups":     "yes",
 		"RestrictAddressFamilies":  "AF_INET AF_INET6 AF_UNIX",

@@ -2,12 +2,17 @@ package service
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/pwmio"
 )
+
+// chipWait is how long openPWM waits for a PWM controller to appear: at
+// boot, udev may still be loading its driver when the gateway starts.
+const chipWait = 20 * time.Second
 
 // openPWM exports the configuration's PWM channels and sets their
 // frequency; their duty stays as it is until the bank drives them.
@@ -16,6 +21,11 @@ func (g *gateway) openPWM() error {
 	for _, a := range g.cfg.Actuators {
 		if a.PWM == nil {
 			continue
+		}
+		deadline := time.Now().Add(chipWait)
+		for err := pwmio.Find(pwmio.DefaultSysfs, a.PWM.Conf()); err != nil && time.Now().Before(deadline); err = pwmio.Find(pwmio.DefaultSysfs, a.PWM.Conf()) {
+			g.log.Info("waiting for the PWM controller", "actuator", a.Name, "chip", a.PWM.Chip, "err", err)
+			time.Sleep(time.Second)
 		}
 		ch, err := pwmio.Open(pwmio.DefaultSysfs, a.PWM.Conf())
 		if err != nil {
