@@ -344,12 +344,12 @@ func TestDeb(t *testing.T) {
 				files[strings.TrimSuffix(m[4], "/")] = m[1] + " " + m[2] + "/" + m[3]
 			}
 			for path, want := range map[string]string{
-				binPath:                       "-rwxr-xr-x root/root",
-				configPath:                    "-rw-r----- root/root", // group fencegate by dpkg-statoverride in postinst
-				unitPath:                      "-rw-r--r-- root/root",
+				binPath:    "-rwxr-xr-x root/root",
+				configPath: "-rw-r----- root/root", // group fencegate by dpkg-statoverride in postinst
+				unitPath:   "-rw-r--r-- root/root",
 				"/usr/lib/udev/rules.d/60-fencegate-pwm.rules": "-rw-r--r-- root/root",
-				docDir + "/docs/packaging.md": "-rw-r--r-- root/root",
-				copyrightPath:                 "-rw-r--r-- root/root",
+				docDir + "/docs/packaging.md":                  "-rw-r--r-- root/root",
+				copyrightPath:                                  "-rw-r--r-- root/root",
 			} {
 				if files[path] != want {
 					t.Errorf("%s: %q, want %q", path, files[path], want)

@@ -60,7 +60,9 @@ actuators:
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan service.Info, 1)
 	done := make(chan error, 1)
-	go func() { done <- service.Run(ctx, cfg, service.Options{Init: true, Ready: func(i service.Info) { ready <- i }}) }()
+	go func() {
+		done <- service.Run(ctx, cfg, service.Options{Init: true, Ready: func(i service.Info) { ready <- i }})
+	}()
 	select {
 	case <-ready:
 	case err := <-done:
