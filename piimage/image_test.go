@@ -24,7 +24,8 @@ import (
 
 // The card's configuration, as docs/raspberry-pi.md has a user write it:
 // gateway.yaml is the image's own gateway.yaml.example with a second
-// relay added, the fan, whose boot rule is last.
+// relay added, the fan, whose boot rule is last, and a set-point on the
+// Pi 3's PWM controller, the dimmer (docs/raspberry-pi.md, PWM set-points).
 const (
 	gatewayID  = "greenhouse-1"
 	controller = "controller"
@@ -33,6 +34,9 @@ const (
     pin: GPIO27
     active_low: true
     boot: last                # keeps its recorded state through restarts and upgrades
+  - name: dimmer
+    pwm: {chip: 3f20c000.pwm, channel: 0, frequency: 1000}
+    boot: last
 `
 )
 
@@ -157,6 +161,10 @@ func TestImage(t *testing.T) {
 			if f := pi.actuators()["fan"]; f.State != "on" || f.Fence.Token != floor+4 || pi.gpio("GPIO27") != "out lo" {
 				t.Fatalf("after the reboot: fan %s at %v, line %s; want on at %d (boot: last), out lo", f.State, f.Fence, pi.gpio("GPIO27"), floor+4)
 			}
+			// The dimmer's boot rule is last: its set-point, as recorded.
+			if d := pi.actuators()["dimmer"]; d.Duty == nil || *d.Duty != 4250 || pi.pwmDuty() != "425000" {
+				t.Fatalf("after the reboot: dimmer %v, duty_cycle %q; want 42.5 (boot: last), 425000", d.Duty, pi.pwmDuty())
+			}
 			ctl = dialController(ctx, t, pi, password)
 			stale := ctl.send(ctx, t, "pump", before.Fence.Token-1, fence.StateOn)
 			if stale.Outcome != fence.Stale || pi.gpio("GPIO17") != "out hi" {
@@ -261,6 +269,11 @@ func commands(ctx context.Context, t *testing.T, pi *pi, ctl *controllerConn) {
 	if r := ctl.send(ctx, t, "pump", floor+2, fence.StateOff); r.Outcome != fence.Applied || pi.gpio("GPIO17") != "out hi" {
 		t.Fatalf("token %d off: %s, line %s; want applied, out hi", floor+2, r.Outcome, pi.gpio("GPIO17"))
 	}
+	// A set-point on the kernel's PWM channel, through the hardened unit
+	// and the package's udev rule: 42.5 % of 1 ms.
+	if r := ctl.sendDuty(ctx, t, "dimmer", floor+1, 4250); r.Outcome != fence.Applied || pi.pwmDuty() != "425000" {
+		t.Fatalf("dimmer 42.5 %%: %s %s (%s), duty_cycle %q; want applied, 425000", r.Outcome, r.Reason, r.Error, pi.pwmDuty())
+	}
 	// The paused controller of the README: an older token, refused.
 	if r := ctl.send(ctx, t, "pump", floor+1, fence.StateOn); r.Outcome != fence.Stale || pi.gpio("GPIO17") != "out hi" {
 		t.Fatalf("stale token %d on: %s, line %s; want stale, out hi", floor+1, r.Outcome, pi.gpio("GPIO17"))
@@ -295,6 +308,23 @@ func dialController(ctx context.Context, t *testing.T, pi *pi, password string) 
 }
 
 func (c *controllerConn) close() { c.cl.Close() }
+
+// sendDuty sends a set-point command and returns its answer; an answer
+// that is neither applied, duplicate, stale nor rejected fails the test.
+func (c *controllerConn) sendDuty(ctx context.Context, t *testing.T, actuator string, token uint64, d fence.Duty) fence.Result {
+	t.Helper()
+	c.n++
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	r, err := c.cl.Send(sctx, fence.Command{ID: fmt.Sprintf("image-%d-%d", token, c.n), Holder: "image-test", Actuator: actuator,
+		Fence: fence.Fence{Token: token}, Setpoint: true, Duty: d, State: d.State()})
+	var se *client.StaleError
+	var re *client.RejectedError
+	if err != nil && !errors.As(err, &se) && !errors.As(err, &re) {
+		t.Fatalf("token %d duty %s: %v", token, d, err)
+	}
+	return r
+}
 
 // send sends a command and returns its answer; an answer that is not
 // applied, duplicate or stale fails the test.

@@ -372,6 +372,12 @@ func (p *pi) gpio(line string) string {
 	return m[1] + " " + m[2]
 }
 
+// pwmDuty is the kernel's duty_cycle of the PWM controller's channel 0,
+// in ns: what the dimmer's set-point became.
+func (p *pi) pwmDuty() string {
+	return strings.TrimSpace(p.must("cat /sys/class/pwm/pwmchip*/pwm0/duty_cycle"))
+}
+
 // tunnel forwards the host's p.api to the gateway's API on the Pi's
 // loopback (http: 127.0.0.1:8080 in the example), as the docs do.
 func (p *pi) tunnel(ctx context.Context) {
