@@ -193,6 +193,7 @@ func (b *Bank) startScope(sc *guard) error {
 			if initial(o) != pass {
 				continue
 			}
+			o.setAt = now // a set-point's max_rate counts from its start at the latest
 			if err := o.pin.Out(o.level(pass)); err != nil {
 				if o.Poll > 0 {
 					b.markDown(o, err) // retried by its watch

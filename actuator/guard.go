@@ -82,7 +82,11 @@ type output struct {
 	// guarded by the scope's lock.
 	onSince time.Time
 	maxOn   Timer
-	health  health // a watched output's (Spec.Poll); see watch.go
+	// setAt is when a set-point output was last driven (monotonic; the
+	// bank's clock), from which its max_rate counts; guarded by the
+	// scope's lock.
+	setAt  time.Time
+	health health // a watched output's (Spec.Poll); see watch.go
 }
 
 func (o *output) level(s fence.State) bool { return (s == fence.StateOn) != o.ActiveLow }
@@ -107,6 +111,9 @@ func (b *Bank) drive(o *output, s fence.State) error {
 		}
 	}
 	start := time.Now()
+	if o.Kind == KindSetpoint {
+		o.setAt = b.clock.Now()
+	}
 	err := o.pin.Out(o.level(s))
 	if ob := b.opts.Observer; ob != nil && ob.Driven != nil {
 		ob.Driven(o.Name, time.Since(start), err)

@@ -54,9 +54,13 @@ func (b *Bank) planner(o *output, c fence.Command) fencelog.Planner {
 // nil for anything else. The scope's lock must be held.
 func (b *Bank) stateRule(o *output, c fence.Command) fencelog.Planner {
 	if o.Kind == KindSetpoint && o.MaxRate > 0 && c.Setpoint {
+		// On the monotonic clock, from the set-point's last drive by this
+		// process (at the latest, its start): a wall clock that jumps (a
+		// Pi without a real-time clock, set by NTP after boot) must not
+		// let a step through.
+		elapsed := b.clock.Now().Sub(o.setAt)
 		return func(rec fencelog.ScopeRecord) fence.Effect {
-			cur := rec.Output(o.Name)
-			return fence.RampEffect(c, cur, b.since(cur.ChangedAt), o.MaxRate)
+			return fence.RampEffect(c, rec.Output(o.Name), elapsed, o.MaxRate)
 		}
 	}
 	if o.Kind == KindPulse && c.Pulse > 0 {

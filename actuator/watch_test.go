@@ -53,9 +53,7 @@ func newWatchRig(t *testing.T, specs []actuator.Spec, off bool, interlocks ...fe
 	}
 	t.Cleanup(func() { bus.Close() })
 	clock := newManualClock()
-	// The store stamps records with the bank's clock: max_rate measures
-	// from a set-point's record.
-	l, err := fencelog.Open(filepath.Join(t.TempDir(), "fence.db"), &fencelog.Options{Create: fencelog.Fresh(), AuditFlush: -1, Now: clock.Now})
+	l, err := fencelog.Open(filepath.Join(t.TempDir(), "fence.db"), &fencelog.Options{Create: fencelog.Fresh(), AuditFlush: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
