@@ -135,8 +135,8 @@ type Actuator struct {
 
 	line     int
 	bootDuty fence.Duty // boot: N of a set-point output
-	output string // canonical: Pin, the chip line, or the Modbus output
-	poll   time.Duration
+	output   string     // canonical: Pin, the chip line, or the Modbus output
+	poll     time.Duration
 }
 
 // Output returns the actuator's output by its canonical name: its header
