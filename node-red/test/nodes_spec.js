@@ -37,15 +37,17 @@ describe('fenced output nodes (no services)', function () {
     await new Promise((r) => helper.stopServer(r));
   });
 
-  it('checks the payload: on, off, true, false, {pulse}, reset', function () {
+  it('checks the payload: on, off, true, false, {pulse}, {duty}, reset', function () {
     const { command } = outNode;
     assert.deepStrictEqual(command('on'), { state: 'on' });
     assert.deepStrictEqual(command(true), { state: 'on' });
     assert.deepStrictEqual(command('off'), { state: 'off' });
     assert.deepStrictEqual(command(false), { state: 'off' });
     assert.deepStrictEqual(command({ pulse: 500 }), { pulse_ms: 500 });
+    assert.deepStrictEqual(command({ duty: 42.5 }), { duty: 42.5 });
+    assert.throws(() => command({ duty: 150 }), /msg.payload.duty must be percent from 0 to 100/);
     assert.deepStrictEqual(command('reset'), { reset: true });
-    assert.throws(() => command('ON'), /msg.payload must be "on", "off", true, false, \{"pulse": ms\} or "reset", got "ON"/);
+    assert.throws(() => command('ON'), /msg.payload must be "on", "off", true, false, \{"pulse": ms\}, \{"duty": percent\} or "reset", got "ON"/);
     assert.throws(() => command({ pulse: 600001 }), /whole milliseconds from 1 to 600000/);
     assert.throws(() => command(undefined), /got nothing/);
   });
@@ -81,7 +83,7 @@ describe('fenced output nodes (no services)', function () {
     const out = helper.getNode('out');
     const err = errorOf(out);
     out.receive({ payload: 42 });
-    assert.match(await err, /msg.payload must be "on", "off", true, false, \{"pulse": ms\} or "reset", got 42/);
+    assert.match(await err, /msg.payload must be "on", "off", true, false, \{"pulse": ms\}, \{"duty": percent\} or "reset", got 42/);
   });
 
   it('while no lease comes, a newer message supersedes the one that waits', async function () {

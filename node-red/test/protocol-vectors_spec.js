@@ -32,14 +32,19 @@ function vectors() {
 
 describe('docs/protocol.md signing test vectors', function () {
   const vs = vectors();
-  it('finds the three vectors', function () {
-    assert.strictEqual(vs.length, 3);
+  it('finds the five vectors', function () {
+    assert.strictEqual(vs.length, 5);
   });
   for (const v of vs) {
     it(`${v.gateway}/${v.actuator} token ${v.token}`, function () {
       const key = sign.keyFromSeed(v.seed);
       assert.strictEqual(sign.publicKey(key), v.public_key);
-      const c = wire.normalize({ actuator: v.actuator, id: v.id, token: v.token, seq: v.seq, state: v.state, holder: v.holder });
+      // A set-point's vector says state: duty, as its canonical bytes do;
+      // the command carries the duty alone.
+      const setpoint = v.duty !== undefined;
+      assert.ok(!setpoint || v.state === 'duty', 'a set-point signs the state duty');
+      const c = wire.normalize({ actuator: v.actuator, id: v.id, token: v.token, seq: v.seq, state: setpoint ? '' : v.state,
+        duty: setpoint ? v.duty : undefined, holder: v.holder });
       assert.strictEqual(sign.canonical(v.gateway, c).toString('hex'), v.canonical);
       const signed = sign.sign(key, v.signer, v.gateway, c);
       assert.strictEqual(signed.sig, v.sig);
