@@ -80,11 +80,11 @@ func TestHelpNeverActs(t *testing.T) {
 // gateway send takes, as its own usage does.
 func TestTopLevelUsageListsSendStates(t *testing.T) {
 	out, code := runCLI(t, "help")
-	if code != 0 || !strings.Contains(out, "gateway send [flags] on|off|fence|pulse|reset") {
-		t.Errorf("gateway help: exit %d, want the send line with on|off|fence|pulse|reset:\n%s", code, out)
+	if code != 0 || !strings.Contains(out, "gateway send [flags] on|off|fence|pulse|duty|reset") {
+		t.Errorf("gateway help: exit %d, want the send line with on|off|fence|pulse|duty|reset:\n%s", code, out)
 	}
 	send, _ := runCLI(t, "send", "-h")
-	if !strings.Contains(send, "on|off|fence|pulse|reset") {
-		t.Errorf("gateway send -h lacks on|off|fence|pulse|reset:\n%s", send)
+	if !strings.Contains(send, "on|off|fence|pulse|duty|reset") {
+		t.Errorf("gateway send -h lacks on|off|fence|pulse|duty|reset:\n%s", send)
 	}
 }

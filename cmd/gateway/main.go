@@ -6,7 +6,7 @@
 //	gateway run --config gateway.yaml [--init]   run the gateway
 //	gateway sim [flags]                          run the laptop simulator (embedded broker, dashboard)
 //	gateway sim scenario NAME                    play a scenario; exit 0 on PASS, 1 on FAIL
-//	gateway send [flags] on|off|fence|pulse|reset  send one tokenized command; exit 0 applied/duplicate, 3 stale, 4 rejected, 5 failed, 6 timeout, 7 output not as asked
+//	gateway send [flags] on|off|fence|pulse|duty|reset  send one tokenized command; exit 0 applied/duplicate, 3 stale, 4 rejected, 5 failed, 6 timeout, 7 output not as asked
 //	gateway init --config gateway.yaml           create the fence store once; fails if it exists
 //	gateway check --config gateway.yaml          check a configuration, the store, the board, as run would
 //	gateway inspect --store fence.db             print fences and the audit trail (read-only)
@@ -57,7 +57,7 @@ const usage = `gateway: fencegate, fenced MQTT commands for physical actuators
 
 Usage:
   gateway run --config FILE [--init]   run the gateway (--init creates a missing store)
-` + simUsage + `  gateway send [flags] on|off|fence|pulse|reset
+` + simUsage + `  gateway send [flags] on|off|fence|pulse|duty|reset
                                        send one tokenized command
   gateway init --config FILE --floor N|--floor-from-etcd URL|--new
                                        create the fence store once, with a floor (fails if it exists)

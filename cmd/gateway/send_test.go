@@ -69,7 +69,7 @@ func TestSendExitCodes(t *testing.T) {
 		{[]string{"--gateway", testenv.ID(t, "absent"), "--actuator", "pump", "--token", "60", "--timeout", "300ms", "on"}, exitTimeout, "no answer"},
 		{[]string{"--actuator", "pump", "on"}, exitUsage, "--token"},
 		{[]string{"--actuator", "pump", "--token", "9223372036854775808", "on"}, exitUsage, "2^63-1"},
-		{[]string{"--actuator", "pump", "--token", "5", "toggle"}, exitUsage, "on, off, fence, pulse or reset"},
+		{[]string{"--actuator", "pump", "--token", "5", "toggle"}, exitUsage, "on, off, fence, pulse, duty or reset"},
 	}
 	for _, tt := range tests {
 		out, code := send(tt.args...)
