@@ -42,7 +42,7 @@ func (b *Bank) boot() error {
 	var changes []fencelog.StateChange
 	set := func(o *output, s fence.Set, why string) {
 		o.start.state = s.State
-		changes = append(changes, fencelog.StateChange{Scope: o.Scope, Actuator: o.Name, State: s.State, Duty: s.Duty, Holder: "boot", Outcome: fence.OutcomeBoot, Why: why})
+		changes = append(changes, fencelog.StateChange{Scope: o.Scope, Actuator: o.Name, State: s.State, Duty: s.Duty, Frequency: s.Frequency, Holder: "boot", Outcome: fence.OutcomeBoot, Why: why})
 	}
 	for _, sc := range b.scopes {
 		rec, err := b.store.ScopeRecord(sc.name)

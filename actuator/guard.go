@@ -167,7 +167,7 @@ func (sc *guard) toSafe(rec fencelog.ScopeRecord) []fence.Set {
 func changesOf(sc *guard, sets []fence.Set, outcome fence.Outcome, why string, trip bool) fencelog.Changes {
 	var w fencelog.Changes
 	for _, set := range sets {
-		w.States = append(w.States, fencelog.StateChange{Scope: sc.name, Actuator: set.Actuator, State: set.State, Duty: set.Duty,
+		w.States = append(w.States, fencelog.StateChange{Scope: sc.name, Actuator: set.Actuator, State: set.State, Duty: set.Duty, Frequency: set.Frequency,
 			Holder: string(outcome), Outcome: outcome, Why: why})
 	}
 	if trip {

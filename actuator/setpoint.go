@@ -20,6 +20,14 @@ type Setpoint interface {
 	Nearest(d fence.Duty) fence.Duty
 }
 
+// Frequencer is a set-point device whose frequency a command may set (a
+// PWM channel; a register has none).
+type Frequencer interface {
+	// SetFrequency runs the output at hz, keeping the share of the period
+	// its set-point holds; 0 is its configured frequency.
+	SetFrequency(hz uint32) error
+}
+
 // AttachSetpoints gets the device of every set-point output (dev returns
 // it by its Spec.PinName). Call it before Start.
 func (b *Bank) AttachSetpoints(dev func(name string) (Setpoint, error)) error {
@@ -46,13 +54,19 @@ func (b *Bank) AttachSetpoints(dev func(name string) (Setpoint, error)) error {
 // gateway's back.
 type setpointPin struct {
 	dev      Setpoint
-	recorded func() fence.Duty
+	recorded func() fence.Output
 }
 
 func (p *setpointPin) Out(high bool) error {
+	cur := p.recorded()
+	if f, ok := p.dev.(Frequencer); ok {
+		if err := f.SetFrequency(cur.Frequency); err != nil {
+			return err
+		}
+	}
 	var d fence.Duty
 	if high {
-		d = p.recorded()
+		d = cur.Duty
 	}
 	return p.dev.SetDuty(d)
 }
@@ -62,7 +76,7 @@ func (p *setpointPin) Level() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	rec := p.recorded()
+	rec := p.recorded().Duty
 	want := p.dev.Nearest(rec)
 	switch {
 	case d == want:
@@ -88,12 +102,9 @@ func (b *Bank) pinOf(o *output) (Pin, error) {
 	if o.dev == nil {
 		return nil, fmt.Errorf("actuator: %s: a set-point output without a device (AttachSetpoints)", o.Name)
 	}
-	return &setpointPin{dev: o.dev, recorded: func() fence.Duty {
-		cur, err := b.store.Output(o.Scope, o.Name)
-		if err != nil {
-			return 0
-		}
-		return cur.Duty
+	return &setpointPin{dev: o.dev, recorded: func() fence.Output {
+		cur, _ := b.store.Output(o.Scope, o.Name)
+		return cur
 	}}, nil
 }
 
@@ -119,7 +130,7 @@ func (b *Bank) readDuty(o *output, res *fence.Result) {
 	if err != nil {
 		return
 	}
-	res.Duty = &cur.Duty
+	res.Duty, res.Frequency = &cur.Duty, cur.Frequency
 	got, err := o.dev.Duty()
 	if err != nil {
 		res.Actual = "unknown"
@@ -146,7 +157,7 @@ func (sc *guard) safeText(o *output) string {
 
 // isAt reports whether cur, an output's record, is at set.
 func isAt(cur fence.Output, set fence.Set) bool {
-	return cur.State == set.State && cur.Duty == set.Duty
+	return cur.State == set.State && cur.Duty == set.Duty && cur.Frequency == set.Frequency
 }
 
 // shapeSetpoint checks c, a command to the set-point output o, and
@@ -162,6 +173,17 @@ func (o *output) shapeSetpoint(c fence.Command) (fence.Command, string, error) {
 		c.Setpoint, c.Duty = true, 0
 	case c.State == fence.StateOn && !c.Setpoint:
 		return c, fence.ReasonInvalid, fmt.Errorf("%s is a set-point output: send duty (percent, %s to %s; 0 is off), not state on", o.Name, o.Min, o.max())
+	}
+	if c.Frequency > 0 {
+		if _, ok := o.dev.(Frequencer); !ok {
+			return c, fence.ReasonInvalid, fmt.Errorf("%s has no frequency to set (a register takes a set-point alone): send duty without frequency", o.Name)
+		}
+		if o.MaxFrequency == 0 {
+			return c, fence.ReasonRange, fmt.Errorf("%s runs at its configured frequency: a command may not choose one unless its pwm: gives min_frequency and max_frequency", o.Name)
+		}
+		if c.Frequency < o.MinFrequency || c.Frequency > o.MaxFrequency {
+			return c, fence.ReasonRange, fmt.Errorf("frequency %d Hz is outside %s's range, %d to %d Hz (min_frequency, max_frequency)", c.Frequency, o.Name, o.MinFrequency, o.MaxFrequency)
+		}
 	}
 	if !c.Setpoint || c.Duty == 0 {
 		return c, "", nil
@@ -202,6 +224,8 @@ func (s *Spec) checkSetpoint() error {
 		return s.specErr("safe_duty", "safe_duty %s is outside its range, %s to %s (min, max; or 0)", s.SafeDuty, s.Min, hi)
 	case s.MaxOn < 0:
 		return s.specErr("max_on", "max_on %v is negative", s.MaxOn)
+	case s.MinFrequency > s.MaxFrequency || s.MaxFrequency > fence.MaxFrequency || (s.MaxFrequency > 0 && s.MinFrequency == 0):
+		return s.specErr("max_frequency", "min_frequency %d and max_frequency %d: want 1 <= min <= max <= %d (hertz), both or neither", s.MinFrequency, s.MaxFrequency, fence.MaxFrequency)
 	}
 	return nil
 }

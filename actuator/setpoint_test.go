@@ -1,12 +1,18 @@
 package actuator_test
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/fencelog"
+	"github.com/fencegate/fencegate/pwmio"
+	"github.com/fencegate/fencegate/pwmio/pwmfake"
 )
 
 // A set-point output is a dimmer's holding register (0..1000) on a relay
@@ -49,6 +55,9 @@ func TestSetpointFenced(t *testing.T) {
 		if res.Reason != fence.ReasonRange || *res.Duty != 5000 {
 			t.Errorf("duty %s: %+v, want reason range and the recorded 50", d, res)
 		}
+	}
+	if res := r.send(t, fence.Command{ID: "hz", Actuator: "fan", Fence: fence.Fence{Token: 9}, Setpoint: true, Duty: 5000, State: fence.StateOn, Frequency: 1000}, fence.Rejected); res.Reason != fence.ReasonInvalid || !strings.Contains(res.Error, "no frequency") {
+		t.Errorf("a frequency to a register: %+v, want rejected invalid", res)
 	}
 	if f := r.recorded(t, "fan").Fence; f != (fence.Fence{Token: 5}) {
 		t.Fatalf("fence %v after refused set-points, want 5/0", f)
@@ -137,4 +146,76 @@ func TestSetpointSpecErrors(t *testing.T) {
 			t.Errorf("CheckKind(%+v) = %v, want an error saying %q", s, err, c.says)
 		}
 	}
+}
+
+// A PWM set-point (a channel of the kernel's sysfs interface, in memory
+// with the kernel's rules) whose commands may choose its frequency within
+// its range: the period follows the recorded frequency, through a restart
+// too (boot: last), and a frequency outside the range, or to a register,
+// is refused before admission.
+func TestSetpointFrequency(t *testing.T) {
+	fsys := pwmfake.New(pwmfake.Chip{Name: "pwmchip0", Device: "/sys/devices/platform/soc/fe20c000.pwm", NPWM: 2, MinPeriod: 200})
+	path := filepath.Join(t.TempDir(), "fence.db")
+	spec := actuator.Spec{Name: "fan", Scope: "fan", Kind: actuator.KindSetpoint, PinName: "pwm", MinFrequency: 100, MaxFrequency: 50000}
+	open := func(create bool) (*actuator.Bank, *fencelog.Store) {
+		t.Helper()
+		o := &fencelog.Options{AuditFlush: -1}
+		if create {
+			o.Create = fencelog.Fresh()
+		}
+		l, err := fencelog.Open(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := actuator.New(l, []actuator.Spec{spec}, &actuator.Options{Clock: newManualClock()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := pwmio.Open(fsys, pwmio.Conf{Chip: "fe20c000.pwm", Frequency: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AttachSetpoints(func(string) (actuator.Setpoint, error) { return ch, nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(func(string) (actuator.Pin, error) { return nil, fmt.Errorf("no pins") }); err != nil {
+			t.Fatal(err)
+		}
+		return b, l
+	}
+	kernel := func(wantPeriod, wantDuty uint64) {
+		t.Helper()
+		if period, d, en, _ := fsys.Channel("pwmchip0/pwm0"); period != wantPeriod || d != wantDuty || !en {
+			t.Fatalf("the kernel holds period %d, duty %d, enabled %v; want %d, %d, enabled", period, d, en, wantPeriod, wantDuty)
+		}
+	}
+	send := func(b *actuator.Bank, id string, token uint64, d fence.Duty, hz uint32, want fence.Outcome) fence.Result {
+		t.Helper()
+		res := must(b.Handle(context.Background(), fence.Command{ID: id, Actuator: "fan", Fence: fence.Fence{Token: token}, Setpoint: true, Duty: d, State: d.State(), Frequency: hz}))
+		if res.Outcome != want {
+			t.Fatalf("duty %s at %d Hz, token %d: %s %s (%s); want %s", d, hz, token, res.Outcome, res.Reason, res.Error, want)
+		}
+		return res
+	}
+	b, l := open(true)
+	kernel(1000000, 0)
+	send(b, "a", 1, 5000, 0, fence.Applied)
+	kernel(1000000, 500000)
+	if res := send(b, "b", 2, 5000, 25000, fence.Applied); res.Frequency != 25000 {
+		t.Errorf("answer %+v, want frequency 25000", res)
+	}
+	kernel(40000, 20000)
+	send(b, "b", 2, 5000, 20000, fence.Stale) // the same pair and id, another frequency
+	if res := send(b, "c", 3, 5000, 60000, fence.Rejected); res.Reason != fence.ReasonRange {
+		t.Errorf("60 kHz, above max_frequency: %+v", res)
+	}
+	kernel(40000, 20000)
+	b.Stop()
+	l.Close()
+	b, l = open(false) // boot: last, at its recorded frequency
+	defer l.Close()
+	defer b.Stop()
+	kernel(40000, 20000)
+	send(b, "d", 4, 2500, 0, fence.Applied) // 0: back to the configured frequency
+	kernel(1000000, 250000)
 }

@@ -145,6 +145,10 @@ type Spec struct {
 	// state (dead-man, trip) sets it to.
 	Min, Max, MaxRate  fence.Duty
 	BootDuty, SafeDuty fence.Duty
+	// MinFrequency and MaxFrequency, on a PWM output, are the frequencies
+	// (hertz) a command may choose; both 0: none, it runs at its
+	// configured one.
+	MinFrequency, MaxFrequency uint32
 }
 
 // InputLevel names an input and a level of it, for the rules that read
@@ -189,7 +193,7 @@ func (s *Spec) checkScope() error {
 
 // checkKind checks s's kind and its pulse widths.
 func (s *Spec) checkKind() error {
-	if s.Kind != KindSetpoint && (s.Min != 0 || s.Max != 0 || s.MaxRate != 0 || s.SafeDuty != 0 || s.Boot == BootDuty) {
+	if s.Kind != KindSetpoint && (s.Min != 0 || s.Max != 0 || s.MaxRate != 0 || s.SafeDuty != 0 || s.Boot == BootDuty || s.MaxFrequency != 0) {
 		return s.specErr("kind", "min, max, max_rate, safe_duty and a set-point at boot are for set-point outputs (kind: setpoint)")
 	}
 	switch s.Kind {

@@ -269,7 +269,7 @@ func (b *Bank) reconcile(o *output) {
 	want := set.State
 	changed := !isAt(cur, set)
 	if changed {
-		if _, err := b.store.Write(fencelog.Changes{States: []fencelog.StateChange{{Scope: o.Scope, Actuator: o.Name, State: want, Duty: set.Duty,
+		if _, err := b.store.Write(fencelog.Changes{States: []fencelog.StateChange{{Scope: o.Scope, Actuator: o.Name, State: want, Duty: set.Duty, Frequency: set.Frequency,
 			Holder: "boot", Outcome: fence.OutcomeBoot, Why: why + "; " + rule}}}); err != nil {
 			b.opts.Logger.Error("record the boot rule's state", "actuator", o.Name, "err", err)
 			return
@@ -317,5 +317,5 @@ func (sc *guard) bootState(o *output, rec fencelog.ScopeRecord) (fence.Set, stri
 	case cur.State == fence.StateNone:
 		return state(fence.StateOff), "never commanded: off"
 	}
-	return fence.Set{Actuator: o.Name, State: cur.State, Duty: cur.Duty}, "boot: last"
+	return fence.Set{Actuator: o.Name, State: cur.State, Duty: cur.Duty, Frequency: cur.Frequency}, "boot: last"
 }

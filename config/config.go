@@ -310,9 +310,13 @@ func (c *Config) Specs() []actuator.Spec {
 
 // spec is a as package actuator takes it.
 func (a *Actuator) spec() actuator.Spec {
-	return actuator.Spec{Name: a.Name, Scope: a.scope(), PinName: a.output, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot),
+	s := actuator.Spec{Name: a.Name, Scope: a.scope(), PinName: a.output, ActiveLow: a.ActiveLow, Boot: actuator.Boot(a.Boot),
 		Kind: actuator.Kind(a.Kind), Pulse: a.Pulse, MaxPulse: a.MaxPulse, MaxOn: a.MaxOn, Requires: a.Requires.rule(),
 		Poll: a.poll, Min: a.Min.duty(), Max: a.Max.duty(), MaxRate: a.MaxRate.duty(), BootDuty: a.bootDuty, SafeDuty: a.SafeDuty.duty()}
+	if a.PWM != nil {
+		s.MinFrequency, s.MaxFrequency = uint32(max(a.PWM.MinFrequency, 0)), uint32(max(a.PWM.MaxFrequency, 0))
+	}
+	return s
 }
 
 // Locks returns the interlocks as package fence takes them.

@@ -44,6 +44,10 @@ type PWMOutput struct {
 	Channel int    `yaml:"channel,omitempty"`
 	// Frequency in hertz; pwmio.DefaultFrequency if not given.
 	Frequency int `yaml:"frequency,omitempty"`
+	// MinFrequency and MaxFrequency let a command choose the frequency,
+	// within them; without them it runs at Frequency.
+	MinFrequency int `yaml:"min_frequency,omitempty"`
+	MaxFrequency int `yaml:"max_frequency,omitempty"`
 }
 
 // Conf is the channel as package pwmio opens it.
@@ -64,6 +68,10 @@ func pwmOutput(a *Actuator) (given, canonical string, err error) {
 	c := a.PWM.Conf()
 	if err := c.Check(); err != nil {
 		return "", "", fmt.Errorf("pwm: %v", err)
+	}
+	lo, hi := a.PWM.MinFrequency, a.PWM.MaxFrequency
+	if (lo == 0) != (hi == 0) || lo < 0 || lo > hi || hi > pwmio.MaxFrequency {
+		return "", "", fmt.Errorf("pwm: min_frequency %d and max_frequency %d: give both or neither, 1 <= min <= max <= %d (hertz)", lo, hi, pwmio.MaxFrequency)
 	}
 	return fmt.Sprintf("PWM channel %d of %s", c.Channel, c.Chip), c.Name(), nil
 }

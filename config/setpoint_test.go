@@ -11,7 +11,7 @@ import (
 func TestSetpointConfig(t *testing.T) {
 	c, err := Parse([]byte(modbusBase + `actuators:
   - name: fan
-    pwm: {chip: fe20c000.pwm, channel: 1, frequency: 25000}
+    pwm: {chip: fe20c000.pwm, channel: 1, frequency: 25000, min_frequency: 100, max_frequency: 40000}
     min: 20
     max: 90.5
     max_rate: 2.5
@@ -30,7 +30,7 @@ func TestSetpointConfig(t *testing.T) {
 	s := c.Specs()
 	fan, dimmer, valve := s[0], s[1], s[2]
 	if fan.Kind != actuator.KindSetpoint || fan.PinName != "pwm/fe20c000.pwm/1" || fan.Min != 2000 || fan.Max != 9050 || fan.MaxRate != 250 ||
-		fan.Boot != actuator.BootDuty || fan.BootDuty != 3000 || fan.SafeDuty != 2500 {
+		fan.Boot != actuator.BootDuty || fan.BootDuty != 3000 || fan.SafeDuty != 2500 || fan.MinFrequency != 100 || fan.MaxFrequency != 40000 {
 		t.Errorf("fan = %+v", fan)
 	}
 	if dimmer.Kind != actuator.KindSetpoint || dimmer.PinName != "modbus/relays/1/register/7" || c.Actuators[1].Modbus.Conf().Full != 1000 || dimmer.Poll == 0 {
@@ -51,6 +51,8 @@ func TestSetpointConfigErrors(t *testing.T) {
 		{"  - name: a\n    pwm: {chip: fe20c000.pwm}\n    max_rate: 1.125\n", "not a percent"},
 		{"  - name: a\n    pwm: {chip: fe20c000.pwm, frequency: -5}\n", "frequency -5"},
 		{"  - name: a\n    pwm: {channel: 0}\n", "chip is required"},
+		{"  - name: a\n    pwm: {chip: fe20c000.pwm, max_frequency: 100}\n", "give both or neither"},
+		{"  - name: a\n    pwm: {chip: fe20c000.pwm, min_frequency: 500, max_frequency: 100}\n", "min_frequency 500"},
 		{"  - name: a\n    pwm: {chip: fe20c000.pwm}\n    pin: GPIO17\n", "keep one"},
 		{"  - name: a\n    pwm: {chip: fe20c000.pwm}\n    kind: pulse\n", "takes set-points"},
 		{"  - name: a\n    pin: GPIO17\n    kind: setpoint\n", "needs an output that takes set-points"},

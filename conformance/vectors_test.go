@@ -36,9 +36,12 @@ type Command struct {
 	PulseMs  string `json:"pulse_ms,omitempty"`
 	// Duty is a set-point command's duty, percent, as the payload writes
 	// it ("42.5", "0"); empty for other commands.
-	Duty   string `json:"duty,omitempty"`
-	Reset  bool   `json:"reset,omitempty"`
-	Holder string `json:"holder,omitempty"`
+	Duty string `json:"duty,omitempty"`
+	// Frequency is a set-point command's frequency in hertz, a decimal
+	// string; empty for none.
+	Frequency string `json:"frequency,omitempty"`
+	Reset     bool   `json:"reset,omitempty"`
+	Holder    string `json:"holder,omitempty"`
 }
 
 // Signing is a vector's key: an Ed25519 seed, its public key as the
@@ -137,6 +140,13 @@ func (c Command) fence(t testing.TB) fence.Command {
 		}
 		fc.Setpoint, fc.Duty, fc.State = true, d, d.State()
 	}
+	if c.Frequency != "" {
+		f, err := strconv.ParseUint(c.Frequency, 10, 32)
+		if err != nil {
+			f = fence.MaxFrequency + 1 // not a frequency: a command a client refuses
+		}
+		fc.Frequency = uint32(f)
+	}
 	if c.Duty != "" && c.State != "" {
 		fc.State = fence.State(99) // a duty and a state: a command a client refuses
 		return fc
@@ -162,6 +172,7 @@ func commandOf(c fence.Command) Command {
 		PulseMs: num(uint64(c.Pulse.Milliseconds())), Reset: c.Reset, Holder: c.Holder}
 	if c.Setpoint {
 		out.State, out.Duty = "", c.Duty.String() // the payload carries duty alone
+		out.Frequency = num(uint64(c.Frequency))
 	}
 	return out
 }
@@ -214,6 +225,8 @@ func commandCases() []CommandCase {
 			c: fence.Command{Actuator: "dimmer", Fence: fence.Fence{Token: 5}, Setpoint: true, Duty: 0, State: off}},
 		{name: "the full set-point and the finest step", gateway: gh,
 			c: fence.Command{Actuator: "fan", ID: "f-10", Fence: fence.Fence{Token: 78}, Setpoint: true, Duty: fence.FullDuty, State: on}},
+		{name: "a set-point at a frequency, signed: its hertz after the duty", gateway: gh, signing: signing(1, "ctl-c"),
+			c: fence.Command{Actuator: "fan", ID: "f-12", Holder: "controller-c", Fence: fence.Fence{Token: 79, Seq: 2}, Setpoint: true, Duty: 7550, State: on, Frequency: 25000}},
 		{name: "a set-point of 0.01 %", gateway: gh,
 			c: fence.Command{Actuator: "fan", ID: "f-11", Fence: fence.Fence{Token: 78, Seq: 1}, Setpoint: true, Duty: 1, State: on}},
 		{name: "a reset, signed: the byte 01 ends the canonical bytes", gateway: gh, signing: signing(1, "ctl-b"),
@@ -270,6 +283,8 @@ func refused() []Refused {
 		{"a negative duty", Command{Actuator: "fan", Token: "1", Duty: "-5"}, "duty"},
 		{"a duty with a state", Command{Actuator: "fan", Token: "1", Duty: "50", State: "on"}, "duty"},
 		{"a duty with pulse_ms", Command{Actuator: "fan", Token: "1", Duty: "50", PulseMs: "500"}, "duty"},
+		{"a frequency without a duty", Command{Actuator: "fan", Token: "1", State: "on", Frequency: "1000"}, "frequency"},
+		{"a frequency above 1000000", Command{Actuator: "fan", Token: "1", Duty: "50", Frequency: "1000001"}, "frequency"},
 		{"an id of 129 bytes", Command{Actuator: "pump", Token: "1", ID: long, State: "on"}, "id"},
 		{"a holder of 129 bytes", Command{Actuator: "pump", Token: "1", Holder: long, State: "on"}, "holder"},
 		{"no actuator", Command{Token: "1", State: "on"}, "actuator"},
@@ -405,7 +420,7 @@ func action(c fence.Command, r fence.Result) string {
 const (
 	commandsAbout = "fencegate's command encodings, byte for byte, for every client of the protocol (docs/protocol.md, Commands and Signed commands). " +
 		"token, seq and pulse_ms are decimal strings here (JavaScript's numbers lose digits above 2^53); in the payload they are JSON integers. " +
-		"duty is a set-point's percent as the payload writes it (at most two decimals); in the payload it is a JSON number, and the canonical bytes carry the state \"duty\" and the duty in hundredths of a percent. " +
+		"duty is a set-point's percent as the payload writes it (at most two decimals); in the payload it is a JSON number, and the canonical bytes carry the state \"duty\" and the duty in hundredths of a percent, then frequency (hertz, a decimal string here, an integer in the payload) if the command has one. " +
 		"canonical is the hex of the bytes a signature covers (for an unsigned command too); sig and payload are what the client sends on topic. " +
 		"Every refused command is one a client refuses to send: the gateway would reject it as malformed; why names the field at fault."
 	answersAbout = "fencegate's answers (docs/protocol.md, Answers and Outcomes) and what a controller does with each. " +

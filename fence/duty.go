@@ -18,6 +18,11 @@ type Duty uint16
 // FullDuty is 100 %.
 const FullDuty Duty = 10000
 
+// MaxFrequency is the highest frequency a set-point command may ask a PWM
+// output for, in hertz: at 1 MHz a period is 1000 ns, and a duty step of
+// 0.01 % a tenth of a nanosecond, which no controller resolves.
+const MaxFrequency = 1000000
+
 // ParseDuty parses a duty as the protocol writes it: a JSON number of
 // percent, 0 to 100, with at most two decimals ("42", "42.5", "42.25").
 // No sign, exponent, leading zero or string.

@@ -131,6 +131,9 @@ type Command struct {
 	// off); its State is then Duty.State().
 	Setpoint bool
 	Duty     Duty
+	// Frequency, on a set-point command to a PWM output, is the frequency
+	// in hertz to run it at; 0 keeps the output's configured one.
+	Frequency uint32
 }
 
 // MaxPulse is the longest pulse a command may ask for, and the longest
@@ -155,7 +158,7 @@ func (c Command) Asks() State {
 // Equal reports whether c and d are the same command, signature included.
 func (c Command) Equal(d Command) bool {
 	return c.ID == d.ID && c.Holder == d.Holder && c.Actuator == d.Actuator && c.Fence == d.Fence &&
-		c.State == d.State && c.Pulse == d.Pulse && c.Reset == d.Reset && c.Setpoint == d.Setpoint && c.Duty == d.Duty && c.Signer == d.Signer && bytes.Equal(c.Sig, d.Sig) && (c.Sig == nil) == (d.Sig == nil)
+		c.State == d.State && c.Pulse == d.Pulse && c.Reset == d.Reset && c.Setpoint == d.Setpoint && c.Duty == d.Duty && c.Frequency == d.Frequency && c.Signer == d.Signer && bytes.Equal(c.Sig, d.Sig) && (c.Sig == nil) == (d.Sig == nil)
 }
 
 // Outcome is the answer class of a command.
@@ -185,9 +188,10 @@ type AppliedCommand struct {
 	// PulseStatus is, for a pulse that has ended, how: PulseDone or
 	// PulseInterrupted; empty while it runs.
 	PulseStatus string `json:"pulse_status,omitempty"`
-	// Setpoint and Duty are a set-point command's.
-	Setpoint bool `json:"setpoint,omitempty"`
-	Duty     Duty `json:"duty,omitempty"`
+	// Setpoint, Duty and Frequency are a set-point command's.
+	Setpoint  bool   `json:"setpoint,omitempty"`
+	Duty      Duty   `json:"duty,omitempty"`
+	Frequency uint32 `json:"frequency,omitempty"`
 }
 
 // Window is the number of applied commands per scope that are remembered for
@@ -255,7 +259,7 @@ func Decide(current Fence, recent []AppliedCommand, c Command, rules Rules) Deci
 		if a.ID != c.ID || a.Fence != c.Fence {
 			continue
 		}
-		if a.Actuator != c.Actuator || a.State != c.State || a.Pulse != c.Pulse || a.Setpoint != c.Setpoint || a.Duty != c.Duty {
+		if a.Actuator != c.Actuator || a.State != c.State || a.Pulse != c.Pulse || a.Setpoint != c.Setpoint || a.Duty != c.Duty || a.Frequency != c.Frequency {
 			return Decision{Outcome: Stale, Error: fmt.Sprintf(
 				"token %d seq %d with id %q was already applied to %s %s; this command differs",
 				c.Fence.Token, c.Fence.Seq, c.ID, a.Actuator, a.what())}
@@ -284,7 +288,7 @@ func Newest(window []AppliedCommand) []AppliedCommand {
 // Remembered is the entry of the window that remembers c; refused is c's
 // refusal, if its effect was one.
 func Remembered(c Command, refused *Refusal) AppliedCommand {
-	return AppliedCommand{ID: c.ID, Actuator: c.Actuator, Fence: c.Fence, State: c.State, Refused: refused, Pulse: c.Pulse, Setpoint: c.Setpoint, Duty: c.Duty}
+	return AppliedCommand{ID: c.ID, Actuator: c.Actuator, Fence: c.Fence, State: c.State, Refused: refused, Pulse: c.Pulse, Setpoint: c.Setpoint, Duty: c.Duty, Frequency: c.Frequency}
 }
 
 // what says what a remembered command asked for, for messages.
@@ -317,8 +321,10 @@ type Output struct {
 	// Pulse is a pulse output's last pulse; nil if it never pulsed.
 	Pulse *Pulse `json:"pulse,omitempty"`
 	// Duty is a set-point output's recorded set-point (State is on above
-	// 0); 0 for any other output.
-	Duty Duty `json:"duty,omitempty"`
+	// 0); 0 for any other output. Frequency is a PWM output's, when a
+	// command set one; 0: its configured frequency.
+	Duty      Duty   `json:"duty,omitempty"`
+	Frequency uint32 `json:"frequency,omitempty"`
 	// Why says why the gateway itself set State, when no command did: the
 	// boot rule, a dead-man's safe state, max_on. Empty after a command.
 	Why string `json:"why,omitempty"`
@@ -402,6 +408,9 @@ type Result struct {
 	// not Duty; nil when it agrees or could not be read (Actual says
 	// "unknown" then).
 	ActualDuty *Duty
+	// Frequency is a PWM output's recorded frequency when a command set
+	// one; 0: its configured frequency.
+	Frequency uint32
 }
 
 // Interlock is a group of actuators of one scope of which at most one may
@@ -434,8 +443,10 @@ func (g *Interlock) Has(actuator string) bool {
 type Set struct {
 	Actuator string
 	State    State
-	// Duty is a set-point output's set-point (State is on above 0).
-	Duty Duty
+	// Duty is a set-point output's set-point (State is on above 0), at
+	// Frequency (0: the output's configured one).
+	Duty      Duty
+	Frequency uint32
 }
 
 // Refusal says why an admitted command changes no output. Its pair still
@@ -469,7 +480,7 @@ func Plain(c Command) Effect {
 	if c.State == StateNone {
 		return Effect{}
 	}
-	return Effect{Sets: []Set{{Actuator: c.Actuator, State: c.State, Duty: c.Duty}}, Pulse: c.Pulse}
+	return Effect{Sets: []Set{{Actuator: c.Actuator, State: c.State, Duty: c.Duty, Frequency: c.Frequency}}, Pulse: c.Pulse}
 }
 
 // PulseEffect is the effect of command c, a pulse, on a pulse output that

@@ -149,7 +149,7 @@ func (l *Store) AdmitBatch(scope string, rules fence.Rules, reqs []Request) ([]A
 						if rec.Outputs == nil {
 							rec.Outputs = make(map[string]outputRecord)
 						}
-						o := outputRecord{State: set.State, Duty: set.Duty, Holder: c.Holder, ChangedAt: now}
+						o := outputRecord{State: set.State, Duty: set.Duty, Frequency: set.Frequency, Holder: c.Holder, ChangedAt: now}
 						if eff.Pulse > 0 {
 							// The pulse's intent, recorded before the output moves.
 							o.Pulse = &fence.Pulse{ID: c.ID, Fence: c.Fence, Width: eff.Pulse, Status: fence.PulseRunning}

@@ -177,7 +177,7 @@ func (rec record) unusual() bool {
 		}
 	}
 	for _, o := range rec.Outputs {
-		if o.Pulse != nil || o.Duty != 0 {
+		if o.Pulse != nil || o.Duty != 0 || o.Frequency != 0 {
 			return true
 		}
 	}

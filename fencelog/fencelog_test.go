@@ -469,7 +469,7 @@ func TestAdmitEffects(t *testing.T) {
 	g.BreakBeforeMake = true
 	open2 := cmd("b-3", "open", 42, 1, fence.StateOn)
 	adm, err = l.Admit("vent", open2, fence.Rules{}, plan(open2))
-	if err != nil || adm.Effect.Refusal != nil || fmt.Sprint(adm.Effect.Sets) != "[{close off 0} {open on 0}]" {
+	if err != nil || adm.Effect.Refusal != nil || fmt.Sprint(adm.Effect.Sets) != "[{close off 0 0} {open on 0 0}]" {
 		t.Fatalf("break-before-make = %+v, %v; want close off, then open on", adm.Effect, err)
 	}
 	l.Close()

@@ -27,6 +27,7 @@ type outputRecord struct {
 	ChangedAt time.Time    `json:"changed_at"`
 	Pulse     *fence.Pulse `json:"pulse,omitempty"`
 	Duty      fence.Duty   `json:"duty,omitempty"` // a set-point output's
+	Frequency uint32       `json:"frequency,omitempty"`
 	// Why is set when the gateway set State itself, not a command: the
 	// boot rule, a dead-man, max_on.
 	Why string `json:"why,omitempty"`
@@ -99,5 +100,5 @@ func (l *Store) writeScope(tx *bolt.Tx, scope string, rec record) error {
 
 func (rec record) output(scope, actuator string) fence.Output {
 	o := rec.Outputs[actuator]
-	return fence.Output{Actuator: actuator, Scope: scope, State: o.State, Fence: rec.Fence, Holder: o.Holder, ChangedAt: o.ChangedAt, Pulse: o.Pulse, Duty: o.Duty, Why: o.Why}
+	return fence.Output{Actuator: actuator, Scope: scope, State: o.State, Fence: rec.Fence, Holder: o.Holder, ChangedAt: o.ChangedAt, Pulse: o.Pulse, Duty: o.Duty, Frequency: o.Frequency, Why: o.Why}
 }

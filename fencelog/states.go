@@ -18,6 +18,7 @@ type StateChange struct {
 	Scope, Actuator string
 	State           fence.State
 	Duty            fence.Duty // a set-point output's set-point (State is on above 0)
+	Frequency       uint32     // a PWM output's, set by a command; 0: its configured one
 	// Holder is recorded as the state's holder.
 	Holder string
 	// Outcome (required) and Why are the change's audit entry's: which
@@ -119,7 +120,7 @@ func (l *Store) Write(w Changes) (ok bool, err error) {
 			if rec.Outputs == nil {
 				rec.Outputs = make(map[string]outputRecord)
 			}
-			o := outputRecord{State: ch.State, Duty: ch.Duty, Holder: ch.Holder, ChangedAt: now, Pulse: rec.Outputs[ch.Actuator].Pulse}
+			o := outputRecord{State: ch.State, Duty: ch.Duty, Frequency: ch.Frequency, Holder: ch.Holder, ChangedAt: now, Pulse: rec.Outputs[ch.Actuator].Pulse}
 			if ch.Command == (fence.Fence{}) {
 				o.Why = ch.Why
 			}

@@ -135,7 +135,8 @@ type Channel struct {
 	fs     FS
 	dir    string // "pwmchip0/pwm1"
 	name   string
-	period uint64
+	conf   Conf
+	period uint64 // the period it runs at: its configured frequency's, or a command's
 }
 
 // ExportWait is how long Open waits for an exported channel's files to
@@ -154,7 +155,7 @@ func Open(fsys FS, c Conf) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pwmio: %s: %w", c.Name(), err)
 	}
-	ch := &Channel{fs: fsys, dir: fmt.Sprintf("%s/pwm%d", chip, c.Channel), name: c.Name(), period: c.Period()}
+	ch := &Channel{fs: fsys, dir: fmt.Sprintf("%s/pwm%d", chip, c.Channel), name: c.Name(), conf: c, period: c.Period()}
 	if n, err := readUint(fsys, chip+"/npwm"); err != nil {
 		return nil, ch.errorf("read npwm: %w", err)
 	} else if uint64(c.Channel) >= n {
@@ -171,7 +172,7 @@ func Open(fsys FS, c Conf) (*Channel, error) {
 	if err := ch.waitWritable(); err != nil {
 		return nil, err
 	}
-	if err := ch.setPeriod(); err != nil {
+	if err := ch.setPeriod(ch.period); err != nil {
 		return nil, err
 	}
 	return ch, nil
@@ -242,14 +243,28 @@ func (ch *Channel) waitWritable() error {
 	}
 }
 
+// SetFrequency runs the channel at hz (0: its configured frequency),
+// keeping the share of the period its duty holds.
+func (ch *Channel) SetFrequency(hz uint32) error {
+	c := ch.conf
+	if hz != 0 {
+		c.Frequency = int(hz)
+	}
+	if err := c.Check(); err != nil {
+		return ch.errorf("%w", err)
+	}
+	return ch.setPeriod(c.Period())
+}
+
 // setPeriod writes the channel's period, and scales its duty so that
 // its share stays: the duty first when the period shrinks (the kernel
 // refuses a duty above the period), the period first when it grows.
-func (ch *Channel) setPeriod() error {
+func (ch *Channel) setPeriod(period uint64) error {
 	old, err := readUint(ch.fs, ch.dir+"/period")
 	if err != nil {
 		return ch.errorf("read period: %w", err)
 	}
+	ch.period = period
 	if old == ch.period {
 		return nil
 	}

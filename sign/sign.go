@@ -14,7 +14,8 @@
 // a reset command the byte 1; a command with neither ends at the holder.
 // A set-point command signs the state "duty" (never a state of its own:
 // no on/off signature can be replayed as a set-point) and appends the
-// duty in hundredths of a percent, 8 bytes big-endian. docs/protocol.md
+// duty in hundredths of a percent, 8 bytes big-endian, then its frequency
+// in hertz, 8 bytes big-endian, if it has one. docs/protocol.md
 // specifies it byte by byte, with test vectors that a test of this
 // package checks.
 //
@@ -75,6 +76,9 @@ func Canonical(gatewayID string, c fence.Command) []byte {
 	}
 	if c.Setpoint {
 		b = binary.BigEndian.AppendUint64(b, uint64(c.Duty))
+		if c.Frequency > 0 {
+			b = binary.BigEndian.AppendUint64(b, uint64(c.Frequency))
+		}
 	}
 	if c.Reset {
 		b = append(b, 1)

@@ -23,6 +23,7 @@ type wireResult struct {
 	// when it differs, the one it reads back as.
 	Duty       *fence.Duty `json:"duty,omitempty"`
 	ActualDuty *fence.Duty `json:"actual_duty,omitempty"`
+	Frequency  uint32      `json:"frequency,omitempty"`
 	Error      string      `json:"error,omitempty"`
 	Blocking   *wireState  `json:"blocking,omitempty"`
 	Pulse      *wirePulse  `json:"pulse,omitempty"`
@@ -54,7 +55,7 @@ func (w *wirePulse) pulse() *fence.Pulse {
 func EncodeResult(r fence.Result) []byte {
 	w := wireResult{ID: r.ID, Actuator: r.Actuator, Outcome: r.Outcome, Reason: r.Reason,
 		Token: r.Command.Token, Seq: r.Command.Seq, Fence: r.Fence, State: r.State.String(), Actual: r.Actual, Error: r.Error,
-		Pulse: pulseOf(r.Pulse), Duty: r.Duty, ActualDuty: r.ActualDuty}
+		Pulse: pulseOf(r.Pulse), Duty: r.Duty, ActualDuty: r.ActualDuty, Frequency: r.Frequency}
 	if r.Blocking != nil {
 		b := stateOf(*r.Blocking)
 		w.Blocking = &b
@@ -71,7 +72,7 @@ func DecodeResult(payload []byte) (fence.Result, error) {
 	}
 	r := fence.Result{ID: w.ID, Actuator: w.Actuator, Outcome: w.Outcome, Reason: w.Reason,
 		Command: fence.Fence{Token: w.Token, Seq: w.Seq}, Fence: w.Fence, Actual: w.Actual, Error: w.Error, Pulse: w.Pulse.pulse(),
-		Duty: w.Duty, ActualDuty: w.ActualDuty}
+		Duty: w.Duty, ActualDuty: w.ActualDuty, Frequency: w.Frequency}
 	if w.State != "" {
 		s, err := fence.ParseState(w.State)
 		if err != nil {
@@ -99,8 +100,10 @@ type wireState struct {
 	Holder    string      `json:"holder,omitempty"`
 	ChangedAt *time.Time  `json:"changed_at"`
 	Pulse     *wirePulse  `json:"pulse,omitempty"`
-	// Duty is a set-point output's set-point while it is on (above 0).
-	Duty fence.Duty `json:"duty,omitempty"`
+	// Duty is a set-point output's set-point while it is on (above 0);
+	// Frequency a PWM output's when a command set one.
+	Duty      fence.Duty `json:"duty,omitempty"`
+	Frequency uint32     `json:"frequency,omitempty"`
 	// Why says why the gateway itself set the state (boot rule, safe
 	// state, max_on); omitted after a command.
 	Why string `json:"why,omitempty"`
@@ -113,7 +116,7 @@ func EncodeState(o fence.Output) []byte {
 }
 
 func stateOf(o fence.Output) wireState {
-	w := wireState{Actuator: o.Actuator, Scope: o.Scope, State: o.State.String(), Fence: o.Fence, Holder: o.Holder, Pulse: pulseOf(o.Pulse), Duty: o.Duty, Why: o.Why}
+	w := wireState{Actuator: o.Actuator, Scope: o.Scope, State: o.State.String(), Fence: o.Fence, Holder: o.Holder, Pulse: pulseOf(o.Pulse), Duty: o.Duty, Frequency: o.Frequency, Why: o.Why}
 	if !o.ChangedAt.IsZero() {
 		t := o.ChangedAt
 		w.ChangedAt = &t
@@ -122,7 +125,7 @@ func stateOf(o fence.Output) wireState {
 }
 
 func (w wireState) output() (fence.Output, error) {
-	o := fence.Output{Actuator: w.Actuator, Scope: w.Scope, Fence: w.Fence, Holder: w.Holder, Pulse: w.Pulse.pulse(), Duty: w.Duty, Why: w.Why}
+	o := fence.Output{Actuator: w.Actuator, Scope: w.Scope, Fence: w.Fence, Holder: w.Holder, Pulse: w.Pulse.pulse(), Duty: w.Duty, Frequency: w.Frequency, Why: w.Why}
 	if err := o.State.UnmarshalText([]byte(w.State)); err != nil {
 		return fence.Output{}, err
 	}

@@ -40,6 +40,9 @@ func EncodeChecked(r Request) ([]byte, error) {
 	if c.Setpoint && (c.Pulse > 0 || c.Reset) {
 		return nil, errors.New("a set-point command carries its duty alone: no pulse, no reset")
 	}
+	if c.Frequency > 0 && (!c.Setpoint || c.Frequency > fence.MaxFrequency) {
+		return nil, fmt.Errorf("frequency %d: it goes with a duty, 1 to %d hertz", c.Frequency, fence.MaxFrequency)
+	}
 	if c.Setpoint && !c.Duty.Valid() {
 		return nil, fmt.Errorf("duty %d hundredths of a percent is above 100 %%", uint16(c.Duty))
 	}

@@ -35,7 +35,7 @@ type Request struct {
 
 // DecodeRequest parses a command payload for actuator. It is strict: the
 // payload must be one JSON object with only the fields id, token, seq, state,
-// pulse_ms, duty, reset, holder, signer, sig and reply, each at most once and of
+// pulse_ms, duty, frequency, reset, holder, signer, sig and reply, each at most once and of
 // the right type; signer and sig come together or not at all, and sig is
 // the standard base64 (with padding) of a 64-byte signature. It does not
 // verify the signature (package sign does, against the gateway's
@@ -142,6 +142,10 @@ func decodeCommand(actuator string, payload []byte) (r Request, idRead bool, _ e
 		case "duty":
 			c.Duty, err = duty(raw)
 			c.Setpoint = true
+		case "frequency":
+			var f uint64
+			f, err = integer(key, raw, 1, fence.MaxFrequency)
+			c.Frequency = uint32(f)
 		case "reply":
 			r.Reply, err = str(key, raw)
 		case "reset":
@@ -150,7 +154,7 @@ func decodeCommand(actuator string, payload []byte) (r Request, idRead bool, _ e
 			}
 			c.Reset = true
 		default:
-			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, duty, reset, holder, signer, sig, reply)", key)
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, duty, frequency, reset, holder, signer, sig, reply)", key)
 		}
 		if err != nil {
 			return r, idRead, err
@@ -173,6 +177,9 @@ func decodeCommand(actuator string, payload []byte) (r Request, idRead bool, _ e
 	}
 	if c.Setpoint && (seen["state"] || c.Pulse > 0) {
 		return r, idRead, errors.New(`duty goes alone: it sets a set-point output (0 is off), which takes neither state nor pulse_ms`)
+	}
+	if c.Frequency > 0 && !c.Setpoint {
+		return r, idRead, errors.New(`frequency goes with duty: it is the frequency a PWM output runs a set-point at`)
 	}
 	if c.Pulse > 0 && c.State == fence.StateOff {
 		return r, idRead, errors.New(`pulse_ms with state "off": a pulse returns to rest by itself; send pulse_ms alone`)
@@ -389,6 +396,9 @@ func EncodeRequest(r Request) []byte {
 		b = strconv.AppendInt(append(b, `,"pulse_ms":`...), c.Pulse.Milliseconds(), 10)
 	} else if c.Setpoint {
 		b = append(append(b, `,"duty":`...), c.Duty.String()...)
+		if c.Frequency > 0 {
+			b = strconv.AppendUint(append(b, `,"frequency":`...), uint64(c.Frequency), 10)
+		}
 	} else if s := c.State.String(); s != "" {
 		b = appendString(append(b, `,"state":`...), s)
 	}

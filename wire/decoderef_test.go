@@ -95,6 +95,10 @@ func decodeCommandRef(actuator string, payload []byte) (Request, error) {
 		case "duty":
 			c.Duty, err = duty(raw)
 			c.Setpoint = true
+		case "frequency":
+			var f uint64
+			f, err = integer(key, raw, 1, fence.MaxFrequency)
+			c.Frequency = uint32(f)
 		case "reply":
 			var s string
 			if s, err = str(key, raw); err == nil {
@@ -106,7 +110,7 @@ func decodeCommandRef(actuator string, payload []byte) (Request, error) {
 			}
 			c.Reset = true
 		default:
-			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, duty, reset, holder, signer, sig, reply)", key)
+			err = fmt.Errorf("unknown field %q (fields: id, token, seq, state, pulse_ms, duty, frequency, reset, holder, signer, sig, reply)", key)
 		}
 		if err != nil {
 			return r, err
@@ -129,6 +133,9 @@ func decodeCommandRef(actuator string, payload []byte) (Request, error) {
 	}
 	if c.Setpoint && (seen["state"] || c.Pulse > 0) {
 		return r, errors.New(`duty goes alone: it sets a set-point output (0 is off), which takes neither state nor pulse_ms`)
+	}
+	if c.Frequency > 0 && !c.Setpoint {
+		return r, errors.New(`frequency goes with duty: it is the frequency a PWM output runs a set-point at`)
 	}
 	if c.Setpoint {
 		c.State = c.Duty.State()

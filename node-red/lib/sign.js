@@ -32,6 +32,7 @@ function canonical(gateway, c) {
     ...text(state), ...text(c.id), ...text(c.holder)];
   if (c.pulseMs > 0n) parts.push(u64(c.pulseMs));
   if (c.duty !== undefined) parts.push(u64(c.duty));
+  if (c.duty !== undefined && c.frequency) parts.push(u64(c.frequency));
   if (c.reset) parts.push(Buffer.from([1]));
   return Buffer.concat(parts);
 }

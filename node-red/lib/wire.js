@@ -13,6 +13,7 @@ const MAX_SEQ = MAX_TOKEN;
 const MAX_TEXT = 128; // bytes of an id, holder or signer
 const MAX_PULSE_MS = 600000;
 const FULL_DUTY = 10000; // a duty of 100 %, in hundredths of a percent
+const MAX_FREQUENCY = 1000000; // hertz a set-point command may ask a PWM output for
 const MAX_PAYLOAD = 1024; // bytes of a command's payload the gateway takes (Go's wire.MaxPayload)
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -119,6 +120,17 @@ function normalize(c) {
   if (out.duty !== undefined && (out.state !== '' || out.pulseMs > 0n)) {
     throw new CommandError('duty', 'duty goes alone: it sets a set-point output (0 is off), which takes neither state nor pulse_ms');
   }
+  out.frequency = 0;
+  if (c.frequency !== undefined && c.frequency !== null && c.frequency !== '' && c.frequency !== 0 && c.frequency !== 0n && c.frequency !== '0') {
+    const f = toBig(c.frequency);
+    if (f === undefined || f < 1n || f > BigInt(MAX_FREQUENCY)) {
+      throw new CommandError('frequency', `frequency must be an integer from 1 to ${MAX_FREQUENCY} (hertz), got ${String(c.frequency)}`);
+    }
+    if (out.duty === undefined) {
+      throw new CommandError('frequency', 'frequency goes with duty: it is the frequency a PWM output runs a set-point at');
+    }
+    out.frequency = Number(f);
+  }
   for (const f of ['id', 'holder', 'signer']) {
     if (bytes(out[f]) > MAX_TEXT) {
       throw new CommandError(f, `${f} is ${bytes(out[f])} bytes; the limit is ${MAX_TEXT}`);
@@ -165,7 +177,7 @@ function encodeRequest(c, reply) {
   s += `"token":${c.token}`;
   if (c.seq !== 0n) s += `,"seq":${c.seq}`;
   if (c.pulseMs > 0n) s += `,"pulse_ms":${c.pulseMs}`;
-  else if (c.duty !== undefined) s += `,"duty":${formatDuty(c.duty)}`;
+  else if (c.duty !== undefined) s += `,"duty":${formatDuty(c.duty)}` + (c.frequency ? `,"frequency":${c.frequency}` : '');
   else if (c.state !== '') s += `,"state":${JSON.stringify(c.state)}`;
   if (c.reset) s += ',"reset":true';
   if (c.holder !== '') s += `,"holder":${JSON.stringify(c.holder)}`;
@@ -227,6 +239,7 @@ function parseAnswer(payload) {
   if (a.state !== '' && a.state !== 'on' && a.state !== 'off') return null;
   if (o.pulse && typeof o.pulse === 'object') a.pulse = o.pulse;
   if (o.blocking && typeof o.blocking === 'object') a.blocking = o.blocking;
+  if (typeof o.frequency === 'bigint' && o.frequency > 0n) a.frequency = Number(o.frequency);
   for (const [k, to] of [['duty', 'duty'], ['actual_duty', 'actualDuty']]) {
     if (o[k] === undefined || o[k] === null) continue;
     try {

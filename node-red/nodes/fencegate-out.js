@@ -35,7 +35,7 @@ function command(payload) {
     } catch (e) {
       throw new Error(`msg.payload.duty must be percent from 0 to 100 with at most two decimals, got ${JSON.stringify(payload.duty)}`);
     }
-    return { duty: payload.duty };
+    return payload.frequency === undefined ? { duty: payload.duty } : { duty: payload.duty, frequency: payload.frequency };
   }
   let shown;
   try {

@@ -141,7 +141,7 @@ board: raspberry-pi
 http: "127.0.0.1:0"
 actuators:
   - name: fan
-    pwm: {chip: %s, channel: 0, frequency: 25000}
+    pwm: {chip: %s, channel: 0, frequency: 25000, min_frequency: 100, max_frequency: 50000}
     min: 20
     boot: 20
 `, broker.URL(), store, piPWM))
@@ -182,13 +182,17 @@ actuators:
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	send := func(id string, token uint64, d fence.Duty, want fence.Outcome) fence.Result {
+	sendAt := func(id string, token uint64, d fence.Duty, hz uint32, want fence.Outcome) fence.Result {
 		t.Helper()
-		res, _ := cl.Send(ctx, fence.Command{ID: id, Actuator: "fan", Fence: fence.Fence{Token: token}, Setpoint: true, Duty: d, State: d.State()})
+		res, _ := cl.Send(ctx, fence.Command{ID: id, Actuator: "fan", Fence: fence.Fence{Token: token}, Setpoint: true, Duty: d, State: d.State(), Frequency: hz})
 		if res.Outcome != want {
-			t.Fatalf("duty %s at token %d: %s %s (%s), want %s", d, token, res.Outcome, res.Reason, res.Error, want)
+			t.Fatalf("duty %s at %d Hz, token %d: %s %s (%s), want %s", d, hz, token, res.Outcome, res.Reason, res.Error, want)
 		}
 		return res
+	}
+	send := func(id string, token uint64, d fence.Duty, want fence.Outcome) fence.Result {
+		t.Helper()
+		return sendAt(id, token, d, 0, want)
 	}
 	if res := send("f-1", 10, 4250, fence.Applied); res.Duty == nil || *res.Duty != 4250 || res.ActualDuty != nil {
 		t.Fatalf("answer %+v", res)
@@ -207,15 +211,22 @@ actuators:
 	if got, en := duty(), sysfsRead(t, chip+"/pwm0/enable"); got != "0" || en != "1" {
 		t.Fatalf("off: duty_cycle %s, enable %s; want 0, held enabled", got, en)
 	}
-	send("f-3", 12, 7500, fence.Applied)
+	// A command's frequency, within the output's range: 75 % of 1 ms.
+	sendAt("f-3", 12, 7500, 1000, fence.Applied)
+	if p, d := sysfsRead(t, chip+"/pwm0/period"), duty(); p != "1000000" || d != "750000" {
+		t.Fatalf("75 %% at 1 kHz: period %s, duty_cycle %s; want 1000000, 750000", p, d)
+	}
+	if res := sendAt("f-fast", 13, 7500, 60000, fence.Rejected); res.Reason != fence.ReasonRange {
+		t.Errorf("60 kHz above max_frequency: %+v", res)
+	}
 	stop()
-	if got := duty(); got != "30000" {
-		t.Fatalf("after the gateway stopped duty_cycle %s, want 30000: a stop leaves the set-point", got)
+	if got := duty(); got != "750000" {
+		t.Fatalf("after the gateway stopped duty_cycle %s, want 750000: a stop leaves the set-point", got)
 	}
 	stop = run(false)
 	defer stop()
-	if got := duty(); got != "8000" {
-		t.Fatalf("after a restart duty_cycle %s, want 8000 (boot: 20)", got)
+	if p, got := sysfsRead(t, chip+"/pwm0/period"), duty(); p != "40000" || got != "8000" {
+		t.Fatalf("after a restart period %s, duty_cycle %s; want 40000, 8000 (boot: 20, at the configured 25 kHz)", p, got)
 	}
 	send("f-late", 11, 5000, fence.Stale) // the fence of 12 survived the restart
 }

@@ -37,6 +37,8 @@ MAX_SEQ = (1 << 63) - 1
 MAX_PULSE_MS = 600_000
 #: A set-point's finest step is 0.01 %: duties are hundredths of a percent.
 FULL_DUTY = 10_000
+#: The highest frequency a set-point command may ask a PWM output for, Hz.
+MAX_FREQUENCY = 1_000_000
 #: The longest id, holder or signer, in UTF-8 bytes.
 MAX_TEXT = 128
 #: The longest reply topic, in bytes.
@@ -95,7 +97,9 @@ class Command:
     600000) asks a pulse output for a pulse of that width; its state is
     then ``""`` or ``"on"``. ``duty`` (percent, 0 to 100 in steps of 0.01:
     an int, a float such as 42.5, a ``Decimal`` or a string) sets a
-    set-point output; it goes alone, without state (0 is off).
+    set-point output; it goes alone, without state (0 is off), and with
+    ``frequency`` (hertz, 1 to 1000000) a PWM output runs at that frequency
+    (0: its configured one).
     ``reset`` (fence-only) releases a tripped scope. ``id`` correlates the
     answer; a client gives one if it is empty.
     """
@@ -109,6 +113,7 @@ class Command:
     id: str = ""
     holder: str = ""
     duty: Union[int, float, Decimal, str, None] = None
+    frequency: int = 0
 
     @property
     def fence(self) -> Fence:
@@ -175,9 +180,11 @@ class Answer:
     pulse: Optional[Dict[str, Any]] = None
     blocking: Optional[Dict[str, Any]] = None
     #: A set-point output's recorded duty and, when it reads back at
-    #: another, that one: hundredths of a percent (None for other outputs).
+    #: another, that one: hundredths of a percent (None for other outputs);
+    #: a PWM output's frequency when a command set one (0: its configured).
     duty: Optional[int] = None
     actual_duty: Optional[int] = None
+    frequency: int = 0
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -317,6 +324,10 @@ def check_command(c: Command, signer: str = "") -> None:
         duty_hundredths(c.duty)
         if c.state or c.pulse_ms:
             raise InvalidCommand("duty", "duty goes alone: it sets a set-point output (0 is off), which takes neither state nor pulse_ms")
+    if not _is_int(c.frequency) or c.frequency < 0 or c.frequency > MAX_FREQUENCY:
+        raise InvalidCommand("frequency", f"frequency {c.frequency!r} is not an integer from 1 to {MAX_FREQUENCY} (hertz)")
+    if c.frequency and c.duty is None:
+        raise InvalidCommand("frequency", "frequency goes with duty: it is the frequency a PWM output runs a set-point at")
     for what, value in (("id", c.id), ("holder", c.holder), ("signer", signer)):
         if not isinstance(value, str):
             raise InvalidCommand(what, f"{what} {value!r} is not a string")
@@ -349,6 +360,8 @@ def canonical(gateway: str, c: Command) -> bytes:
         b += struct.pack(">Q", c.pulse_ms)
     if c.duty is not None:
         b += struct.pack(">Q", duty_hundredths(c.duty))
+        if c.frequency:
+            b += struct.pack(">Q", c.frequency)
     if c.reset:
         b += b"\x01"
     return b
@@ -377,6 +390,8 @@ def encode_request(c: Command, reply: str = "", signer: str = "", sig: Optional[
         parts.append(f'"pulse_ms":{c.pulse_ms}')
     elif c.duty is not None:
         parts.append('"duty":' + format_duty(duty_hundredths(c.duty)))
+        if c.frequency:
+            parts.append(f'"frequency":{c.frequency}')
     elif c.state:
         parts.append('"state":' + json_string(c.state))
     if c.reset:
@@ -482,6 +497,7 @@ def parse_answer(payload: bytes | str) -> Answer:
         blocking=blocking if isinstance(blocking, dict) else None,
         duty=_duty(d, "duty", what),
         actual_duty=_duty(d, "actual_duty", what),
+        frequency=_uint(d, "frequency", what),
         raw=d,
     )
 

@@ -34,7 +34,8 @@ def command_of(d: Dict[str, Any]) -> Command:
     """A vector's command: token, seq and pulse_ms are decimal strings there."""
     return Command(actuator=d.get("actuator", ""), token=int(d.get("token", "0")), seq=int(d.get("seq", "0")),
                    state=d.get("state", ""), pulse_ms=int(d.get("pulse_ms", "0")), reset=bool(d.get("reset", False)),
-                   id=d.get("id", ""), holder=d.get("holder", ""), duty=d.get("duty"))
+                   id=d.get("id", ""), holder=d.get("holder", ""), duty=d.get("duty"),
+                   frequency=int(d.get("frequency", "0")))
 
 
 @unittest.skipUnless((CONFORMANCE / "commands.json").exists(), "no conformance/commands.json (not in the repository)")
