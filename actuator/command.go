@@ -86,12 +86,13 @@ func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.R
 		return results[:todo[0]], err // the rejections before the first that waited are answered
 	}
 	var decided []fence.Result
-	if o.lock == nil {
+	if !o.oneByOne() {
 		decided = b.handle(o, pick(cmds, todo))
 	} else {
 		// An interlocked output's command plans from the other members'
-		// pins, which the commands before it may have moved: one at a
-		// time, each planned after the one before it was driven.
+		// pins, and a ramped set-point's from the time of its last drive,
+		// which the commands before it may have moved: one at a time, each
+		// planned after the one before it was driven.
 		for _, i := range todo {
 			o.guard.progress()
 			decided = append(decided, b.handle(o, cmds[i:i+1])...)
@@ -106,14 +107,22 @@ func (b *Bank) HandleBatch(ctx context.Context, cmds []fence.Command) ([]fence.R
 }
 
 // MaxBatch is the most commands of an actuator that HandleBatch should be
-// given at once: one for an interlocked output, whose commands are
-// planned and waited for (the dead time) one by one anyway; the link's
-// own bound otherwise.
+// given at once: one for an interlocked output and a ramped set-point,
+// whose commands are planned one by one anyway (see oneByOne), and a
+// pulse output; the link's own bound otherwise.
 func (b *Bank) MaxBatch(actuator string) int {
-	if o, ok := b.outs[actuator]; ok && (o.lock != nil || o.Kind == KindPulse) {
+	if o, ok := b.outs[actuator]; ok && (o.oneByOne() || o.Kind == KindPulse) {
 		return 1
 	}
 	return math.MaxInt
+}
+
+// oneByOne reports whether o's commands are planned one at a time, each
+// after the one before it was driven: an interlocked output's (its plan
+// reads the other members' pins) and a set-point's with a max_rate (its
+// plan reads when the set-point was last driven).
+func (o *output) oneByOne() bool {
+	return o.lock != nil || (o.Kind == KindSetpoint && o.MaxRate > 0)
 }
 
 // shape checks c against o's kind and returns it as o takes it: a pulse

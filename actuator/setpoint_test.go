@@ -76,6 +76,17 @@ func TestSetpointFenced(t *testing.T) {
 	r.tick(time.Second)
 	r.send(t, duty("b-2", 6, 1, 7000), fence.Applied)
 	reg(700)
+	// Two steps in one batch, each within the rate on its own: the second
+	// is measured from the first's drive, not from before the batch.
+	r.tick(time.Second)
+	res2, err := r.bank.HandleBatch(context.Background(), []fence.Command{duty("b-3", 6, 2, 8000), duty("b-4", 6, 3, 9000)})
+	if err != nil || res2[0].Outcome != fence.Applied || res2[1].Outcome != fence.Rejected || res2[1].Reason != fence.ReasonRate {
+		t.Fatalf("a batch of two 10-point steps 1 s after the last: %+v, %v; want applied, then rejected (rate)", res2, err)
+	}
+	reg(800)
+	r.tick(10 * time.Second)
+	r.send(t, duty("b-5", 6, 4, 7000), fence.Applied)
+	reg(700)
 
 	// Behind the gateway's back: found at the next poll, driven back (boot: last).
 	r.mod.SetRegister(4, 300)
