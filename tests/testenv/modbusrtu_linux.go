@@ -206,10 +206,12 @@ func (m *RTUModule) Set(t testing.TB, table string, address int, value uint16) {
 }
 
 // Wrote waits for the module to report the write want ("coil 3 1"), and
-// forgets what it saw until then.
+// forgets what it saw until then. It waits 30 s: a watched output that
+// was down retries at most every 10 s (its backoff), and a busy machine
+// adds to that.
 func (m *RTUModule) Wrote(t testing.TB, want string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		m.mu.Lock()
 		for i, w := range m.writes {
 			if w == want {
