@@ -19,13 +19,16 @@ import (
 
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/modbusio/modbussim"
 	"github.com/fencegate/fencegate/tests/testenv"
 )
 
 // The card's configuration, as docs/raspberry-pi.md has a user write it:
 // gateway.yaml is the image's own gateway.yaml.example with a second
-// relay added, the fan, whose boot rule is last, and a set-point on the
-// Pi 3's PWM controller, the dimmer (docs/raspberry-pi.md, PWM set-points).
+// relay added, the fan, whose boot rule is last, a set-point on the Pi 3's
+// PWM controller, the dimmer (docs/raspberry-pi.md, PWM set-points), and
+// a relay of a Modbus TCP module on the network, the lamp (the module runs
+// in the test, on the host, which the emulated Pi reaches as 10.0.2.2).
 const (
 	gatewayID  = "greenhouse-1"
 	controller = "controller"
@@ -37,6 +40,11 @@ const (
   - name: dimmer
     pwm: {chip: 3f20c000.pwm, channel: 0, frequency: 1000}
     boot: last
+  - name: lamp
+    modbus: {bus: relays, unit: 1, coil: 0}
+    boot: last
+modbus:
+  - {name: relays, url: "tcp://10.0.2.2:%d", poll: 1s}
 `
 )
 
@@ -92,7 +100,13 @@ func TestImage(t *testing.T) {
 		t.Fatal("the card has no fencegate/gateway.yaml.example")
 	}
 	password := fmt.Sprintf("pw-%x", rand.Uint64())
-	c.put(t, "gateway.yaml", example+fan)
+	port := testenv.Port(t)
+	mod, err := modbussim.Start(fmt.Sprintf("tcp://127.0.0.1:%d", port), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close()
+	c.put(t, "gateway.yaml", example+fmt.Sprintf(fan, port))
 	c.put(t, "store.txt", fmt.Sprintf("floor: %d\n", floor))
 	c.put(t, "passwd", controller+":"+password+"\n")
 	c.put(t, "authorized_keys", pi.publicKey())
@@ -108,6 +122,10 @@ func TestImage(t *testing.T) {
 			firstBoot(ctx, t, pi, password)
 			ctl = dialController(ctx, t, pi, password)
 			commands(ctx, t, pi, ctl)
+			// The Modbus relay, over the Pi's network.
+			if r := ctl.send(ctx, t, "lamp", floor+1, fence.StateOn); r.Outcome != fence.Applied || !mod.Coil(0) {
+				t.Fatalf("lamp on: %s (%s), coil %v; want applied, on", r.Outcome, r.Error, mod.Coil(0))
+			}
 		}},
 		{"reboot", func(t *testing.T) {
 			if r := ctl.send(ctx, t, "fan", floor+4, fence.StateOn); r.Outcome != fence.Applied || pi.gpio("GPIO27") != "out lo" {
@@ -160,6 +178,11 @@ func TestImage(t *testing.T) {
 			// The fan's boot rule is last: on, as recorded.
 			if f := pi.actuators()["fan"]; f.State != "on" || f.Fence.Token != floor+4 || pi.gpio("GPIO27") != "out lo" {
 				t.Fatalf("after the reboot: fan %s at %v, line %s; want on at %d (boot: last), out lo", f.State, f.Fence, pi.gpio("GPIO27"), floor+4)
+			}
+			// The lamp's boot rule is last: on, as recorded; its module
+			// answers.
+			if l := pi.actuators()["lamp"]; l.State != "on" || l.Watched == nil || l.Watched.Down != "" || !mod.Coil(0) {
+				t.Fatalf("after the reboot: lamp %+v, coil %v; want on (boot: last), answering", l, mod.Coil(0))
 			}
 			// The dimmer's boot rule is last: its set-point, as recorded.
 			if d := pi.actuators()["dimmer"]; d.Duty == nil || *d.Duty != 4250 || pi.pwmDuty() != "425000" {
