@@ -18,7 +18,6 @@ import (
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/mqttbroker"
-	"github.com/fencegate/fencegate/service"
 )
 
 // sample is what the kernel said about the two vent lines at one moment.
@@ -125,33 +124,7 @@ interlocks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- service.Run(ctx, cfg, service.Options{Init: true, Ready: func(service.Info) { close(ready) }})
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("service.Run: %v", err)
-	case <-time.After(60 * time.Second):
-		cancel()
-		t.Fatal("gateway not ready within 60 s")
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				t.Error("service.Run did not return within 30 s of cancel")
-			}
-		})
-	}
-	t.Cleanup(stop) // a failed test must not leave the lines held for the next
+	_, stop := runGateway(t, cfg, true)
 	return stop
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/modbusio/modbussim"
 	"github.com/fencegate/fencegate/mqttbroker"
-	"github.com/fencegate/fencegate/service"
 )
 
 // TestModbusOnThePi: the gateway on the emulated Pi fences a relay of a
@@ -57,27 +56,8 @@ actuators:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan service.Info, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- service.Run(ctx, cfg, service.Options{Init: true, Ready: func(i service.Info) { ready <- i }})
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("service.Run: %v", err)
-	case <-time.After(60 * time.Second):
-		cancel()
-		t.Fatal("gateway not ready within 60 s")
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("service.Run returned %v", err)
-		}
-	}()
+	runGateway(t, cfg, true)
+	ctx := context.Background()
 	cl, err := client.Dial(ctx, client.Options{Broker: broker.URL(), GatewayID: "pi-emu-modbus"})
 	if err != nil {
 		t.Fatal(err)

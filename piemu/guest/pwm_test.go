@@ -17,7 +17,6 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/mqttbroker"
 	"github.com/fencegate/fencegate/pwmio"
-	"github.com/fencegate/fencegate/service"
 )
 
 // The BCM2837's PWM controller (3f20c000.pwm, enabled in the Pi 3B's
@@ -149,30 +148,7 @@ actuators:
 		t.Fatal(err)
 	}
 	duty := func() string { return sysfsRead(t, chip+"/pwm0/duty_cycle") }
-	run := func(init bool) (stop func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		ready := make(chan service.Info, 1)
-		done := make(chan error, 1)
-		go func() {
-			done <- service.Run(ctx, cfg, service.Options{Init: init, Ready: func(i service.Info) { ready <- i }})
-		}()
-		select {
-		case <-ready:
-		case err := <-done:
-			cancel()
-			t.Fatalf("service.Run: %v", err)
-		case <-time.After(60 * time.Second):
-			cancel()
-			t.Fatal("gateway not ready within 60 s")
-		}
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("service.Run returned %v", err)
-			}
-		}
-	}
-	stop := run(true)
+	_, stop := runGateway(t, cfg, true)
 	if got := duty(); got != "8000" { // 20 % of 40000 ns
 		t.Fatalf("at start duty_cycle %s, want 8000 (boot: 20)", got)
 	}
@@ -223,8 +199,7 @@ actuators:
 	if got := duty(); got != "750000" {
 		t.Fatalf("after the gateway stopped duty_cycle %s, want 750000: a stop leaves the set-point", got)
 	}
-	stop = run(false)
-	defer stop()
+	runGateway(t, cfg, false)
 	if p, got := sysfsRead(t, chip+"/pwm0/period"), duty(); p != "40000" || got != "8000" {
 		t.Fatalf("after a restart period %s, duty_cycle %s; want 40000, 8000 (boot: 20, at the configured 25 kHz)", p, got)
 	}
