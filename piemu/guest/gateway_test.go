@@ -18,7 +18,6 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/httpapi"
 	"github.com/fencegate/fencegate/mqttbroker"
-	"github.com/fencegate/fencegate/service"
 )
 
 // TestGatewayEndToEnd runs the whole gateway on the emulated board: an
@@ -63,41 +62,10 @@ actuators:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan service.Info, 1)
-	done := make(chan error, 1)
 	start := time.Now()
-	go func() {
-		done <- service.Run(ctx, cfg, service.Options{Init: true, Ready: func(i service.Info) { ready <- i }})
-	}()
-	var info service.Info
-	select {
-	case info = <-ready:
-		t.Logf("gateway ready in %v, API on %s", time.Since(start).Round(time.Millisecond), info.HTTP)
-	case err := <-done:
-		cancel()
-		t.Fatalf("service.Run: %v", err)
-	case <-time.After(60 * time.Second):
-		cancel()
-		t.Fatal("gateway not ready within 60 s")
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("service.Run returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("service.Run did not return within 30 s of cancel")
-		}
-	}
-	defer stop()
+	info, stop := runGateway(t, cfg, true)
+	t.Logf("gateway ready in %v, API on %s", time.Since(start).Round(time.Millisecond), info.HTTP)
+	ctx := context.Background()
 
 	lineOf := map[string]string{"relay1": "GPIO17", "relay2": "GPIO27", "strike": "GPIO13"}
 	// level holds each line's expected raw level; boot: off reconciles
