@@ -27,12 +27,7 @@ import (
 // restart with the module off starts anyway and reconciles it later.
 func TestModbusTCPEndToEnd(t *testing.T) {
 	broker := testenv.EmbeddedBroker(t)
-	url := fmt.Sprintf("tcp://127.0.0.1:%d", testenv.Port(t))
-	mod, err := modbussim.Start(url, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close()
+	mod, url := tcpModule(t)
 	g := startGateway(t, broker, fmt.Sprintf(`modbus:
   - {name: relays, url: %q, poll: 200ms, timeout: 300ms}
 actuators:
@@ -126,6 +121,19 @@ actuators:
 	mod.SetCoil(2, true) // as it might have come back
 	waitFor("the module reconciled after the restart", func() bool { return !mod.Coil(2) && mod.Register(4) == 512 && watched("fan").Down == "" })
 	send("pump-on", "pump", 1, 0, fence.StateOn, fence.Applied)
+}
+
+// tcpModule starts a Modbus TCP module (unit 1) on a loopback port of the
+// test's, closed when the test ends, and returns it and its URL.
+func tcpModule(t *testing.T) (*modbussim.Module, string) {
+	t.Helper()
+	url := fmt.Sprintf("tcp://127.0.0.1:%d", testenv.Port(t))
+	mod, err := modbussim.Start(url, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Close() })
+	return mod, url
 }
 
 // readyz reads GET /readyz.

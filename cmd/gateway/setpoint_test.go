@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/modbusio/modbussim"
 	"github.com/fencegate/fencegate/tests/testenv"
 )
 
@@ -19,12 +18,7 @@ import (
 // set-point again after a kill.
 func TestSetpointEndToEnd(t *testing.T) {
 	broker := testenv.EmbeddedBroker(t)
-	url := fmt.Sprintf("tcp://127.0.0.1:%d", testenv.Port(t))
-	mod, err := modbussim.Start(url, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close()
+	mod, url := tcpModule(t)
 	g := startGateway(t, broker, fmt.Sprintf(`modbus:
   - {name: relays, url: %q, poll: 200ms, timeout: 300ms}
 actuators:
