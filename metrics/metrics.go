@@ -8,6 +8,7 @@
 package metrics
 
 import (
+	"maps"
 	"net/http"
 	"runtime"
 	"slices"
@@ -239,24 +240,14 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.src.Watched != nil {
 		hs := s.src.Watched()
-		names := make([]string, 0, len(hs))
-		for n := range hs {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		for _, n := range names {
+		for _, n := range slices.Sorted(maps.Keys(hs)) {
 			gauge(descDown, bool01(hs[n].Down != ""), n)
 			counter(descOutOfBand, float64(hs[n].OutOfBand), n)
 		}
 	}
 	if s.src.Duties != nil {
 		ds := s.src.Duties()
-		names := make([]string, 0, len(ds))
-		for n := range ds {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		for _, n := range names {
+		for _, n := range slices.Sorted(maps.Keys(ds)) {
 			gauge(descDuty, float64(ds[n])/100, n)
 		}
 	}
