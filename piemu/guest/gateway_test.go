@@ -17,7 +17,6 @@ import (
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/httpapi"
-	"github.com/fencegate/fencegate/mqttbroker"
 )
 
 // TestGatewayEndToEnd runs the whole gateway on the emulated board: an
@@ -31,11 +30,7 @@ import (
 func TestGatewayEndToEnd(t *testing.T) {
 	guestOnly(t)
 	c := bcmChip(t)
-	broker, err := mqttbroker.Start("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer broker.Close()
+	broker := guestBroker(t)
 
 	dir := t.TempDir() // on the guest's /tmp tmpfs
 	cfg, err := config.Parse(fmt.Appendf(nil, `id: pi-emu
@@ -58,7 +53,7 @@ actuators:
     pin: GPIO13
     kind: pulse
     max_pulse: 2s
-`, broker.URL(), filepath.Join(dir, "fence.db")))
+`, broker, filepath.Join(dir, "fence.db")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +90,7 @@ actuators:
 	}
 	check("after start (boot off)")
 
-	cl, err := client.Dial(ctx, client.Options{Broker: broker.URL(), GatewayID: "pi-emu"})
+	cl, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: "pi-emu"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/mqttbroker"
 )
 
 // sample is what the kernel said about the two vent lines at one moment.
@@ -133,19 +132,15 @@ interlocks:
 // result.
 func ventBroker(t *testing.T) (url string, send func(id, act string, tok, seq uint64, s fence.State) fence.Result) {
 	t.Helper()
-	broker, err := mqttbroker.Start("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { broker.Close() })
+	broker := guestBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	cl, err := client.Dial(ctx, client.Options{Broker: broker.URL(), GatewayID: "pi-vent"})
+	cl, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: "pi-vent"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	return broker.URL(), func(id, act string, tok, seq uint64, s fence.State) fence.Result {
+	return broker, func(id, act string, tok, seq uint64, s fence.State) fence.Result {
 		t.Helper()
 		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 		defer scancel()

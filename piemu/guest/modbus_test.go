@@ -14,7 +14,6 @@ import (
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/modbusio/modbussim"
-	"github.com/fencegate/fencegate/mqttbroker"
 )
 
 // TestModbusOnThePi: the gateway on the emulated Pi fences a relay of a
@@ -36,11 +35,7 @@ func TestModbusOnThePi(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mod.Close()
-	broker, err := mqttbroker.Start("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer broker.Close()
+	broker := guestBroker(t)
 	cfg, err := config.Parse(fmt.Appendf(nil, `id: pi-emu-modbus
 mqtt:
   broker: %s
@@ -52,13 +47,13 @@ modbus:
 actuators:
   - {name: pump, pin: GPIO26, boot: "off"}
   - {name: lamp, modbus: {bus: relays, unit: 1, coil: 3}}
-`, broker.URL(), filepath.Join(t.TempDir(), "fence.db"), port))
+`, broker, filepath.Join(t.TempDir(), "fence.db"), port))
 	if err != nil {
 		t.Fatal(err)
 	}
 	runGateway(t, cfg, true)
 	ctx := context.Background()
-	cl, err := client.Dial(ctx, client.Options{Broker: broker.URL(), GatewayID: "pi-emu-modbus"})
+	cl, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: "pi-emu-modbus"})
 	if err != nil {
 		t.Fatal(err)
 	}

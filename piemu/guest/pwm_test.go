@@ -15,7 +15,6 @@ import (
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/mqttbroker"
 	"github.com/fencegate/fencegate/pwmio"
 )
 
@@ -126,11 +125,7 @@ func TestPWMSysfs(t *testing.T) {
 func TestPWMGateway(t *testing.T) {
 	guestOnly(t)
 	chip := pwmChip(t)
-	broker, err := mqttbroker.Start("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer broker.Close()
+	broker := guestBroker(t)
 	store := filepath.Join(t.TempDir(), "fence.db")
 	cfg, err := config.Parse(fmt.Appendf(nil, `id: pi-emu-pwm
 mqtt:
@@ -143,7 +138,7 @@ actuators:
     pwm: {chip: %s, channel: 0, frequency: 25000, min_frequency: 100, max_frequency: 50000}
     min: 20
     boot: 20
-`, broker.URL(), store, piPWM))
+`, broker, store, piPWM))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +148,7 @@ actuators:
 		t.Fatalf("at start duty_cycle %s, want 8000 (boot: 20)", got)
 	}
 	ctx := context.Background()
-	cl, err := client.Dial(ctx, client.Options{Broker: broker.URL(), GatewayID: "pi-emu-pwm"})
+	cl, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: "pi-emu-pwm"})
 	if err != nil {
 		t.Fatal(err)
 	}

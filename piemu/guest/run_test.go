@@ -9,8 +9,21 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/mqttbroker"
 	"github.com/fencegate/fencegate/service"
 )
+
+// guestBroker starts an embedded broker for the test, closed when it
+// ends, and returns its URL.
+func guestBroker(t *testing.T) string {
+	t.Helper()
+	broker, err := mqttbroker.Start("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { broker.Close() })
+	return broker.URL()
+}
 
 // runGateway runs service.Run with cfg (creating its store if init) until
 // it is ready, and returns what it says and a stop that ends it and waits
