@@ -28,7 +28,7 @@ func (b *Bank) planner(o *output, c fence.Command) fencelog.Planner {
 	return func(rec fencelog.ScopeRecord) fence.Effect {
 		if trip := rec.Trip(); trip != "" {
 			switch {
-			case c.State != fence.StateNone && !isAt(fence.Output{State: c.State, Duty: c.Duty}, o.guard.safeSet(o)) && o.Kind != KindPulse, c.Pulse > 0:
+			case c.State != fence.StateNone && !isAt(fence.Output{State: c.State, Duty: c.Duty, Frequency: c.Frequency}, o.guard.safeSet(o)) && o.Kind != KindPulse, c.Pulse > 0:
 				return fence.Effect{Refusal: &fence.Refusal{Reason: fence.ReasonTrip, Error: fmt.Sprintf(
 					"scope %s is held at its safe state (%s): %s; send a fence-only command with reset once that is cleared", o.Scope, o.guard.safeText(o), trip)}}
 			case c.Reset && stillTripped != "":

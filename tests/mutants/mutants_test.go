@@ -536,7 +536,7 @@ var mutants = []mutant{
 		name: "trip-not-latched",
 		why:  "a tripped scope takes an on command: the heater that overheated comes back on without a reset",
 		file: "actuator/plan.go",
-		old:  "\t\t\tcase c.State != fence.StateNone && !isAt(fence.Output{State: c.State, Duty: c.Duty}, o.guard.safeSet(o)) && o.Kind != KindPulse, c.Pulse > 0:\n",
+		old:  "\t\t\tcase c.State != fence.StateNone && !isAt(fence.Output{State: c.State, Duty: c.Duty, Frequency: c.Frequency}, o.guard.safeSet(o)) && o.Kind != KindPulse, c.Pulse > 0:\n",
 		new:  "\t\t\tcase false:\n",
 		pkgs: []string{"./cmd/gateway"}, run: "TestInputsVetoAndTrip",
 	},
