@@ -148,19 +148,11 @@ const ExportWait = 2 * time.Second
 // output left running by a gateway that stopped keeps its set-point until
 // the boot rule drives it).
 func Open(fsys FS, c Conf) (*Channel, error) {
-	if err := c.Check(); err != nil {
-		return nil, fmt.Errorf("pwmio: %s: %w", c.Name(), err)
-	}
-	chip, err := findChip(fsys, c.Chip)
+	chip, err := locate(fsys, c)
 	if err != nil {
 		return nil, fmt.Errorf("pwmio: %s: %w", c.Name(), err)
 	}
 	ch := &Channel{fs: fsys, dir: fmt.Sprintf("%s/pwm%d", chip, c.Channel), name: c.Name(), conf: c, period: c.Period()}
-	if n, err := readUint(fsys, chip+"/npwm"); err != nil {
-		return nil, ch.errorf("read npwm: %w", err)
-	} else if uint64(c.Channel) >= n {
-		return nil, ch.errorf("%s has %d channels (0 to %d)", chip, n, n-1)
-	}
 	if _, err := fsys.Read(ch.dir + "/period"); err != nil {
 		if err := fsys.Write(chip+"/export", strconv.Itoa(c.Channel)); err != nil {
 			if errors.Is(err, syscall.EBUSY) {
@@ -181,19 +173,25 @@ func Open(fsys FS, c Conf) (*Channel, error) {
 // Find checks that fsys has c's chip, with c's channel, without
 // exporting anything: for configuration checks.
 func Find(fsys FS, c Conf) error {
+	_, err := locate(fsys, c)
+	return err
+}
+
+// locate checks c and returns the chip ("pwmchip2") that has its channel.
+func locate(fsys FS, c Conf) (string, error) {
 	if err := c.Check(); err != nil {
-		return err
+		return "", err
 	}
 	chip, err := findChip(fsys, c.Chip)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if n, err := readUint(fsys, chip+"/npwm"); err != nil {
-		return fmt.Errorf("%s: read npwm: %w", chip, err)
+		return "", fmt.Errorf("%s: read npwm: %w", chip, err)
 	} else if uint64(c.Channel) >= n {
-		return fmt.Errorf("%s (%s) has %d channels (0 to %d)", c.Chip, chip, n, n-1)
+		return "", fmt.Errorf("%s (%s) has %d channels (0 to %d)", c.Chip, chip, n, n-1)
 	}
-	return nil
+	return chip, nil
 }
 
 // findChip returns the chip whose device path has the component dev, or
