@@ -73,7 +73,12 @@ func startProgram(t *testing.T, env []string, prog string, args ...string) *proc
 	}
 	p := &proc{cmd: cmd, log: logf.Name(), done: make(chan struct{})}
 	go func() { cmd.Wait(); logf.Close(); close(p.done) }()
-	t.Cleanup(func() { p.kill() })
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("output of %s (pid %d):\n%s", filepath.Base(prog), cmd.Process.Pid, p.output())
+		}
+	})
 	return p
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -206,19 +207,29 @@ func (m *RTUModule) Set(t testing.TB, table string, address int, value uint16) {
 }
 
 // Wrote waits for the module to report the write want ("coil 3 1"), and
-// forgets what it saw until then. It waits 30 s: a watched output that
-// was down retries at most every 10 s (its backoff), and a busy machine
-// adds to that.
+// forgets what it saw of that output until then. Writes to other outputs
+// stay: two outputs that come back after a power cut are each retried on
+// their own backoff, so their order is not the test's to expect. It waits
+// 30 s: a watched output that was down retries at most every 10 s (its
+// backoff), and a busy machine adds to that.
 func (m *RTUModule) Wrote(t testing.TB, want string) {
 	t.Helper()
+	output := func(w string) string { return w[:strings.LastIndexByte(w, ' ')+1] } // "coil 3 "
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		m.mu.Lock()
 		for i, w := range m.writes {
-			if w == want {
-				m.writes = m.writes[i+1:]
-				m.mu.Unlock()
-				return
+			if w != want {
+				continue
 			}
+			kept := m.writes[:0:0]
+			for j, w := range m.writes {
+				if j > i || output(w) != output(want) {
+					kept = append(kept, w)
+				}
+			}
+			m.writes = kept
+			m.mu.Unlock()
+			return
 		}
 		m.mu.Unlock()
 	}
