@@ -10,6 +10,7 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/fencegate/fencegate/internal/pahosec"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -111,6 +112,9 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 				"previous", p.String(), "this", g.l.claim.String(), "wait", settleTime.String())
 		}
 	}
+	g.mu.Lock()
+	waited := len(g.living) > 0
+	g.mu.Unlock()
 	if err := g.awaitLiving(ctx, c, foreign); err != nil {
 		return err
 	}
@@ -127,9 +131,12 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+	if settle || waited {
 		// And the claim retained now must still be this one's: a process
-		// that found this one and stopped says so in the claim it leaves,
-		// and a live message may have been lost while this one was away.
+		// that found this one and stopped says so in the claim it leaves
+		// (tell), and the live message may have been lost while this one
+		// was away, or not yet handled when that process ended.
 		if err := g.confirm(ctx, c, gen); err != nil {
 			return err
 		}
@@ -258,7 +265,9 @@ func (g *instanceGuard) subscribe(ctx context.Context, c mqtt.Client) error {
 		return err
 	}
 	return subscribe(ctx, c, t.Instance(), 0, func(_ mqtt.Client, m mqtt.Message) {
-		g.received(m)
+		if testHookLoseClaim == nil || !testHookLoseClaim(m) {
+			g.received(m)
+		}
 		m.Ack()
 	}, g.l.opts.Username)
 }
@@ -405,14 +414,7 @@ func (g *instanceGuard) found(c mqtt.Client, other wire.Claim) error {
 		c = g.l.client
 		g.l.mu.Unlock()
 	}
-	if c != nil {
-		// Tell the other process, in case it has not noticed us. Leave the
-		// broker session as it is: with the same client id it is the other
-		// process's too.
-		mine := g.l.claim
-		mine.Conflict = other.Instance
-		c.Publish(g.l.t.Instance(), 1, true, wire.EncodeClaim(mine)).WaitTimeout(time.Second)
-	}
+	g.tell(c, other)
 	if testHookConflict != nil {
 		testHookConflict()
 	}
@@ -421,6 +423,63 @@ func (g *instanceGuard) found(c mqtt.Client, other wire.Claim) error {
 	}
 	return err
 }
+
+// tellWait bounds each way tell tries: on the link's connection, then on
+// a connection of its own.
+var tellWait = 5 * time.Second
+
+// tell leaves the other process a claim, retained, that names it
+// (Claim.Conflict), before this one stops: it may not have noticed this
+// one. Without it, the other process, waiting for this one to end
+// (awaitLiving), would see it end and take commands with its own store.
+// The link's connection c is tried first; when it is gone (another
+// process with the same client id took the session over, which is often
+// how this one found the other) a connection of its own says it, with a
+// client id of its own and a clean session, so that the session of the
+// link stays as it is: with the same client id it is the other process's
+// too.
+func (g *instanceGuard) tell(c mqtt.Client, other wire.Claim) {
+	mine := g.l.claim
+	mine.Conflict = other.Instance
+	payload := wire.EncodeClaim(mine)
+	if c != nil && c.IsConnectionOpen() {
+		if tok := c.Publish(g.l.t.Instance(), 1, true, payload); tok.WaitTimeout(tellWait) && tok.Error() == nil {
+			return
+		}
+	}
+	if err := g.tellAlone(payload); err != nil {
+		g.l.log.Error("cannot tell the other process that two serve this gateway id: it may take commands with its own store once this one has stopped; stop it, or give it another id",
+			"other", other.String(), "topic", g.l.t.Instance(), "err", err)
+	}
+}
+
+// tellAlone publishes payload, retained, on the instance topic, on a
+// connection of its own.
+func (g *instanceGuard) tellAlone(payload []byte) error {
+	o := g.l.opts
+	co := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID + "-conflict-" + g.l.claim.Instance).
+		SetUsername(o.Username).SetPassword(o.Password).SetProtocolVersion(4).SetCleanSession(true).
+		SetAutoReconnect(false).SetConnectTimeout(tellWait).SetWriteTimeout(tellWait)
+	pahosec.SetTLS(co, o.TLS)
+	c := mqtt.NewClient(co)
+	defer c.Disconnect(100)
+	late := fmt.Errorf("the broker %s did not answer within %v", o.Broker, tellWait)
+	tok := c.Connect()
+	if !tok.WaitTimeout(tellWait) {
+		return late
+	}
+	if err := tok.Error(); err != nil {
+		return err
+	}
+	if tok = c.Publish(g.l.t.Instance(), 1, true, payload); !tok.WaitTimeout(tellWait) {
+		return late
+	}
+	return tok.Error()
+}
+
+// testHookLoseClaim, if set (by tests), tells which messages on the
+// instance topic are lost on the way (QoS 0: a broker may drop them).
+var testHookLoseClaim func(mqtt.Message) bool
 
 // testHookConflict, if set (by tests), is called once a conflict is
 // announced, before the link is told to stop.

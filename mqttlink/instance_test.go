@@ -2,6 +2,7 @@ package mqttlink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -130,4 +131,94 @@ func processStateOf(pid int) string {
 		return s[i+2 : i+3]
 	}
 	return ""
+}
+
+// retainedClaim returns the claim retained on the instance topic of
+// topics, as a process subscribing now gets it.
+func retainedClaim(t *testing.T, broker string, topics wire.Topics) wire.Claim {
+	t.Helper()
+	got := make(chan wire.Claim, 1)
+	c := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(broker).SetClientID(testenv.ID(t, "reader")))
+	if tok := c.Connect(); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	defer c.Disconnect(100)
+	tok := c.Subscribe(topics.Instance(), 1, func(_ mqtt.Client, m mqtt.Message) {
+		if claim, err := wire.DecodeClaim(m.Payload()); err == nil && m.Retained() {
+			select {
+			case got <- claim:
+			default:
+			}
+		}
+	})
+	if tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	select {
+	case claim := <-got:
+		return claim
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no claim retained on %s", topics.Instance())
+		return wire.Claim{}
+	}
+}
+
+// A process that found another serving its gateway id tells it before it
+// stops, in a claim that names it, retained, even when its own connection
+// is gone: the other process's takeover of the session (the same client
+// id) is often how it found it. Here the link never connected at all.
+func TestConflictToldWithoutConnection(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	topics := wire.Topics{GatewayID: testenv.ID(t, "tell")}
+	l := New(Options{Broker: broker, Topics: topics, Store: "store"}, &countHandler{})
+	other := wire.Claim{Instance: "other", Store: "other-store", Host: "elsewhere", PID: 1}
+	if err := l.guard.found(nil, other); !errors.Is(err, ErrConflict) {
+		t.Fatalf("found: %v, want ErrConflict", err)
+	}
+	if got := retainedClaim(t, broker, topics); got.Instance != l.claim.Instance || got.Conflict != other.Instance {
+		t.Fatalf("retained claim %+v; want this process's (%s) naming %q", got, l.claim.Instance, other.Instance)
+	}
+}
+
+// A gateway waits for the process of this host that served its id last
+// and still runs; that process finds this one, says so in a claim it
+// leaves retained, and ends. The live message is lost (QoS 0), so this
+// one sees only the end: it must read the retained claim before it takes
+// commands, find the conflict there, and stop, not take commands with its
+// own store.
+func TestConflictFoundAfterTheOtherEnded(t *testing.T) {
+	defer func(d time.Duration) { settleTime = d }(settleTime)
+	settleTime = time.Minute // the link waits in awaitLiving until the previous process ends
+	testHookLoseClaim = func(m mqtt.Message) bool {
+		c, err := wire.DecodeClaim(m.Payload())
+		return err == nil && c.Conflict != "" && !m.Retained()
+	}
+	defer func() { testHookLoseClaim = nil }()
+	broker := testenv.EmbeddedBroker(t)
+	topics := wire.Topics{GatewayID: testenv.ID(t, "told")}
+	cmd, previous := child(t, topics, "store-a")
+	retain(t, broker, topics, previous)
+
+	r, ready := runLink(t, Options{Broker: broker, Topics: topics, Actuators: []string{"pump"}, Store: "store-b"}, &countHandler{})
+	for deadline := time.Now().Add(20 * time.Second); retainedClaim(t, broker, topics).Instance != r.claim.Instance; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the link did not claim the id within 20 s (status %+v)", r.Status())
+		}
+	}
+	told := previous
+	told.Conflict = r.claim.Instance
+	retain(t, broker, topics, told)
+	cmd.Process.Kill()
+	cmd.Wait()
+	select {
+	case <-ready:
+		t.Fatal("the link takes commands: it took the previous process's end for a clean stop, though that process had found it")
+	case err := <-r.done:
+		r.done <- err
+		if !errors.Is(err, ErrConflict) {
+			t.Fatalf("Run returned %v, want ErrConflict", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the link neither stopped nor took commands within 30 s (status %+v)", r.Status())
+	}
 }

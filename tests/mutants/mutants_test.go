@@ -198,6 +198,22 @@ var mutants = []mutant{
 		pkgs: []string{"./mqttlink"}, run: "TestNoCommandAfterConflict",
 	},
 	{
+		name: "conflict-untold",
+		why:  "a process that found another serving its gateway id, its own connection taken over, stops without telling it: the other sees it end and serves with its own store",
+		file: "mqttlink/instance.go",
+		old:  "\tif err := g.tellAlone(payload); err != nil {",
+		new:  "\tif err := error(nil); err != nil {",
+		pkgs: []string{"./mqttlink"}, run: "TestConflictToldWithoutConnection",
+	},
+	{
+		name: "living-end-unconfirmed",
+		why:  "a gateway that waited for a running process with its id to end takes commands without reading the claim it left: the conflict it said there, its live message lost, is missed",
+		file: "mqttlink/instance.go",
+		old:  "\tif settle || waited {",
+		new:  "\tif settle {",
+		pkgs: []string{"./mqttlink"}, run: "TestConflictFoundAfterTheOtherEnded",
+	},
+	{
 		name: "running-neighbour-is-past",
 		why:  "a claim of a gateway process that runs on this host is taken for a previous run",
 		file: "mqttlink/instance.go",
