@@ -157,7 +157,7 @@ func retainedClaim(t *testing.T, broker string, topics wire.Topics) wire.Claim {
 	select {
 	case claim := <-got:
 		return claim
-	case <-time.After(10 * time.Second):
+	case <-time.After(5 * time.Second): // a retained message comes with the subscription's acknowledgement
 		t.Fatalf("no claim retained on %s", topics.Instance())
 		return wire.Claim{}
 	}
