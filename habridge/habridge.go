@@ -1,7 +1,8 @@
 // Package habridge lets Home Assistant command fencegate's actuators the
-// fenced way. It is an ordinary controller: Home Assistant's switches
-// (announced through MQTT discovery, package hass) publish "on" or "off"
-// on the bridge's own topics, never the gateway's; for each, the bridge
+// fenced way. It is an ordinary controller: Home Assistant's switches and
+// numbers (announced through MQTT discovery, package hass) publish "on" or
+// "off", or a set-point in percent, on the bridge's own topics, never the
+// gateway's; for each, the bridge
 // holds the etcd lease of the actuator's fence scope (one etcd session,
 // package lease), sends a tokenized command (package client), and reports
 // the gateway's answer back to Home Assistant, retained, as the switch's
@@ -16,6 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,8 +46,9 @@ type Options struct {
 	// in seconds (0: 10).
 	Etcd []string
 	TTL  int
-	// Actuators are the actuators Home Assistant may command.
-	Actuators []string
+	// Actuators are the actuators Home Assistant may switch on and off;
+	// Setpoints the set-point outputs it may set (in percent).
+	Actuators, Setpoints []string
 	// Name is the bridge's name: the holder of its commands.
 	Name string
 	// DiscoveryPrefix is Home Assistant's ("": hass.DefaultPrefix), and
@@ -75,14 +80,15 @@ type Outcome struct {
 
 // bridge is a running bridge.
 type bridge struct {
-	o      Options
-	log    *slog.Logger
-	topics hass.BridgeTopics
-	gw     *client.Client
-	etcd   *clientv3.Client
-	ha     mqtt.Client
-	disc   hass.Discovery
-	queues map[string]chan fence.State // per actuator, in the order Home Assistant sent them
+	o        Options
+	log      *slog.Logger
+	topics   hass.BridgeTopics
+	gw       *client.Client
+	etcd     *clientv3.Client
+	ha       mqtt.Client
+	disc     hass.Discovery
+	queues   map[string]chan request // per actuator, in the order Home Assistant sent them
+	setpoint map[string]bool         // the actuators that take set-points
 
 	mu     sync.Mutex // guards scopes
 	scopes map[string]*scope
@@ -109,7 +115,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Idle == 0 {
 		o.Idle = time.Minute
 	}
-	if len(o.Actuators) == 0 {
+	if len(o.Actuators)+len(o.Setpoints) == 0 {
 		return errors.New("habridge: no actuators: name the ones Home Assistant may command")
 	}
 	log := o.Logger
@@ -117,9 +123,15 @@ func Run(ctx context.Context, o Options) error {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b := &bridge{o: o, log: log, topics: hass.BridgeTopics{Prefix: o.BridgePrefix, GatewayID: o.Client.GatewayID},
-		queues: map[string]chan fence.State{}, scopes: map[string]*scope{}}
-	for _, a := range o.Actuators {
-		b.queues[a] = make(chan fence.State, queueLen)
+		queues: map[string]chan request{}, setpoint: map[string]bool{}, scopes: map[string]*scope{}}
+	for _, a := range slices.Concat(o.Actuators, o.Setpoints) {
+		if b.queues[a] != nil {
+			return fmt.Errorf("habridge: actuator %q is named twice: a switch or a set-point, once", a)
+		}
+		b.queues[a] = make(chan request, queueLen)
+	}
+	for _, a := range o.Setpoints {
+		b.setpoint[a] = true
 	}
 	gwTopics := wire.Topics{Prefix: o.Client.Prefix, GatewayID: o.Client.GatewayID}
 	if gwTopics.Prefix == "" {
@@ -127,7 +139,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	var err error
 	if b.disc, err = hass.NewBridge(hass.BridgeOptions{Prefix: o.DiscoveryPrefix, Bridge: b.topics, Gateway: gwTopics,
-		Name: o.Name, Version: o.Version, Actuators: o.Actuators}); err != nil {
+		Name: o.Name, Version: o.Version, Actuators: o.Actuators, Setpoints: o.Setpoints}); err != nil {
 		return err
 	}
 	if b.etcd, err = clientv3.New(clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second}); err != nil {
@@ -147,8 +159,8 @@ func Run(ctx context.Context, o Options) error {
 			defer workers.Done()
 			for {
 				select {
-				case s := <-q:
-					b.command(ctx, a, s)
+				case r := <-q:
+					b.command(ctx, a, r)
 				case <-ctx.Done():
 					return
 				}
@@ -163,7 +175,7 @@ func Run(ctx context.Context, o Options) error {
 		b.ha.Publish(b.topics.Status(), 1, true, wire.StatusOffline).WaitTimeout(2 * time.Second)
 		b.ha.Disconnect(250)
 	}()
-	log.Info("Home Assistant bridge running", "gateway", o.Client.GatewayID, "actuators", o.Actuators, "commands", b.topics.SetFilter(),
+	log.Info("Home Assistant bridge running", "gateway", o.Client.GatewayID, "actuators", o.Actuators, "setpoints", o.Setpoints, "commands", b.topics.SetFilter(),
 		"discovery", b.disc.Topic)
 	<-ctx.Done()
 	b.mu.Lock()
@@ -237,21 +249,16 @@ func (b *bridge) receive(ctx context.Context) mqtt.MessageHandler {
 			b.log.Warn("command for an actuator the bridge does not serve", "topic", m.Topic())
 			return
 		}
-		var s fence.State
-		switch strings.ToLower(strings.TrimSpace(string(m.Payload()))) {
-		case "on":
-			s = fence.StateOn
-		case "off":
-			s = fence.StateOff
-		default:
+		r, err := parseRequest(string(m.Payload()), b.setpoint[name])
+		if err != nil {
 			go b.report(name, Outcome{Outcome: fence.Rejected, Asked: string(m.Payload()), Reason: fence.ReasonInvalid,
-				Error: fmt.Sprintf("want on or off, got %q", m.Payload()), At: time.Now().UTC()})
+				Error: err.Error(), At: time.Now().UTC()})
 			return
 		}
 		select {
-		case q <- s: // never blocks paho's reader
+		case q <- r: // never blocks paho's reader
 		default:
-			go b.report(name, Outcome{Outcome: fence.Rejected, Asked: s.String(), Reason: "busy",
+			go b.report(name, Outcome{Outcome: fence.Rejected, Asked: r.String(), Reason: "busy",
 				Error: fmt.Sprintf("%d commands for %s wait already; nothing was sent", queueLen, name), At: time.Now().UTC()})
 		}
 	}
@@ -260,10 +267,49 @@ func (b *bridge) receive(ctx context.Context) mqtt.MessageHandler {
 // queueLen bounds the commands that wait for an actuator's worker.
 const queueLen = 64
 
-// command sends state s to actuator under its scope's lease, and reports
-// the answer.
-func (b *bridge) command(ctx context.Context, actuator string, s fence.State) {
-	out := Outcome{Asked: s.String()}
+// request is what Home Assistant asked of an actuator: a state, or a
+// set-point.
+type request struct {
+	state    fence.State
+	setpoint bool
+	duty     fence.Duty
+}
+
+func (r request) String() string {
+	if r.setpoint {
+		return r.duty.String()
+	}
+	return r.state.String()
+}
+
+// parseRequest reads Home Assistant's payload: a switch's "on" or "off",
+// or a number's set-point in percent. Home Assistant's number is a float
+// ("42", "42.5", or one a slider's arithmetic left as 42.300000000000004):
+// it is taken to the protocol's step, 0.01 %, and the answer's duty says
+// what was recorded.
+func parseRequest(payload string, setpoint bool) (request, error) {
+	p := strings.ToLower(strings.TrimSpace(payload))
+	if !setpoint {
+		switch p {
+		case "on":
+			return request{state: fence.StateOn}, nil
+		case "off":
+			return request{state: fence.StateOff}, nil
+		}
+		return request{}, fmt.Errorf("want on or off, got %q", payload)
+	}
+	f, err := strconv.ParseFloat(p, 64)
+	if err != nil || !(f >= 0 && f <= 100) { // NaN fails both
+		return request{}, fmt.Errorf("want a set-point in percent, from 0 to 100, got %q", payload)
+	}
+	d := fence.Duty(math.Round(f * float64(fence.FullDuty) / 100))
+	return request{setpoint: true, duty: d, state: d.State()}, nil
+}
+
+// command sends r to actuator under its scope's lease, and reports the
+// answer.
+func (b *bridge) command(ctx context.Context, actuator string, r request) {
+	out := Outcome{Asked: r.String()}
 	defer func() {
 		out.At = time.Now().UTC()
 		b.report(actuator, out)
@@ -291,7 +337,7 @@ func (b *bridge) command(ctx context.Context, actuator string, s fence.State) {
 			return
 		}
 		c := fence.Command{ID: fmt.Sprintf("%s-%d-%d", b.o.Name, sc.l.Token(), sc.next), Actuator: actuator, Holder: b.o.Name,
-			Fence: fence.Fence{Token: sc.l.Token(), Seq: sc.next}, State: s}
+			Fence: fence.Fence{Token: sc.l.Token(), Seq: sc.next}, State: r.state, Setpoint: r.setpoint, Duty: r.duty}
 		sc.next++
 		out.Token, out.Seq = c.Fence.Token, c.Fence.Seq
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -310,7 +356,7 @@ func (b *bridge) command(ctx context.Context, actuator string, s fence.State) {
 		case err != nil && res.Outcome == "":
 			out.Outcome, out.Error = fence.Failed, err.Error()
 		}
-		b.log.Info("command", "actuator", actuator, "state", s.String(), "outcome", out.Outcome, "token", c.Fence.Token, "seq", c.Fence.Seq)
+		b.log.Info("command", "actuator", actuator, "asked", r.String(), "outcome", out.Outcome, "token", c.Fence.Token, "seq", c.Fence.Seq)
 		return
 	}
 }

@@ -13,6 +13,7 @@ package hass
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/fencegate/fencegate/wire"
@@ -151,35 +152,48 @@ func (t BridgeTopics) Actuator(topic string) (string, bool) {
 
 // BridgeOptions describe a bridge to announce.
 type BridgeOptions struct {
-	Prefix    string // the discovery prefix; "" means DefaultPrefix
-	Bridge    BridgeTopics
-	Gateway   wire.Topics
-	Name      string // the bridge's name: the holder of its commands
-	Version   string
-	Actuators []string
+	Prefix  string // the discovery prefix; "" means DefaultPrefix
+	Bridge  BridgeTopics
+	Gateway wire.Topics
+	Name    string // the bridge's name: the holder of its commands
+	Version string
+	// Actuators get a switch; Setpoints (set-point outputs) a number.
+	Actuators, Setpoints []string
 }
 
 // NewBridge returns a bridge's discovery message: a switch per actuator
-// whose commands go to the bridge (never to the gateway), whose state is
-// the actuator's retained state, with the bridge's last answer for it as
-// attributes, available while both the bridge and the gateway are online.
+// and a number per set-point output, whose commands go to the bridge
+// (never to the gateway), whose state is the actuator's retained state,
+// with the bridge's last answer for it as attributes, available while
+// both the bridge and the gateway are online.
 func NewBridge(o BridgeOptions) (Discovery, error) {
 	id := "fencegate_" + o.Gateway.GatewayID + "_bridge"
 	cmps := map[string]map[string]any{}
-	for _, a := range o.Actuators {
-		cmps[id+"_"+a] = map[string]any{
-			"p":                     "switch",
+	// add announces actuator a as an entity of platform p with the fields
+	// more; the rest is the same for every entity.
+	add := func(a, p string, more map[string]any) {
+		c := map[string]any{
+			"p":                     p,
 			"name":                  a,
 			"unique_id":             id + "_" + a,
 			"command_topic":         o.Bridge.Set(a),
-			"payload_on":            "on",
-			"payload_off":           "off",
 			"state_topic":           o.Gateway.State(a),
-			"value_template":        "{{ value_json.state }}",
-			"state_on":              "on",
-			"state_off":             "off",
 			"json_attributes_topic": o.Bridge.Outcome(a),
 		}
+		maps.Copy(c, more)
+		cmps[id+"_"+a] = c
+	}
+	for _, a := range o.Actuators {
+		add(a, "switch", map[string]any{"payload_on": "on", "payload_off": "off",
+			"value_template": "{{ value_json.state }}", "state_on": "on", "state_off": "off"})
+	}
+	for _, a := range o.Setpoints {
+		// 0 to 100 %: the output's own min and max (configured on the
+		// gateway, which Home Assistant cannot see) are the gateway's to
+		// enforce; a set-point outside them is answered rejected (range),
+		// in the attributes. The state message leaves the duty out at 0.
+		add(a, "number", map[string]any{"value_template": "{{ value_json.duty | default(0) }}",
+			"min": 0, "max": 100, "step": 0.01, "unit_of_measurement": "%", "mode": "slider"})
 	}
 	return message(o.Prefix, id, "fencegate "+o.Gateway.GatewayID+" ("+o.Name+")", "ha-bridge", o.Version, cmps, map[string]any{
 		"availability": []map[string]any{

@@ -2,6 +2,7 @@ package hass
 
 import (
 	"encoding/json"
+	"maps"
 	"regexp"
 	"strings"
 	"testing"
@@ -142,15 +143,23 @@ var docSwitch = set("p", "platform", "availability", "availability_topic", "avai
 	"payload_available", "payload_not_available", "payload_off", "payload_on", "qos", "retain", "state_off", "state_on",
 	"state_topic", "unique_id", "value_template")
 
+// The fields Home Assistant documents for an MQTT number.
+var docNumber = set("p", "platform", "availability", "availability_topic", "availability_mode", "availability_template",
+	"command_template", "command_topic", "device_class", "enabled_by_default", "encoding", "entity_category", "entity_picture",
+	"icon", "json_attributes_template", "json_attributes_topic", "max", "min", "mode", "name", "object_id", "default_entity_id",
+	"optimistic", "payload_reset", "qos", "retain", "state_topic", "step", "unique_id", "unit_of_measurement", "value_template")
+
 // The bridge's discovery message, field by field: documented fields only;
-// a switch per actuator whose commands go to the bridge's topic, never
-// the gateway's; the actuator's retained state as its state; the bridge's
-// outcome as its attributes; available only while both the bridge and the
-// gateway are.
+// a switch per actuator and a number (0 to 100 %, the protocol's step) per
+// set-point output, whose commands go to the bridge's topic, never the
+// gateway's; the actuator's retained state as its state (a set-point's
+// duty, 0 when the state leaves it out); the bridge's outcome as its
+// attributes; available only while both the bridge and the gateway are.
 func TestBridgeDiscoveryPayload(t *testing.T) {
 	gw := wire.Topics{Prefix: wire.DefaultPrefix, GatewayID: "greenhouse-1"}
 	bt := BridgeTopics{GatewayID: "greenhouse-1"}
-	d, err := NewBridge(BridgeOptions{Bridge: bt, Gateway: gw, Name: "ha-bridge", Version: "v1", Actuators: []string{"pump", "fan"}})
+	d, err := NewBridge(BridgeOptions{Bridge: bt, Gateway: gw, Name: "ha-bridge", Version: "v1", Actuators: []string{"pump", "fan"},
+		Setpoints: []string{"dimmer"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,17 +181,30 @@ func TestBridgeDiscoveryPayload(t *testing.T) {
 	for _, a := range avty {
 		checkKeys(t, "availability", a.(map[string]any), set("topic", "payload_available", "payload_not_available", "value_template"))
 	}
+	kinds := map[string]string{}
 	for key, v := range msg["cmps"].(map[string]any) {
 		c := v.(map[string]any)
-		checkKeys(t, "cmps."+key, c, docSwitch)
 		name := c["name"].(string)
-		if c["p"] != "switch" || c["command_topic"] != bt.Set(name) || strings.HasPrefix(c["command_topic"].(string), gw.Prefix+"/") ||
+		kinds[name] = c["p"].(string)
+		if name == "dimmer" {
+			checkKeys(t, "cmps."+key, c, docNumber)
+			if c["min"] != 0.0 || c["max"] != 100.0 || c["step"] != 0.01 || c["unit_of_measurement"] != "%" ||
+				c["value_template"] != "{{ value_json.duty | default(0) }}" {
+				t.Errorf("%s: %v; want 0 to 100 %% in steps of 0.01, the state's duty", key, c)
+			}
+		} else {
+			checkKeys(t, "cmps."+key, c, docSwitch)
+		}
+		if c["command_topic"] != bt.Set(name) || strings.HasPrefix(c["command_topic"].(string), gw.Prefix+"/") ||
 			c["state_topic"] != gw.State(name) || c["json_attributes_topic"] != bt.Outcome(name) || c["unique_id"] == "" {
 			t.Errorf("%s: %v", key, c)
 		}
 		if a, ok := bt.Actuator(bt.Set(name)); !ok || a != name {
 			t.Errorf("BridgeTopics.Actuator(%q) = %q, %v", bt.Set(name), a, ok)
 		}
+	}
+	if want := map[string]string{"pump": "switch", "fan": "switch", "dimmer": "number"}; !maps.Equal(kinds, want) {
+		t.Errorf("entities %v, want %v", kinds, want)
 	}
 }
 

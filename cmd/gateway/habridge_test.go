@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -26,16 +27,25 @@ import (
 // is stale, and the bridge acquires the lease again and is applied with
 // the new, higher token; a payload that is not on or off is rejected and
 // sends nothing; Home Assistant's birth message brings the discovery
-// again.
+// again. A set-point output (a Modbus dimmer) is a number: its percent
+// reaches the register the fenced way, and a value out of 0 to 100 sends
+// nothing.
 func TestHABridge(t *testing.T) {
 	etcd := testenv.Etcd(t)
 	broker := testenv.EmbeddedBroker(t)
-	g := startGateway(t, broker, "actuators:\n  - {name: pump, pin: GPIO17}\n  - {name: fan, pin: GPIO22}\n", false)
+	mod, url := tcpModule(t)
+	g := startGateway(t, broker, fmt.Sprintf(`modbus:
+  - {name: m, url: %q}
+actuators:
+  - {name: pump, pin: GPIO17}
+  - {name: fan, pin: GPIO22}
+  - {name: dimmer, modbus: {bus: m, unit: 1, register: 3, full: 1000}}
+`, url), false)
 	id, ctl := g.id, g.ctl
 	topics := wire.Topics{GatewayID: id}
 
 	prefix, bprefix := testenv.ID(t, "ha"), testenv.ID(t, "bridge")
-	bridge := startProc(t, nil, "ha-bridge", "--broker", broker, "--gateway", id, "--etcd", etcd, "--actuators", "pump,fan",
+	bridge := startProc(t, nil, "ha-bridge", "--broker", broker, "--gateway", id, "--etcd", etcd, "--actuators", "pump,fan", "--setpoints", "dimmer",
 		"--discovery-prefix", prefix, "--bridge-prefix", bprefix, "--ttl", "5", "--name", "ha-test", "--wait", "1s", "--idle", "3s")
 
 	var mu sync.Mutex
@@ -85,18 +95,22 @@ func TestHABridge(t *testing.T) {
 	if sw.P != "switch" || sw.CommandTopic != bprefix+"/"+id+"/pump/set" || sw.StateTopic != topics.State("pump") {
 		t.Fatalf("the pump's switch: %+v", sw)
 	}
+	if dim := disc.Cmps["fencegate_"+id+"_bridge_dimmer"]; dim.P != "number" || dim.CommandTopic != bprefix+"/"+id+"/dimmer/set" {
+		t.Fatalf("the dimmer's number: %+v", dim)
+	}
 	outcomeTopic := bprefix + "/" + id + "/pump/outcome"
-	press := func(payload string, n int) habridge.Outcome {
+	send := func(actuator, payload string, n int) habridge.Outcome {
 		t.Helper()
-		if tok := ha.Publish(sw.CommandTopic, 1, false, payload); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		if tok := ha.Publish(bprefix+"/"+id+"/"+actuator+"/set", 1, false, payload); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 			t.Fatal(tok.Error())
 		}
 		var o habridge.Outcome
-		if err := json.Unmarshal(wait(outcomeTopic, n), &o); err != nil {
+		if err := json.Unmarshal(wait(bprefix+"/"+id+"/"+actuator+"/outcome", n), &o); err != nil {
 			t.Fatal(err)
 		}
 		return o
 	}
+	press := func(payload string, n int) habridge.Outcome { t.Helper(); return send("pump", payload, n) }
 	on := press("on", 1)
 	if on.Outcome != fence.Applied || on.Token == 0 || on.Seq != 0 || on.Asked != "on" {
 		t.Fatalf("on: %+v", on)
@@ -149,6 +163,29 @@ func TestHABridge(t *testing.T) {
 	if st := ctl.State(t, "pump", func(o fence.Output) bool { return o.Fence.Seq == again.Seq+2*burst }); st.State != fence.StateOff {
 		t.Errorf("the pump after the burst: %+v; want off, the last command's", st)
 	}
+
+	// The dimmer's number: percent, fenced, to the register's share of
+	// its full scale (1000).
+	set := send("dimmer", "42.5", 1)
+	if set.Outcome != fence.Applied || set.Asked != "42.5" || set.Token == 0 {
+		t.Fatalf("dimmer 42.5: %+v", set)
+	}
+	if st := ctl.State(t, "dimmer", func(o fence.Output) bool { return o.Duty == 4250 }); st.Holder != "ha-test" || st.State != fence.StateOn {
+		t.Errorf("the dimmer after 42.5: %+v; want on at 42.5 %%, held by ha-test", st)
+	}
+	if got := mod.Register(3); got != 425 {
+		t.Errorf("the dimmer's register holds %d after 42.5 %%, want 425", got)
+	}
+	if bad := send("dimmer", "150", 2); bad.Outcome != fence.Rejected || bad.Reason != fence.ReasonInvalid || bad.Token != 0 {
+		t.Errorf("dimmer 150: %+v; want rejected (invalid), nothing sent", bad)
+	}
+	if off := send("dimmer", "0", 3); off.Outcome != fence.Applied || off.Seq != set.Seq+1 {
+		t.Errorf("dimmer 0: %+v; want applied at seq %d", off, set.Seq+1)
+	}
+	if got := mod.Register(3); got != 0 {
+		t.Errorf("the dimmer's register holds %d after 0 %%, want 0", got)
+	}
+
 	if tok := ha.Publish(prefix+"/status", 1, false, "online"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatal(tok.Error())
 	}
