@@ -1,8 +1,9 @@
 // Package scenario plays fencegate's stories against a running simulator
 // (package sim), over MQTT with simulated controllers and a simulated
-// lease service, and judges the gateway's behaviour: a paused controller,
-// a duplicate delivery, a crash between fsync and drive, and the same
-// story against an unfenced twin.
+// lease service, and judges the gateway's behaviour: a paused controller
+// (on a switch and on a set-point), a duplicate delivery, a crash between
+// fsync and drive, a vanished controller, a pulse cut by a crash, and the
+// paused-controller story against an unfenced twin.
 //
 // It talks to the simulator only through its HTTP API (GET /api/sim, the
 // gateway's API behind it) and the broker, so the same player runs from
@@ -65,6 +66,8 @@ var scenarioOrder = []scenario{
 		"A holds the sprinkler's lease and sends heartbeats, then dies; the scope's dead-man sends the sprinkler off without moving the fence; B takes over at once, and A's late command is stale."}, controllerVanishes},
 	{Info{"pulse-crash", "Pulse and crash",
 		"A door strike's pulse is running when the gateway is killed; after the restart the door is at rest, the pulse is recorded interrupted, and its redelivery opens nothing."}, pulseCrash},
+	{Info{"paused-dimmer", "Paused controller, dimmer",
+		"The paused controller story on a set point, the dimmer (a Modbus register): B sets 20 %; A wakes and sends its old 80 %: stale, and the register keeps B's value."}, pausedDimmer},
 	{Info{"unfenced", "Unfenced (simulation only)",
 		"The paused-controller story against the fenced pump and an unfenced twin side by side: the stale write wins only on the twin."}, unfenced},
 }
@@ -107,6 +110,14 @@ type Sim struct {
 	Broker    string `json:"broker"`
 	Twins     []Twin `json:"twins"`
 	LastExit  *Exit  `json:"last_exit,omitempty"`
+	Modbus    Modbus `json:"modbus"`
+}
+
+// Modbus is what a player reads of the simulator's Modbus module: its
+// set-point registers' values and full scales, by actuator.
+type Modbus struct {
+	Registers map[string]uint16 `json:"registers"`
+	Full      map[string]int    `json:"full"`
 }
 
 // Twin is the state of an unfenced twin output.
@@ -323,14 +334,7 @@ func story(ctx context.Context, r *run, twin bool) Verdict {
 		return r.fail("setup command: %v %s %s", err, res.Outcome, res.Error)
 	}
 	r.pause(ctx)
-	tA := l.grant()
-	r.say("controller", "The lease service grants controller A token %d. A prepares \"pump on\"…", tA)
-	r.pause(ctx)
-	r.say("controller", "…and pauses before publishing it (a GC stop, a partition, a slow network).")
-	r.pause(ctx)
-	tB := l.grant()
-	r.say("info", "A's lease expires. The lease service grants controller B token %d.", tB)
-	r.pause(ctx)
+	tA, tB := r.handOver(ctx, l, `"pump on"`)
 	r.say("controller", "B publishes \"pump off\" with token %d.", tB)
 	res, err := send(cmd("controller-b", act, tB, 0, fence.StateOff))
 	if err != nil || res.Outcome != fence.Applied {
@@ -373,6 +377,21 @@ func story(ctx context.Context, r *run, twin bool) Verdict {
 		return r.fail("the unfenced twin is off; the demonstration did not show the stale write winning")
 	}
 	return Verdict{true, fmt.Sprintf("fenced pump: off (A's token %d refused); unfenced twin: on (A's stale write won).", tA)}
+}
+
+// handOver narrates the heart of the paused-controller story: A is
+// granted a token and prepares what, then pauses; its lease expires, and
+// B is granted the next token.
+func (r *run) handOver(ctx context.Context, l *lease, what string) (tA, tB uint64) {
+	tA = l.grant()
+	r.say("controller", "The lease service grants controller A token %d. A prepares %s…", tA, what)
+	r.pause(ctx)
+	r.say("controller", "…and pauses before publishing it (a GC stop, a partition, a slow network).")
+	r.pause(ctx)
+	tB = l.grant()
+	r.say("info", "A's lease expires. The lease service grants controller B token %d.", tB)
+	r.pause(ctx)
+	return tA, tB
 }
 
 func (r *run) waitTwin(ctx context.Context, name, holder string) (Twin, error) {

@@ -298,4 +298,80 @@ func pulseCrash(ctx context.Context, r *run) Verdict {
 	return Verdict{true, "killed mid-pulse, the gateway came back with the door strike at rest and the pulse interrupted, and answered its resend duplicate without a second pulse."}
 }
 
+// pausedDimmer plays the paused-controller story on a set-point output:
+// the dimmer, a holding register of the simulator's Modbus module.
+func pausedDimmer(ctx context.Context, r *run) Verdict {
+	const act = "dimmer"
+	l, err := r.newLease(ctx, act)
+	if err != nil {
+		return r.fail("cannot read the dimmer: %v", err)
+	}
+	set := func(holder string, token uint64, d fence.Duty) (fence.Result, error) {
+		return r.send(ctx, fence.Command{Holder: holder, Actuator: act, Fence: fence.Fence{Token: token}, Setpoint: true, Duty: d, State: d.State()})
+	}
+	tA, tB := r.handOver(ctx, l, `"dimmer to 80 %"`)
+	r.say("controller", "B sets the dimmer to 20 %% with token %d.", tB)
+	res, err := set("controller-b", tB, 2000)
+	if err != nil || res.Outcome != fence.Applied {
+		return r.fail("B's set-point: %v %s %s", err, res.Outcome, res.Error)
+	}
+	want, err := r.waitRegister(ctx, act, 2000)
+	if err != nil {
+		return r.fail("the dimmer's register did not take B's 20 %%: %v", err)
+	}
+	r.say("gateway", "Gateway: applied. Fence %s and 20 %% recorded and fsynced, then the register written: %d.", pair(res.Fence), want)
+	r.pause(ctx)
+	r.say("controller", "A wakes up, still believing it holds the lease, and sets the dimmer to 80 %% with token %d.", tA)
+	res, err = set("controller-a", tA, 8000)
+	if err != nil {
+		return r.fail("A's set-point: %v", err)
+	}
+	if res.Outcome != fence.Stale {
+		return r.fail("A's set-point was answered %s, want stale: the gateway let an old token through", res.Outcome)
+	}
+	r.say("gateway", "Gateway: stale. %s", res.Error)
+	r.pause(ctx)
+	now := "off"
+	if res.Duty != nil {
+		now = res.Duty.String() + " %"
+	}
+	r.say("controller", "A rereads the set-point from the answer: %s at fence %s. A stands down.", now, pair(res.Fence))
+	r.pause(ctx)
+	info, err := FetchSim(ctx, r.env.SimURL)
+	if err != nil {
+		return r.fail("cannot read the Modbus module: %v", err)
+	}
+	if got := info.Modbus.Registers[act]; got != want {
+		return r.fail("the dimmer's register holds %d, not B's %d: A's stale set-point was written", got, want)
+	}
+	r.say("check", "The dimmer's register still holds %d of %d: 20 %%, as B set it.", want, info.Modbus.Full[act])
+	return Verdict{true, fmt.Sprintf("A's stale set-point (token %d, 80 %%) was refused; the dimmer stayed at 20 %% as B (token %d) set it.", tA, tB)}
+}
+
+// waitRegister waits until the Modbus register of actuator holds d's
+// share of its full scale, and returns that value.
+func (r *run) waitRegister(ctx context.Context, actuator string, d fence.Duty) (uint16, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		info, err := FetchSim(ctx, r.env.SimURL)
+		if err == nil {
+			full := info.Modbus.Full[actuator]
+			if full == 0 {
+				return 0, fmt.Errorf("%s is not a register of the Modbus module", actuator)
+			}
+			want := uint16((int(d)*full + int(fence.FullDuty)/2) / int(fence.FullDuty))
+			if got := info.Modbus.Registers[actuator]; got == want {
+				return want, nil
+			}
+			err = fmt.Errorf("it holds %d, want %d", info.Modbus.Registers[actuator], want)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func pair(f fence.Fence) string { return fmt.Sprintf("%d/%d", f.Token, f.Seq) }

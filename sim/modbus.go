@@ -16,8 +16,10 @@ type Modbus struct {
 	Powered bool   `json:"powered"`
 	// Coils are its relays' levels, by actuator.
 	Coils map[string]bool `json:"coils"`
-	// Registers are its set-point registers' values, by actuator.
+	// Registers are its set-point registers' values, by actuator, and
+	// Full their values at 100 %.
 	Registers map[string]uint16 `json:"registers"`
+	Full      map[string]int    `json:"full"`
 }
 
 // startModbus powers on the relay module on a loopback port of its own.
@@ -34,13 +36,15 @@ func startModbus() (*modbussim.Module, error) {
 }
 
 func (s *Sim) modbusInfo() Modbus {
-	info := Modbus{URL: s.modbus.URL(), Powered: s.modbus.Powered(), Coils: map[string]bool{}, Registers: map[string]uint16{}}
+	info := Modbus{URL: s.modbus.URL(), Powered: s.modbus.Powered(), Coils: map[string]bool{}, Registers: map[string]uint16{},
+		Full: map[string]int{}}
 	for _, a := range Actuators {
 		if a.Coil != nil {
 			info.Coils[a.Name] = s.modbus.Coil(*a.Coil)
 		}
 		if a.Register != nil {
 			info.Registers[a.Name] = s.modbus.Register(*a.Register)
+			info.Full[a.Name] = a.Full
 		}
 	}
 	return info
