@@ -62,7 +62,16 @@ VERSION=$(dpkg-deb -f "$DEB" Version)
 NAME=fencegate-$VERSION-raspi-arm64
 mkdir -p "$OUT" "$CACHE"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fencegate-image.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+# mmdebstrap mounts /proc, /sys and /dev in the root while it runs; a build
+# stopped half way (Ctrl-C, or .ci/run ending its jobs) may leave them
+# mounted: unmount whatever is under $WORK, deepest first, then remove it.
+cleanup() {
+  awk -v w="$WORK/" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m" || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 ROOT=$WORK/root
 SECONDS=0
 
