@@ -10,7 +10,6 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/fencegate/fencegate/internal/pahosec"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -422,59 +421,6 @@ func (g *instanceGuard) found(c mqtt.Client, other wire.Claim) error {
 		g.onConflict(err)
 	}
 	return err
-}
-
-// tellWait bounds each way tell tries: on the link's connection, then on
-// a connection of its own.
-var tellWait = 5 * time.Second
-
-// tell leaves the other process a claim, retained, that names it
-// (Claim.Conflict), before this one stops: it may not have noticed this
-// one. Without it, the other process, waiting for this one to end
-// (awaitLiving), would see it end and take commands with its own store.
-// The link's connection c is tried first; when it is gone (another
-// process with the same client id took the session over, which is often
-// how this one found the other) a connection of its own says it, with a
-// client id of its own and a clean session, so that the session of the
-// link stays as it is: with the same client id it is the other process's
-// too.
-func (g *instanceGuard) tell(c mqtt.Client, other wire.Claim) {
-	mine := g.l.claim
-	mine.Conflict = other.Instance
-	payload := wire.EncodeClaim(mine)
-	if c != nil && c.IsConnectionOpen() {
-		if tok := c.Publish(g.l.t.Instance(), 1, true, payload); tok.WaitTimeout(tellWait) && tok.Error() == nil {
-			return
-		}
-	}
-	if err := g.tellAlone(payload); err != nil {
-		g.l.log.Error("cannot tell the other process that two serve this gateway id: it may take commands with its own store once this one has stopped; stop it, or give it another id",
-			"other", other.String(), "topic", g.l.t.Instance(), "err", err)
-	}
-}
-
-// tellAlone publishes payload, retained, on the instance topic, on a
-// connection of its own.
-func (g *instanceGuard) tellAlone(payload []byte) error {
-	o := g.l.opts
-	co := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID + "-conflict-" + g.l.claim.Instance).
-		SetUsername(o.Username).SetPassword(o.Password).SetProtocolVersion(4).SetCleanSession(true).
-		SetAutoReconnect(false).SetConnectTimeout(tellWait).SetWriteTimeout(tellWait)
-	pahosec.SetTLS(co, o.TLS)
-	c := mqtt.NewClient(co)
-	defer c.Disconnect(100)
-	late := fmt.Errorf("the broker %s did not answer within %v", o.Broker, tellWait)
-	tok := c.Connect()
-	if !tok.WaitTimeout(tellWait) {
-		return late
-	}
-	if err := tok.Error(); err != nil {
-		return err
-	}
-	if tok = c.Publish(g.l.t.Instance(), 1, true, payload); !tok.WaitTimeout(tellWait) {
-		return late
-	}
-	return tok.Error()
 }
 
 // testHookLoseClaim, if set (by tests), tells which messages on the

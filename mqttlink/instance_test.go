@@ -157,7 +157,7 @@ func retainedClaim(t *testing.T, broker string, topics wire.Topics) wire.Claim {
 	select {
 	case claim := <-got:
 		return claim
-	case <-time.After(5 * time.Second): // a retained message comes with the subscription's acknowledgement
+	case <-time.After(5 * time.Second): // a retained message follows the subscription's acknowledgement at once
 		t.Fatalf("no claim retained on %s", topics.Instance())
 		return wire.Claim{}
 	}
@@ -166,17 +166,38 @@ func retainedClaim(t *testing.T, broker string, topics wire.Topics) wire.Claim {
 // A process that found another serving its gateway id tells it before it
 // stops, in a claim that names it, retained, even when its own connection
 // is gone: the other process's takeover of the session (the same client
-// id) is often how it found it. Here the link never connected at all.
+// id) is often how it found it. Here the link never connected at all. The
+// claim is on the broker before the link is told to stop (onConflict):
+// the process may end right after.
 func TestConflictToldWithoutConnection(t *testing.T) {
 	broker := testenv.EmbeddedBroker(t)
 	topics := wire.Topics{GatewayID: testenv.ID(t, "tell")}
 	l := New(Options{Broker: broker, Topics: topics, Store: "store"}, &countHandler{})
 	other := wire.Claim{Instance: "other", Store: "other-store", Host: "elsewhere", PID: 1}
+	var atStop wire.Claim
+	l.guard.onConflict = func(error) { atStop = retainedClaim(t, broker, topics) }
 	if err := l.guard.found(nil, other); !errors.Is(err, ErrConflict) {
 		t.Fatalf("found: %v, want ErrConflict", err)
 	}
+	if atStop.Instance != l.claim.Instance || atStop.Conflict != other.Instance {
+		t.Fatalf("retained claim when the link was told to stop: %+v; want this process's (%s) naming %q", atStop, l.claim.Instance, other.Instance)
+	}
+}
+
+// The other process publishes its own claim right after it subscribes;
+// one that reaches the broker just after the word replaces it there. The
+// teller watches, and says it again: the claim retained in the end is
+// the word.
+func TestConflictSaidAgainOverTheOthersClaim(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	topics := wire.Topics{GatewayID: testenv.ID(t, "again")}
+	l := New(Options{Broker: broker, Topics: topics, Store: "store"}, &countHandler{})
+	other := wire.Claim{Instance: "other", Store: "other-store", Host: "elsewhere", PID: 1, Connection: 1}
+	testHookSaid = func() { retain(t, broker, topics, other) }
+	t.Cleanup(func() { testHookSaid = nil })
+	l.guard.found(nil, other)
 	if got := retainedClaim(t, broker, topics); got.Instance != l.claim.Instance || got.Conflict != other.Instance {
-		t.Fatalf("retained claim %+v; want this process's (%s) naming %q", got, l.claim.Instance, other.Instance)
+		t.Fatalf("retained claim %+v; want this process's (%s) naming %q, said again over the other's", got, l.claim.Instance, other.Instance)
 	}
 }
 
@@ -187,13 +208,13 @@ func TestConflictToldWithoutConnection(t *testing.T) {
 // commands, find the conflict there, and stop, not take commands with its
 // own store.
 func TestConflictFoundAfterTheOtherEnded(t *testing.T) {
-	defer func(d time.Duration) { settleTime = d }(settleTime)
+	// Restored after the link has stopped (cleanups run last first).
+	t.Cleanup(func(d time.Duration) func() { return func() { settleTime, testHookLoseClaim = d, nil } }(settleTime))
 	settleTime = time.Minute // the link waits in awaitLiving until the previous process ends
 	testHookLoseClaim = func(m mqtt.Message) bool {
 		c, err := wire.DecodeClaim(m.Payload())
 		return err == nil && c.Conflict != "" && !m.Retained()
 	}
-	defer func() { testHookLoseClaim = nil }()
 	broker := testenv.EmbeddedBroker(t)
 	topics := wire.Topics{GatewayID: testenv.ID(t, "told")}
 	cmd, previous := child(t, topics, "store-a")
