@@ -243,3 +243,45 @@ func TestConflictFoundAfterTheOtherEnded(t *testing.T) {
 		t.Fatalf("the link neither stopped nor took commands within 30 s (status %+v)", r.Status())
 	}
 }
+
+// A process of this host that served the id, runs, and does not answer
+// is waited for; but one that claims the id again on a later connection
+// while this one waits is no process on its way out: it serves, though
+// its answers do not come (with one client id, the broker may leave the
+// connection it took the session from open but deaf). The link stops
+// with ErrConflict instead of waiting for it for ever, as that process
+// would for this one.
+func TestLivingThatClaimsAgainIsAConflict(t *testing.T) {
+	t.Cleanup(func(d time.Duration) func() { return func() { settleTime, testHookLoseClaim = d, nil } }(settleTime))
+	settleTime = 200 * time.Millisecond
+	// Its live claims are lost: only the retained one, at each new
+	// subscription, tells of it.
+	testHookLoseClaim = func(m mqtt.Message) bool {
+		c, err := wire.DecodeClaim(m.Payload())
+		return err == nil && c.Instance == "previous" && !m.Retained()
+	}
+	broker := testenv.EmbeddedBroker(t)
+	topics := wire.Topics{GatewayID: testenv.ID(t, "again")}
+	_, previous := child(t, topics, "store-a")
+	retain(t, broker, topics, previous)
+
+	r, ready := runLink(t, Options{Broker: broker, Topics: topics, Actuators: []string{"pump"}, Store: "store-b"}, &countHandler{})
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(r.Status().LastError, errUnsure.Error()); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the link does not say it waits for the previous process within 20 s (status %+v)", r.Status())
+		}
+	}
+	previous.Connection++
+	retain(t, broker, topics, previous)
+	select {
+	case <-ready:
+		t.Fatal("the link takes commands while the previous process runs and claims the id")
+	case err := <-r.done:
+		r.done <- err
+		if !errors.Is(err, ErrConflict) {
+			t.Fatalf("Run returned %v, want ErrConflict", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the link still waits 30 s after the previous process claimed the id again (status %+v)", r.Status())
+	}
+}

@@ -214,6 +214,14 @@ var mutants = []mutant{
 		pkgs: []string{"./mqttlink"}, run: "TestConflictSaidAgainOverTheOthersClaim",
 	},
 	{
+		name: "living-claims-again-waited-for",
+		why:  "a running process with the gateway id that claims it again on a later connection is still waited for as one on its way out: two gateways whose answers the broker does not deliver wait for each other for ever",
+		file: "mqttlink/instance.go",
+		old:  "if seen, ok := g.livingConn[c.Instance]; ok && c.Connection > seen {",
+		new:  "if seen, ok := g.livingConn[c.Instance]; false && ok && c.Connection > seen {",
+		pkgs: []string{"./mqttlink"}, run: "TestLivingThatClaimsAgainIsAConflict",
+	},
+	{
 		name: "living-end-unconfirmed",
 		why:  "a gateway that waited for a running process with its id to end takes commands without reading the claim it left: the conflict it said there, its live message lost, is missed",
 		file: "mqttlink/instance.go",
