@@ -26,22 +26,18 @@ type instanceGuard struct {
 	l          *Link
 	onConflict func(error)
 
-	mu       sync.Mutex // guards the fields below
-	gen      int        // the connection whose claim is in progress or done
-	claimed  bool       // a claim succeeded on an earlier connection of this process
-	echo     chan struct{}
-	echoed   bool
-	previous []wire.Claim // other processes' claims delivered before the echo
-	suspect  []wire.Claim // before the first claim succeeded, claims of other processes that may still be live
-	living   []wire.Claim // before the first claim succeeded, claims of processes of this host that run, as far as /proc tells
-	// the connection of the newest claim seen of each process in living:
-	// one that claims again on a later connection is no process on its
-	// way out but one that serves (see received)
-	livingConn map[string]int
-	retained   chan wire.Claim // while confirming: the retained claim
-	foreign    chan wire.Claim
-	conflict   bool // another process serves the id: the door is closed
-	announced  bool // and it has been said (found)
+	mu        sync.Mutex // guards the fields below
+	gen       int        // the connection whose claim is in progress or done
+	claimed   bool       // a claim succeeded on an earlier connection of this process
+	echo      chan struct{}
+	echoed    bool
+	previous  []wire.Claim    // other processes' claims delivered before the echo
+	suspect   []wire.Claim    // before the first claim succeeded, claims of other processes that may still be live
+	living    []wire.Claim    // before the first claim succeeded, claims of processes of this host that run, as far as /proc tells
+	retained  chan wire.Claim // while confirming: the retained claim
+	foreign   chan wire.Claim
+	conflict  bool // another process serves the id: the door is closed
+	announced bool // and it has been said (found)
 }
 
 func newInstanceGuard(l *Link) *instanceGuard {
@@ -149,7 +145,7 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 	if g.conflict {
 		return ErrConflict
 	}
-	g.claimed, g.suspect, g.living, g.livingConn = true, nil, nil, nil
+	g.claimed, g.suspect, g.living = true, nil, nil
 	return nil
 }
 
@@ -375,16 +371,12 @@ func (g *instanceGuard) received(m mqtt.Message) {
 		// one client id take the session from each other, and a broker
 		// may leave the one it took it from open but deaf). Waiting for
 		// each other, neither would ever stop.
-		if seen, ok := g.livingConn[c.Instance]; ok && c.Connection > seen {
+		if slices.ContainsFunc(g.living, func(p wire.Claim) bool { return p.Instance == c.Instance && p.Connection < c.Connection }) {
 			if g.markConflict() {
 				go g.found(nil, c)
 			}
 			return
 		}
-		if g.livingConn == nil {
-			g.livingConn = map[string]int{}
-		}
-		g.livingConn[c.Instance] = max(g.livingConn[c.Instance], c.Connection)
 		g.previous = append(g.previous, c)
 		g.living = append(g.living, c)
 	case !g.echoed:

@@ -217,8 +217,8 @@ var mutants = []mutant{
 		name: "living-claims-again-waited-for",
 		why:  "a running process with the gateway id that claims it again on a later connection is still waited for as one on its way out: two gateways whose answers the broker does not deliver wait for each other for ever",
 		file: "mqttlink/instance.go",
-		old:  "if seen, ok := g.livingConn[c.Instance]; ok && c.Connection > seen {",
-		new:  "if seen, ok := g.livingConn[c.Instance]; false && ok && c.Connection > seen {",
+		old:  "return p.Instance == c.Instance && p.Connection < c.Connection",
+		new:  "return false && p.Instance == c.Instance && p.Connection < c.Connection",
 		pkgs: []string{"./mqttlink"}, run: "TestLivingThatClaimsAgainIsAConflict",
 	},
 	{
