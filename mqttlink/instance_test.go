@@ -231,16 +231,23 @@ func TestConflictFoundAfterTheOtherEnded(t *testing.T) {
 	retain(t, broker, topics, told)
 	cmd.Process.Kill()
 	cmd.Wait()
+	stopsWithConflict(t, r, ready, 30*time.Second, "it took the previous process's end for a clean stop, though that process had found it")
+}
+
+// stopsWithConflict waits up to within for the link r to stop with
+// ErrConflict; taking commands (ready) instead fails t, saying why.
+func stopsWithConflict(t *testing.T, r *testLink, ready <-chan struct{}, within time.Duration, why string) {
+	t.Helper()
 	select {
 	case <-ready:
-		t.Fatal("the link takes commands: it took the previous process's end for a clean stop, though that process had found it")
+		t.Fatalf("the link takes commands: %s", why)
 	case err := <-r.done:
 		r.done <- err
 		if !errors.Is(err, ErrConflict) {
 			t.Fatalf("Run returned %v, want ErrConflict", err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the link neither stopped nor took commands within 30 s (status %+v)", r.Status())
+	case <-time.After(within):
+		t.Fatalf("the link neither stopped nor took commands within %v (status %+v)", within, r.Status())
 	}
 }
 
@@ -273,15 +280,6 @@ func TestLivingThatClaimsAgainIsAConflict(t *testing.T) {
 	}
 	previous.Connection++
 	retain(t, broker, topics, previous)
-	select {
-	case <-ready:
-		t.Fatal("the link takes commands while the previous process runs and claims the id")
-	case err := <-r.done:
-		r.done <- err
-		if !errors.Is(err, ErrConflict) {
-			t.Fatalf("Run returned %v, want ErrConflict", err)
-		}
-	case <-time.After(15 * time.Second): // it claims again within its backoff, a few seconds here
-		t.Fatalf("the link still waits 15 s after the previous process claimed the id again (status %+v)", r.Status())
-	}
+	// It claims again within its backoff, a few seconds here.
+	stopsWithConflict(t, r, ready, 15*time.Second, "the previous process runs and claimed the id again")
 }
