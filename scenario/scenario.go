@@ -256,25 +256,42 @@ func (r *run) actuator(ctx context.Context, name string) (httpapi.Actuator, erro
 	return httpapi.Actuator{}, fmt.Errorf("no actuator %q", name)
 }
 
-// waitLevel waits until the pin of actuator reads back as on (high) or off.
-func (r *run) waitLevel(ctx context.Context, name string, on bool) (httpapi.Actuator, error) {
+// poll runs try every 50 ms, for 10 s at most, until it says it is done;
+// then its error, or at the end the last one it gave (ctx's if none).
+func poll(ctx context.Context, try func(ctx context.Context) (done bool, err error)) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	want := map[bool]string{true: "high", false: "low"}[on]
 	for {
-		a, err := r.actuator(ctx, name)
-		if err == nil && a.Level == want {
-			return a, nil
+		done, err := try(ctx)
+		if done {
+			return err
 		}
 		select {
 		case <-ctx.Done():
 			if err == nil {
-				err = fmt.Errorf("%s reads %s, want %s", name, a.Level, want)
+				err = ctx.Err()
 			}
-			return a, err
+			return err
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// waitLevel waits until the pin of actuator reads back as on (high) or off.
+func (r *run) waitLevel(ctx context.Context, name string, on bool) (httpapi.Actuator, error) {
+	want := map[bool]string{true: "high", false: "low"}[on]
+	var a httpapi.Actuator
+	err := poll(ctx, func(ctx context.Context) (bool, error) {
+		var err error
+		if a, err = r.actuator(ctx, name); err != nil {
+			return false, err
+		}
+		if a.Level == want {
+			return true, nil
+		}
+		return false, fmt.Errorf("%s reads %s, want %s", name, a.Level, want)
+	})
+	return a, err
 }
 
 // lease is the scenario's stand-in for a lease service: it grants strictly
@@ -395,21 +412,19 @@ func (r *run) handOver(ctx context.Context, l *lease, what string) (tA, tB uint6
 }
 
 func (r *run) waitTwin(ctx context.Context, name, holder string) (Twin, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
+	var twin Twin
+	err := poll(ctx, func(ctx context.Context) (bool, error) {
 		info, err := FetchSim(ctx, r.env.SimURL)
-		if err == nil {
-			for _, t := range info.Twins {
-				if t.Name == name && t.Holder == holder {
-					return t, nil
-				}
+		if err != nil {
+			return false, err
+		}
+		for _, t := range info.Twins {
+			if t.Name == name && t.Holder == holder {
+				twin = t
+				return true, nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return Twin{}, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return false, fmt.Errorf("no twin %s written by %s", name, holder)
+	})
+	return twin, err
 }

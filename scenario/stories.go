@@ -351,27 +351,23 @@ func pausedDimmer(ctx context.Context, r *run) Verdict {
 // waitRegister waits until the Modbus register of actuator holds d's
 // share of its full scale, and returns that value.
 func (r *run) waitRegister(ctx context.Context, actuator string, d fence.Duty) (uint16, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
+	var want uint16
+	err := poll(ctx, func(ctx context.Context) (bool, error) {
 		info, err := FetchSim(ctx, r.env.SimURL)
-		if err == nil {
-			full := info.Modbus.Full[actuator]
-			if full == 0 {
-				return 0, fmt.Errorf("%s is not a register of the Modbus module", actuator)
-			}
-			want := uint16((int(d)*full + int(fence.FullDuty)/2) / int(fence.FullDuty))
-			if got := info.Modbus.Registers[actuator]; got == want {
-				return want, nil
-			}
-			err = fmt.Errorf("it holds %d, want %d", info.Modbus.Registers[actuator], want)
+		if err != nil {
+			return false, err
 		}
-		select {
-		case <-ctx.Done():
-			return 0, err
-		case <-time.After(50 * time.Millisecond):
+		full := info.Modbus.Full[actuator]
+		if full == 0 {
+			return true, fmt.Errorf("%s is not a register of the Modbus module", actuator)
 		}
-	}
+		want = uint16((int(d)*full + int(fence.FullDuty)/2) / int(fence.FullDuty))
+		if got := info.Modbus.Registers[actuator]; got != want {
+			return false, fmt.Errorf("it holds %d, want %d", got, want)
+		}
+		return true, nil
+	})
+	return want, err
 }
 
 func pair(f fence.Fence) string { return fmt.Sprintf("%d/%d", f.Token, f.Seq) }
