@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 )
 
 // ReplyLevel is the topic level under a gateway's base of the topics its
@@ -40,10 +39,12 @@ func (t Topics) ReplyFilter() string { return t.ReplyBase() + "#" }
 
 // CheckReply says what is wrong with a command's reply topic, or nil: it
 // must lie under ReplyBase with at least one level after it, have no
-// empty level, no wildcard and no U+0000, be at most MaxReply bytes, and
-// not be one of the gateway's own topics (the commands of an actuator
-// named reply would be; answering there would send the gateway its own
-// answers as commands).
+// empty level, no wildcard, nothing CheckTopicText refuses (a control
+// character, a non-character, invalid UTF-8: a broker closes the
+// connection of a client that publishes on such a topic), be at most
+// MaxReply bytes, and not be one of the gateway's own topics (the
+// commands of an actuator named reply would be; answering there would
+// send the gateway its own answers as commands).
 func (t Topics) CheckReply(topic string) error {
 	base := t.ReplyBase()
 	switch rest, under := strings.CutPrefix(topic, base); {
@@ -51,8 +52,10 @@ func (t Topics) CheckReply(topic string) error {
 		return errors.New("reply is empty: name the topic your answers go to, or leave reply out for the shared result topic")
 	case len(topic) > MaxReply:
 		return fmt.Errorf("reply topic is %d bytes; the limit is %d", len(topic), MaxReply)
-	case !utf8.ValidString(topic) || strings.ContainsAny(topic, "+#\x00"):
-		return fmt.Errorf("reply topic %q has a wildcard (+ #) or U+0000: answers go to one topic, named in full", topic)
+	case strings.ContainsAny(topic, "+#"):
+		return fmt.Errorf("reply topic %q has a wildcard (+ #): answers go to one topic, named in full", topic)
+	case CheckTopicText(topic) != nil:
+		return fmt.Errorf("reply topic: %w; name a topic of printable characters", CheckTopicText(topic))
 	case !under || rest == "":
 		return fmt.Errorf("reply topic %q is outside this gateway's reply topics: use %s<your client id>[/...]", topic, base)
 	case strings.Contains(rest, "//") || strings.HasSuffix(rest, "/") || strings.HasPrefix(rest, "/"):

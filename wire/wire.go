@@ -10,7 +10,6 @@ package wire
 
 import (
 	"strings"
-	"unicode/utf8"
 )
 
 // DefaultPrefix is the first topic level when a gateway's configuration
@@ -98,8 +97,8 @@ const (
 
 // Parse returns the actuator an actuator topic of this gateway names, and
 // which topic it is; KindNone for any other topic, and for a name whose
-// answer could not be published (a wildcard, U+0000, invalid UTF-8, or so
-// long that the answer topic would not fit in MQTT's 65,535 bytes).
+// answer could not be published (a wildcard, a character CheckTopicText
+// refuses, or so long that the answer topic would not fit in MQTT's 65,535 bytes).
 func (t Topics) Parse(topic string) (actuator string, kind Kind) {
 	rest, ok := strings.CutPrefix(topic, t.base())
 	if !ok {
@@ -127,15 +126,15 @@ func (t Topics) Parse(topic string) (actuator string, kind Kind) {
 const MaxTopic = 1<<16 - 1
 
 // answerable reports whether name can be the actuator level of this
-// gateway's topics: not empty, valid UTF-8 without U+0000, no wildcard (+
-// #) and no /, as MQTT wants of the topics the gateway publishes on, and
+// gateway's topics: not empty, nothing CheckTopicText refuses, no
+// wildcard (+ #) and no /, as MQTT wants of the topics the gateway publishes on, and
 // short enough for the longest of them (the answer topic) to fit. A
 // command on any other topic cannot be answered: a broker refuses (and
 // disconnects) a publish on a topic with a wildcard, and paho cuts a
 // longer topic to 65,535 bytes, which would send the answer out on a
 // topic that is none of the gateway's.
 func (t Topics) answerable(name string) bool {
-	return name != "" && utf8.ValidString(name) && !strings.ContainsAny(name, "+#/\x00") &&
+	return name != "" && CheckTopicText(name) == nil && !strings.ContainsAny(name, "+#/") &&
 		len(t.Result(name)) <= MaxTopic
 }
 
