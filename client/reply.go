@@ -32,6 +32,12 @@ func (o Options) replyTopic(t wire.Topics) (string, error) {
 			return "", fmt.Errorf("client: %s %q cannot be a level of the reply topic (%s[<user name>/]<client id>): it has + # or /; choose another %s, or set Reply",
 				l.what, l.v, t.ReplyBase(), l.what)
 		}
+		// The broker would close the connection of whoever publishes on
+		// a topic that holds it: the gateway's, answering.
+		if err := wire.CheckTopicText(l.v); err != nil {
+			return "", fmt.Errorf("client: %s %q cannot be a level of the reply topic (%s[<user name>/]<client id>): %v; choose a %s of printable characters, or set Reply",
+				l.what, l.v, t.ReplyBase(), err, l.what)
+		}
 	}
 	level := o.ClientID
 	if o.Username != "" {
@@ -42,6 +48,18 @@ func (o Options) replyTopic(t wire.Topics) (string, error) {
 		return "", fmt.Errorf("client: the reply topic of client id %q: %w; choose a shorter client id, or set Reply", o.ClientID, err)
 	}
 	return reply, nil
+}
+
+// ReplyTopic returns the topic the commands of a client dialled with o
+// would name for their answers ("" with SharedAnswers), or what is wrong
+// with it, as Dial checks it before it connects: o.Reply, or the one made
+// of o.Username and o.ClientID (Dial makes up a client id when it is
+// empty; this does not).
+func (o Options) ReplyTopic() (string, error) {
+	if o.Prefix == "" {
+		o.Prefix = wire.DefaultPrefix
+	}
+	return o.replyTopic(wire.Topics{Prefix: o.Prefix, GatewayID: o.GatewayID})
 }
 
 // subscriptions are the topics a client subscribes to on every connect: its

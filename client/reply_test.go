@@ -123,6 +123,12 @@ func TestReplyOptionsChecked(t *testing.T) {
 		{client.Options{Reply: "fencegate/other/reply/me"}, "client: Reply: reply topic \"fencegate/other/reply/me\" is outside this gateway's reply topics: use fencegate/gw/reply/<your client id>"},
 		{client.Options{Reply: "fencegate/gw/reply/#"}, "wildcard"},
 		{client.Options{Reply: "fencegate/gw/reply/me", SharedAnswers: true}, "is set with SharedAnswers"},
+		// What a broker refuses in a topic, named where it comes from.
+		{client.Options{ClientID: "ctl\n1"}, `client id "ctl\n1" cannot be a level of the reply topic (fencegate/gw/reply/[<user name>/]<client id>): character 4 (U+000A) is a control character`},
+		{client.Options{ClientID: "ctl-1", Username: "ops\u0085", Password: "p"}, `user name "ops\u0085" cannot be a level of the reply topic`},
+		{client.Options{ClientID: "ctl\ufffe"}, "is a non-character, which MQTT brokers refuse in a topic"},
+		{client.Options{ClientID: "ctl\xed\xa0\x80"}, "is not valid UTF-8"},
+		{client.Options{Reply: "fencegate/gw/reply/me\x1b"}, "client: Reply: reply topic: character 22 (U+001B) is a control character"},
 	} {
 		tt.o.Broker, tt.o.GatewayID = "tcp://127.0.0.1:1", "gw"
 		_, err := client.Dial(ctx, tt.o)

@@ -25,8 +25,11 @@ func CheckCommand(c fence.Command) error {
 // payload is decoded, and must give r back unchanged.
 func EncodeChecked(r Request) ([]byte, error) {
 	c := r.Command
-	if c.Actuator == "" || !utf8.ValidString(c.Actuator) || strings.ContainsAny(c.Actuator, "+#/\x00") {
+	if c.Actuator == "" || strings.ContainsAny(c.Actuator, "+#/") {
 		return nil, fmt.Errorf("actuator %q is not an actuator's name (letters, digits, _ and -)", c.Actuator)
+	}
+	if err := CheckTopicText(c.Actuator); err != nil {
+		return nil, fmt.Errorf("actuator %q is not an actuator's name (letters, digits, _ and -): %v", c.Actuator, err)
 	}
 	if c.Fence.Token == 0 {
 		return nil, errors.New("a command needs a token (from 1 to 2^63-1): its lease's fencing token")

@@ -3,6 +3,8 @@ package wire
 import (
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate/fence"
 )
 
 // hostileText holds one of each kind of code point CheckTopicText must
@@ -80,6 +82,24 @@ func TestParseRefusesHostileNames(t *testing.T) {
 	for name, s := range hostileText {
 		if a, kind := tp.Parse(tp.Set(s)); kind != KindNone {
 			t.Errorf("%s: actuator %q taken as %q", name, s, a)
+		}
+	}
+}
+
+// A controller's check refuses an actuator name the broker would refuse
+// in the command topic, as the gateway's Parse does: a client that
+// published on it would lose its connection.
+func TestCheckCommandRefusesHostileActuators(t *testing.T) {
+	for name, s := range hostileText {
+		if err := CheckCommand(fence.Command{Actuator: s, Fence: fence.Fence{Token: 1}}); err == nil {
+			t.Errorf("%s: actuator %q passed", name, s)
+		} else if strings.ContainsAny(err.Error(), "\x00\n\r\x1b") {
+			t.Errorf("%s: the error holds the character raw: %q", name, err)
+		}
+	}
+	for _, s := range []string{"pump", "é", "日本", "\U0001F600", "\u00a0"} {
+		if err := CheckCommand(fence.Command{Actuator: s, Fence: fence.Fence{Token: 1}}); err != nil {
+			t.Errorf("actuator %q: %v", s, err)
 		}
 	}
 }
