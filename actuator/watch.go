@@ -43,6 +43,16 @@ type Health struct {
 	// OutOfBand counts the times it was found at a level the gateway had
 	// not driven it to.
 	OutOfBand uint64
+	// LateWrites counts the times a write of the gateway's own that had
+	// failed (timed out) was found carried out late by its device (a pin
+	// with OnLateWrite says so): not counted in OutOfBand.
+	LateWrites uint64
+}
+
+// lateWriter is a pin whose device may carry out a write after it failed
+// as timed out (a Modbus output), and says so when it finds one.
+type lateWriter interface {
+	OnLateWrite(func(why string))
 }
 
 // health is a watched output's Health and its next retry; guarded by the
@@ -53,6 +63,22 @@ type health struct {
 	// high is the level last read, if read: what Statuses reports, so
 	// that a status never waits for a device under the scope's lock.
 	high, read bool
+	// late is the pin's word on its own late write found since reconcile
+	// last read it, if any.
+	late string
+}
+
+// lateWrite notes that o's pin found a write of the gateway's own carried
+// out late (why): logged and counted as such, not as out of band. The pin
+// calls it while it is driven or read, under the lock of the scope of
+// whichever output asked, not necessarily o's: it takes healthMu only.
+func (b *Bank) lateWrite(o *output, why string) {
+	b.healthMu.Lock()
+	o.health.LateWrites++
+	o.health.late = why
+	b.healthMu.Unlock()
+	b.opts.Logger.Warn("the gateway's own late write landed", "actuator", o.Name, "pin", o.PinName, "why", why)
+	b.watched(o)
 }
 
 // sawLevel notes the level o was last read at. The scope's lock must be
@@ -170,6 +196,9 @@ func (b *Bank) startWatching() {
 	b.watchMu.Unlock()
 	for _, name := range b.order {
 		if o := b.outs[name]; o.Poll > 0 {
+			if lw, ok := o.pin.(lateWriter); ok {
+				lw.OnLateWrite(func(why string) { b.lateWrite(o, why) })
+			}
 			b.schedule(o)
 		}
 	}
@@ -223,6 +252,9 @@ func (b *Bank) reconcile(o *output) {
 		return
 	}
 	cur := rec.Output(o.Name)
+	b.healthMu.Lock()
+	o.health.late = ""
+	b.healthMu.Unlock()
 	high, err := o.pin.Level()
 	neither := neitherLevel(err)
 	if err != nil && !neither {
@@ -233,7 +265,7 @@ func (b *Bank) reconcile(o *output) {
 		b.sawLevel(o, high)
 	}
 	b.healthMu.Lock()
-	wasDown := o.health.Down != ""
+	wasDown, late := o.health.Down != "", o.health.late
 	b.healthMu.Unlock()
 	recorded := cur.State
 	if recorded == fence.StateNone {
@@ -250,7 +282,12 @@ func (b *Bank) reconcile(o *output) {
 		found = "on"
 	}
 	why := "it answers again, at " + found
-	if !wasDown {
+	switch {
+	case late != "" && !neither:
+		// The read found the gateway's own write that had timed out,
+		// carried out late: logged and counted by lateWrite.
+		why = fmt.Sprintf("found %s, recorded %s: %s", found, recorded, late)
+	case !wasDown:
 		why = fmt.Sprintf("found %s, recorded %s: changed behind the gateway's back", found, recorded)
 		b.healthMu.Lock()
 		o.health.OutOfBand++

@@ -15,7 +15,7 @@ import (
 
 func rtuBus(t *testing.T, l *testenv.RTULine) *Bus {
 	t.Helper()
-	bus, err := NewBus(modbusconf.Bus{URL: "rtu://" + l.Gateway, Baud: 9600, Timeout: 300 * time.Millisecond})
+	bus, err := NewBus(modbusconf.Bus{URL: "rtu://" + l.Gateway, Baud: 9600, Timeout: 300 * time.Millisecond, Settle: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,14 @@ import (
 // scope's lock.
 const DefaultTimeout = 500 * time.Millisecond
 
+// DefaultSettle is how long, after a write timed out, the gateway waits
+// for the device to show whether it carried the write out late, before it
+// sends the device anything else (package modbusio settles a bus): a
+// device that answers within the timeout plus Settle never takes a newer
+// write before an older one. It stays well under the watchdog's stall
+// limit (15 s), as a command waits for it under its scope's lock.
+const DefaultSettle = 5 * time.Second
+
 // DefaultPoll is how often the gateway reads a Modbus output back when the
 // configuration does not say: a module that lost power (and its coils),
 // another master or a button on the board changed it behind the
@@ -54,6 +62,10 @@ type Bus struct {
 	// Timeout is how long a request waits for its answer; 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// Settle is how long after a write timed out the bus waits to learn
+	// whether the device carried it out late, before anything else goes
+	// to the device; 0 means DefaultSettle.
+	Settle time.Duration
 }
 
 // Link is a Bus resolved: every default filled in.
@@ -64,6 +76,7 @@ type Link struct {
 	Parity   Parity // RTU only
 	StopBits uint   // RTU only
 	Timeout  time.Duration
+	Settle   time.Duration
 }
 
 // Resolve checks b and fills in its defaults; its error says what is
@@ -79,6 +92,10 @@ func (b Bus) Resolve() (Link, error) {
 	}
 	if l.Timeout < 0 {
 		return Link{}, fmt.Errorf("timeout %v: want a positive duration", b.Timeout)
+	}
+	l.Settle = b.Settle
+	if l.Settle <= 0 {
+		l.Settle = DefaultSettle
 	}
 	switch u.Scheme {
 	case "tcp":

@@ -42,11 +42,11 @@ func TestErrors(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	l, err := Bus{URL: "rtu:///dev/ttyUSB0", Parity: ParityEven}.Resolve()
-	if want := (Link{RTU: true, Address: "/dev/ttyUSB0", Baud: 9600, Parity: ParityEven, StopBits: 1, Timeout: DefaultTimeout}); err != nil || l != want {
+	if want := (Link{RTU: true, Address: "/dev/ttyUSB0", Baud: 9600, Parity: ParityEven, StopBits: 1, Timeout: DefaultTimeout, Settle: DefaultSettle}); err != nil || l != want {
 		t.Errorf("Resolve = %+v, %v; want %+v", l, err, want)
 	}
-	l, err = Bus{URL: "tcp://10.0.0.7:502", Timeout: time.Second}.Resolve()
-	if want := (Link{Address: "10.0.0.7:502", Timeout: time.Second}); err != nil || l != want {
+	l, err = Bus{URL: "tcp://10.0.0.7:502", Timeout: time.Second, Settle: 8 * time.Second}.Resolve()
+	if want := (Link{Address: "10.0.0.7:502", Timeout: time.Second, Settle: 8 * time.Second}); err != nil || l != want {
 		t.Errorf("Resolve = %+v, %v; want %+v", l, err, want)
 	}
 	o, err := Output{Unit: 0, Table: HoldingRegisters, Address: 4}.Resolve(false)

@@ -35,8 +35,24 @@ type Module struct {
 	coils     [Size]bool
 	registers [Size]uint16
 	delay     time.Duration // before each answer: a slow module
+	stall     *stall        // the next request waits for its release
 	writes    int
+	log       []Write
 }
+
+// Write is a write the module carried out, when it did: a coil's value
+// is 1 or 0.
+type Write struct {
+	At      time.Time
+	Coil    bool // a coil's; else a holding register's
+	Address uint16
+	Value   uint16
+	Stalled bool // held by Stall before it was carried out
+}
+
+// stall holds one request: arrived is closed when it comes, and it is
+// carried out when release is closed.
+type stall struct{ arrived, release chan struct{} }
 
 // Start powers on a module with unit id unit, serving Modbus TCP on url
 // ("tcp://127.0.0.1:5020").
@@ -131,6 +147,27 @@ func (m *Module) SetDelay(d time.Duration) {
 	m.delay = d
 }
 
+// Stall makes the module hold the next write request it gets until
+// release is called: a module busy for as long as a test wants. arrived
+// is closed when the write has come. The requests after it on the same
+// connection wait behind it, as a device takes them one at a time; other
+// connections' are served meanwhile, as the library's server does.
+func (m *Module) Stall() (arrived <-chan struct{}, release func()) {
+	st := &stall{arrived: make(chan struct{}), release: make(chan struct{})}
+	m.mu.Lock()
+	m.stall = st
+	m.mu.Unlock()
+	var once sync.Once
+	return st.arrived, func() { once.Do(func() { close(st.release) }) }
+}
+
+// Log is every write the module carried out, in order.
+func (m *Module) Log() []Write {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Write(nil), m.log...)
+}
+
 // Writes counts the write requests the module carried out.
 func (m *Module) Writes() int {
 	m.mu.Lock()
@@ -161,8 +198,17 @@ func (handler) HandleInputRegisters(*modbus.InputRegistersRequest) ([]uint16, er
 // asked.
 func access[T any](m *Module, table func(*Module) []T, unit uint8, addr, quantity uint16, write bool, args []T) ([]T, error) {
 	m.mu.Lock()
-	delay := m.delay
+	delay, st := m.delay, m.stall
+	if write {
+		m.stall = nil
+	} else {
+		st = nil
+	}
 	m.mu.Unlock()
+	if st != nil {
+		close(st.arrived)
+		<-st.release
+	}
 	time.Sleep(delay)
 	if unit != m.unit {
 		return nil, modbus.ErrGWTargetFailedToRespond
@@ -175,6 +221,20 @@ func access[T any](m *Module, table func(*Module) []T, unit uint8, addr, quantit
 	}
 	if write {
 		m.writes++
+		at := time.Now()
+		for i, a := range args {
+			w := Write{At: at, Address: addr + uint16(i), Stalled: st != nil}
+			switch v := any(a).(type) {
+			case bool:
+				w.Coil = true
+				if v {
+					w.Value = 1
+				}
+			case uint16:
+				w.Value = v
+			}
+			m.log = append(m.log, w)
+		}
 		copy(t[addr:], args)
 		return nil, nil
 	}
