@@ -39,6 +39,12 @@ type Status struct {
 	// Conflict names the other process serving the gateway id, if one was
 	// found; the gateway then takes no commands.
 	Conflict string
+	// Poison counts the commands acknowledged without their answer because
+	// the broker closed the connection each time it was written (see
+	// poisonGuard); LastPoison describes the newest, LastPoisonAt when.
+	Poison       int
+	LastPoison   string
+	LastPoisonAt time.Time
 }
 
 // repeatEvery is how often a failure that keeps repeating with the same
@@ -128,11 +134,14 @@ func (s *connState) connected() {
 
 // lost records a lost connection and reports whether the broker closed it
 // within takeoverWindow of accepting it (a take-over, most likely).
-func (s *connState) lost(err error) bool {
+// blame, if not empty, says which answers the broker may have closed it
+// on (see poisonGuard.lost); onAnswer, that it was the answer of a
+// command answered alone, which is no take-over.
+func (s *connState) lost(err error, blame string, onAnswer bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	quick := now.Sub(s.upAt) < takeoverWindow && s.refetch == 0
+	quick := now.Sub(s.upAt) < takeoverWindow && s.refetch == 0 && !onAnswer
 	if quick {
 		s.quickLoss++
 	} else {
@@ -146,6 +155,8 @@ func (s *connState) lost(err error) bool {
 		why = fmt.Sprintf("the broker closed the connection %s after accepting it, %d times in a row: another client with client id %q "+
 			"took over the session; is another gateway running with id %q (or mqtt.client_id)? Give each gateway its own id",
 			now.Sub(s.upAt).Round(time.Millisecond), s.quickLoss, s.st.ClientID, s.gateway)
+	} else if blame != "" {
+		why += ": " + blame
 	}
 	s.fail(why)
 	s.st.Connected, s.st.Subscribed, s.st.Since = false, false, now

@@ -74,7 +74,7 @@ func (l *Link) clientOptions(ctx context.Context, dispatch mqtt.MessageHandler) 
 			l.connEnd()
 		}
 		cctx, end := context.WithCancel(ctx)
-		l.connEnd = end
+		l.connEnd, l.connLost = end, cctx.Done()
 		l.mu.Unlock()
 		go l.establish(cctx, c, gen, dispatch)
 	})
@@ -210,7 +210,7 @@ func (l *Link) probe(ctx context.Context, c mqtt.Client, gen int) error {
 	got := make(chan struct{})
 	l.probeWant, l.probeGot = want, got
 	l.mu.Unlock()
-	if err := await(ctx, c.Publish(l.t.Probe(), 1, false, want), "publish the probe on "+l.t.Probe()); err != nil {
+	if err := await(ctx, send(c, l.t.Probe(), 1, false, want), "publish the probe on "+l.t.Probe()); err != nil {
 		return err
 	}
 	select {
@@ -251,7 +251,8 @@ func (l *Link) connectionLost(err error) {
 	default:
 	}
 	l.mu.Unlock()
-	l.guard.lost(l.conn.lost(err))
+	blame, onAnswer := l.poison.lost()
+	l.guard.lost(l.conn.lost(err, blame, onAnswer))
 	if l.opts.Lost != nil {
 		l.opts.Lost(err)
 	}
@@ -275,7 +276,7 @@ func (l *Link) goodbye(client mqtt.Client, conflict bool) {
 			// be another process's too (the same client id): leave it.
 			client.Unsubscribe(l.t.SetFilter()).WaitTimeout(byeWait)
 		}
-		client.Publish(l.t.Status(), 1, true, wire.StatusOffline).WaitTimeout(byeWait)
+		send(client, l.t.Status(), 1, true, wire.StatusOffline).WaitTimeout(byeWait)
 	}()
 	select {
 	case <-bye:
@@ -302,7 +303,7 @@ func (l *Link) publish(ctx context.Context, c mqtt.Client, topic string, qos byt
 	if ctx.Err() != nil {
 		return nil, false
 	}
-	return c.Publish(topic, qos, retained, payload), true
+	return send(c, topic, qos, retained, payload), true
 }
 
 func (l *Link) clientOrNil() mqtt.Client {

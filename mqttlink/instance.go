@@ -78,7 +78,7 @@ func (g *instanceGuard) claim(ctx context.Context, c mqtt.Client, gen int) error
 	}
 	mine := g.l.claim
 	mine.Connection = gen
-	if err := await(ctx, c.Publish(t.Instance(), 1, true, wire.EncodeClaim(mine)), "publish this gateway's claim on "+t.Instance()); err != nil {
+	if err := await(ctx, send(c, t.Instance(), 1, true, wire.EncodeClaim(mine)), "publish this gateway's claim on "+t.Instance()); err != nil {
 		return err
 	}
 	select {

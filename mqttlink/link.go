@@ -157,6 +157,7 @@ type Link struct {
 	states *statePublisher
 	conn   *connState
 	guard  *instanceGuard
+	poison *poisonGuard
 
 	estMu sync.Mutex // one establish at a time
 
@@ -165,6 +166,7 @@ type Link struct {
 	netConn    *limitConn         // the connection paho opened last
 	gen        int                // connection generation: +1 on every connect
 	connEnd    context.CancelFunc // ends the context of connection gen
+	connLost   <-chan struct{}    // closed when connection gen is lost
 	ready      chan struct{}      // closed while commands are taken on connection gen
 	probeWant  string             // the probe in flight, and
 	probeGot   chan struct{}      // closed when it came back
@@ -204,6 +206,7 @@ func New(opts Options, h Handler) *Link {
 	l.states = newStatePublisher(l)
 	l.conn = newConnState(opts.Settings, opts.ClientID, opts.Topics.GatewayID, log)
 	l.guard = newInstanceGuard(l)
+	l.poison = newPoisonGuard()
 	return l
 }
 
@@ -216,7 +219,22 @@ func (l *Link) Changed(outputs []fence.Output) { l.states.update(outputs) }
 func (l *Link) InputChanged(in wire.InputState) { l.states.input(in) }
 
 // Status reports the broker connection.
-func (l *Link) Status() Status { return l.conn.status() }
+func (l *Link) Status() Status {
+	st := l.conn.status()
+	st.Poison, st.LastPoison, st.LastPoisonAt = l.poison.status()
+	return st
+}
+
+// connDone returns a channel closed when the connection up now is lost
+// (closed already if none is up).
+func (l *Link) connDone() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.connLost == nil {
+		return closedChan
+	}
+	return l.connLost
+}
 
 // Run connects to the broker, serves commands until ctx is done, then
 // publishes the offline status and disconnects. It keeps reconnecting while

@@ -3,6 +3,7 @@ package mqttlink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
@@ -17,7 +18,8 @@ import (
 // malformed or retained one is rejected in its turn. While the link does
 // not take commands (connecting, claiming, shutting down, or in conflict)
 // the messages wait; at shutdown they stay unacknowledged, so that the
-// broker redelivers them to the next session.
+// broker redelivers them to the next session. A suspect of the poison
+// guard is answered alone (see poisonGuard).
 func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 	if testHookServe != nil {
 		for _, m := range ms {
@@ -32,17 +34,43 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 	if ctx.Err() != nil {
 		return // stopping: not decided
 	}
+	keys := make([]uint64, len(ms))
+	for i, m := range ms {
+		keys[i] = l.poison.key(name, m.Payload())
+	}
+	for len(ms) > 0 {
+		i := 0
+		for i < len(ms) && !l.poison.suspect(keys[i], ms[i].Duplicate()) {
+			i++
+		}
+		ok := true
+		switch {
+		case i > 0:
+			ok = l.answer(ctx, name, ms[:i], keys[:i])
+		default:
+			i = 1
+			ok = l.answerAlone(ctx, name, ms[0], keys[0])
+		}
+		if !ok {
+			return // the rest stay unacknowledged: the broker delivers them again
+		}
+		ms, keys = ms[i:], keys[i:]
+	}
+}
+
+// decide decides ms, and says where each answer goes: the results are
+// a prefix of ms, those after it were not decided (the door closed, or
+// the link is stopping).
+func (l *Link) decide(ctx context.Context, name string, ms []mqtt.Message) (results []fence.Result, to []string) {
 	cmds := make([]fence.Command, len(ms))
 	bad := make([]error, len(ms))
 	why := make([]string, len(ms)) // the reason of each bad one
-	to := make([]string, len(ms))  // where each answer goes
+	to = make([]string, len(ms))   // where each answer goes
 	shared := l.t.Result(name)
 	for i, m := range ms {
 		cmds[i], to[i], why[i], bad[i] = l.read(name, shared, m.Payload())
 	}
-	// results answers the messages decided, a prefix of ms: those after
-	// it were not decided (the door closed, or the link is stopping).
-	results := make([]fence.Result, 0, len(ms))
+	results = make([]fence.Result, 0, len(ms))
 	for i := 0; i < len(ms); {
 		switch {
 		case ms[i].Retained():
@@ -68,9 +96,14 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 		}
 		i = j
 	}
-	l.mu.Lock()
-	c := l.client
-	l.mu.Unlock()
+	return results, to[:len(results)]
+}
+
+// answer decides ms, answers them and acknowledges each once its answer
+// is written; it reports whether all of them were.
+func (l *Link) answer(ctx context.Context, name string, ms []mqtt.Message, keys []uint64) bool {
+	results, to := l.decide(ctx, name, ms)
+	c := l.clientOrNil()
 	// QoS 0: an answer lost with the connection is replaced by the answer
 	// to the redelivered command, and a QoS 1 publish in flight at a
 	// connection loss would keep its message id for good in a persistent
@@ -81,8 +114,9 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 	// it.
 	toks := make([]mqtt.Token, len(results))
 	for i, res := range results {
-		toks[i] = c.Publish(to[i], 0, false, wire.EncodeResult(res))
+		toks[i] = l.reply(c, name, to[i], res)
 	}
+	l.poison.wrote(keys[:len(results)])
 	l.states.poke() // the states the decisions changed, after their answers
 	// One timer for all of them: paho's WaitTimeout makes one each.
 	wait := time.NewTimer(answerWait)
@@ -91,13 +125,77 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 		select {
 		case <-tok.Done():
 		case <-wait.C:
-			return // not acknowledged: the broker delivers them again, and they are answered again
+			return false // not acknowledged: the broker delivers them again, and they are answered again
 		}
 		if tok.Error() != nil || !c.IsConnectionOpen() {
-			return
+			return false
 		}
 		ms[i].Ack()
 	}
+	return len(results) == len(ms)
+}
+
+// answerAlone decides m, a suspect of the poison guard, and answers it
+// alone: its answer, then a probe that the broker acknowledges only after
+// it took the answer; m is acknowledged after both. If the connection is
+// lost before, m is poison: when it comes again it is decided and
+// acknowledged, and its answer is not sent.
+func (l *Link) answerAlone(ctx context.Context, name string, m mqtt.Message, key uint64) bool {
+	lost := l.connDone()
+	results, to := l.decide(ctx, name, []mqtt.Message{m})
+	if len(results) == 0 {
+		return false
+	}
+	res := results[0]
+	what := fmt.Sprintf("command %q to actuator %s (%s, answer on %q)", res.ID, name, res.Outcome, to[0])
+	if l.poison.isPoison(key) {
+		m.Ack()
+		l.poison.setAside(key, what)
+		l.log.Error("poison message acknowledged without its answer: the broker closed the connection each time this command's answer was written; "+
+			"the command is decided and recorded as any other", "command", what)
+		l.states.poke()
+		return true
+	}
+	c := l.clientOrNil()
+	l.poison.answering(what)
+	defer l.poison.answering("")
+	tok := l.reply(c, name, to[0], res)
+	proof := send(c, l.t.Probe(), 1, false, "answered "+res.ID)
+	l.states.poke()
+	wait := time.NewTimer(answerWait)
+	defer wait.Stop()
+	for _, t := range []mqtt.Token{tok, proof} {
+		select {
+		case <-t.Done():
+		case <-lost:
+			l.poison.condemn(key)
+			return false
+		case <-wait.C:
+			return false // not acknowledged: it comes again, a suspect still
+		}
+		if t.Error() != nil || !c.IsConnectionOpen() {
+			if !c.IsConnectionOpen() {
+				l.poison.condemn(key)
+			}
+			return false
+		}
+	}
+	l.poison.cleared(key)
+	m.Ack()
+	return true
+}
+
+// reply publishes the answer res to a command to actuator name on topic
+// to. An answer that cannot go there (a check that missed a topic the
+// broker refuses, see send) goes to the actuator's shared result topic,
+// saying so; its token fails only if that fails too.
+func (l *Link) reply(c mqtt.Client, name, to string, res fence.Result) mqtt.Token {
+	tok := send(c, to, 0, false, wire.EncodeResult(res))
+	if f, ok := tok.(failed); ok {
+		l.log.Error("answer not sent where the command asked: the broker would refuse the topic", "actuator", name, "command", res.ID, "err", f.err)
+		tok = send(c, l.t.Result(name), 0, false, wire.EncodeResult(res))
+	}
+	return tok
 }
 
 // read decodes a command to actuator name, and says where its answer goes:

@@ -49,7 +49,7 @@ func (g *instanceGuard) tell(c mqtt.Client, other wire.Claim) {
 	}
 	var refused *connectError
 	if errors.As(err, &refused) && c != nil && c.IsConnectionOpen() {
-		if tok := c.Publish(g.l.t.Instance(), 1, true, payload); tok.WaitTimeout(tellWait) && tok.Error() == nil {
+		if tok := send(c, g.l.t.Instance(), 1, true, payload); tok.WaitTimeout(tellWait) && tok.Error() == nil {
 			g.l.log.Warn("told the other process on this gateway's own connection; a connection of its own was refused", "other", other.String(), "err", err)
 			return
 		}
@@ -97,7 +97,7 @@ func (g *instanceGuard) tellAlone(payload []byte, other string) error {
 		return fmt.Errorf("subscribe to %s: %w", topic, err)
 	}
 	say := func() error {
-		tok := c.Publish(topic, 1, true, payload)
+		tok := send(c, topic, 1, true, payload)
 		if !tok.WaitTimeout(tellWait) {
 			return late("publish on " + topic)
 		}
