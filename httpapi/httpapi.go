@@ -136,6 +136,12 @@ type Broker struct {
 	// Conflict names another process serving this gateway id; the
 	// gateway then takes no commands.
 	Conflict string `json:"conflict,omitempty"`
+	// Poison counts the commands acknowledged without their answer: the
+	// broker closed the connection each time it was written. LastPoison
+	// names the newest (its id, actuator, outcome and answer topic).
+	Poison       int       `json:"poison_messages"`
+	LastPoison   string    `json:"last_poison,omitempty"`
+	LastPoisonAt time.Time `json:"last_poison_at,omitzero"`
 }
 
 // DownOutput is an output whose device does not answer.

@@ -48,6 +48,9 @@ type Broker struct {
 	Connects, FailedAttempts int
 	LastError                string
 	LastErrorAt              time.Time
+	// Poison counts the commands acknowledged without their answer: the
+	// broker closed the connection each time the answer was written.
+	Poison int
 }
 
 // Unknown is the actuator label of commands to actuators not configured.
@@ -166,10 +169,14 @@ var (
 		"Failed connection attempts since the gateway started.", nil, nil)
 	descLastError = prometheus.NewDesc("fencegate_broker_last_error_timestamp_seconds",
 		"When the newest connection failure happened (Unix time; 0 if none), with its reason as a label.", []string{"reason"}, nil)
+	descPoison = prometheus.NewDesc("fencegate_poison_messages_total",
+		"Commands acknowledged without their answer because the broker closed the connection each time it was written (decided and recorded as any other).", nil, nil)
 	descDown = prometheus.NewDesc("fencegate_output_down",
 		"1 while a watched output's device (a Modbus module) does not answer: the gateway retries its recorded state.", []string{"actuator"}, nil)
 	descOutOfBand = prometheus.NewDesc("fencegate_output_out_of_band_total",
 		"Times a watched output was found changed behind the gateway's back (and driven as the boot rule says).", []string{"actuator"}, nil)
+	descLateWrites = prometheus.NewDesc("fencegate_output_late_writes_total",
+		"Times a write of the gateway's own that had failed as timed out was found carried out late by its device (a Modbus module), not counted as out of band.", []string{"actuator"}, nil)
 	descDuty = prometheus.NewDesc("fencegate_output_duty_percent",
 		"A set-point output's recorded set-point, percent (0: off).", []string{"actuator"}, nil)
 	descBuild = prometheus.NewDesc("fencegate_build_info",
@@ -178,9 +185,10 @@ var (
 
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommits, descSyncs, descWrites, descDropped, descSize, descFree, descFSSize,
-		descToken, descSeq, descConnected, descSubscribed, descConnects, descFailures, descLastError, descDown, descOutOfBand, descDuty, descBuild} {
+		descToken, descSeq, descConnected, descSubscribed, descConnects, descFailures, descLastError, descPoison, descDown, descOutOfBand, descDuty, descBuild} {
 		ch <- d
 	}
+	ch <- descLateWrites
 }
 
 func (s *scrape) Collect(ch chan<- prometheus.Metric) {
@@ -237,12 +245,14 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 			at = float64(b.LastErrorAt.UnixNano()) / 1e9
 		}
 		gauge(descLastError, at, b.LastError)
+		counter(descPoison, float64(b.Poison))
 	}
 	if s.src.Watched != nil {
 		hs := s.src.Watched()
 		for _, n := range slices.Sorted(maps.Keys(hs)) {
 			gauge(descDown, bool01(hs[n].Down != ""), n)
 			counter(descOutOfBand, float64(hs[n].OutOfBand), n)
+			counter(descLateWrites, float64(hs[n].LateWrites), n)
 		}
 	}
 	if s.src.Duties != nil {

@@ -88,7 +88,7 @@ fencegate_broker_connections_total 2
 		"fencegate_audit_dropped_total", "fencegate_store_size_bytes", "fencegate_store_filesystem_free_bytes",
 		"fencegate_store_filesystem_size_bytes", "fencegate_store_commit_duration_seconds", "fencegate_admission_duration_seconds",
 		"fencegate_drive_duration_seconds", "fencegate_broker_connected", "fencegate_broker_subscribed",
-		"fencegate_broker_connect_failures_total", "fencegate_broker_last_error_timestamp_seconds", "fencegate_build_info"} {
+		"fencegate_broker_connect_failures_total", "fencegate_broker_last_error_timestamp_seconds", "fencegate_poison_messages_total", "fencegate_build_info"} {
 		if n, err := testutil.GatherAndCount(m.reg, name); err != nil || n == 0 {
 			t.Errorf("%s: %d series, %v; want it exported", name, n, err)
 		}

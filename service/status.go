@@ -118,11 +118,12 @@ func readRuntime() httpapi.Runtime {
 
 func broker(m mqttlink.Status) httpapi.Broker {
 	return httpapi.Broker{URL: m.Broker, ClientID: m.ClientID, Connected: m.Connected, Since: m.Since, Subscribed: m.Subscribed,
-		LastError: m.LastError, LastErrorAt: m.LastErrorAt, Failures: m.Failures, Conflict: m.Conflict}
+		LastError: m.LastError, LastErrorAt: m.LastErrorAt, Failures: m.Failures, Conflict: m.Conflict,
+		Poison: m.Poison, LastPoison: m.LastPoison, LastPoisonAt: m.LastPoisonAt}
 }
 
 // brokerMetrics is the broker connection as the metrics show it.
 func brokerMetrics(m mqttlink.Status) gwmetrics.Broker {
 	return gwmetrics.Broker{Connected: m.Connected, Subscribed: m.Subscribed, Connects: m.Connects,
-		FailedAttempts: m.FailedAttempts, LastError: m.LastError, LastErrorAt: m.LastErrorAt}
+		FailedAttempts: m.FailedAttempts, LastError: m.LastError, LastErrorAt: m.LastErrorAt, Poison: m.Poison}
 }
