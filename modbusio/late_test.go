@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/fencelog"
+	"github.com/fencegate/fencegate/metrics"
 	"github.com/fencegate/fencegate/modbusio/modbusconf"
 	"github.com/fencegate/fencegate/modbusio/modbussim"
 	"github.com/fencegate/fencegate/tests/testenv"
@@ -168,6 +170,15 @@ func TestLateWriteNeverAfterNewer(t *testing.T) {
 	h, _ := bank.Health("pump")
 	if h.LateWrites != 1 || h.OutOfBand != 0 {
 		t.Errorf("health = %+v; want one late write of the gateway's own, none out of band", h)
+	}
+	m := metrics.New([]string{"pump"})
+	m.Read(metrics.Sources{Watched: bank.Healths})
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`fencegate_output_late_writes_total{actuator="pump"} 1`, `fencegate_output_out_of_band_total{actuator="pump"} 0`} {
+		if !strings.Contains(rec.Body.String(), want+"\n") {
+			t.Errorf("the metrics lack %s", want)
+		}
 	}
 	if got := logs.String(); !strings.Contains(got, "the gateway's own late write landed") || !strings.Contains(got, "write of on") ||
 		strings.Contains(got, "behind the gateway's back") {
