@@ -42,6 +42,13 @@ type Command struct {
 	Frequency string `json:"frequency,omitempty"`
 	Reset     bool   `json:"reset,omitempty"`
 	Holder    string `json:"holder,omitempty"`
+	// DutyGiven is the duty as a program hands it to a client, where
+	// that is not the number duty writes: a string, a boolean, a number
+	// JSON cannot carry (NaN, Infinity) or one that is not a duty. A
+	// client must refuse each that is refused, and send each that is a
+	// case's as its duty. Go's Command holds a duty as hundredths of a
+	// percent and cannot be given any of these.
+	DutyGiven *Given `json:"duty_given,omitempty"`
 }
 
 // Signing is a vector's key: an Ed25519 seed, its public key as the
@@ -80,6 +87,9 @@ type Commands struct {
 	About   string        `json:"about"`
 	Cases   []CommandCase `json:"cases"`
 	Refused []Refused     `json:"refused"`
+	// ReplyTopics are the reply topics a client makes of its client id
+	// and user name, or is asked for, and those it refuses.
+	ReplyTopics []ReplyCase `json:"reply_topics"`
 }
 
 // Fence is a pair as the vector files give it.
@@ -133,6 +143,10 @@ func (c Command) fence(t testing.TB) fence.Command {
 	}
 	fc := fence.Command{Actuator: c.Actuator, ID: c.ID, Holder: c.Holder, Fence: fence.Fence{Token: u(c.Token), Seq: u(c.Seq)},
 		Pulse: time.Duration(u(c.PulseMs)) * time.Millisecond, Reset: c.Reset}
+	if c.DutyGiven != nil && c.Duty == "" {
+		// Not a duty a Go program can hold: a command a client refuses.
+		fc.Setpoint, fc.Duty, fc.State = true, fence.FullDuty+1, fence.StateOn
+	}
 	if c.Duty != "" {
 		d, err := fence.ParseDuty(c.Duty)
 		if err != nil {
@@ -199,6 +213,7 @@ func commandCases() []CommandCase {
 		name, prefix, gateway, reply string
 		c                            fence.Command
 		signing                      *Signing
+		given                        *Given // the duty as a program gives it, if not as the payload writes it
 	}
 	ins := []in{
 		{name: "protocol.md vector 1: an on command, signed", gateway: gh, signing: signing(0, "ctl-a"),
@@ -229,6 +244,10 @@ func commandCases() []CommandCase {
 			c: fence.Command{Actuator: "fan", ID: "f-12", Holder: "controller-c", Fence: fence.Fence{Token: 79, Seq: 2}, Setpoint: true, Duty: 7550, State: on, Frequency: 25000}},
 		{name: "a set-point of 0.01 %", gateway: gh,
 			c: fence.Command{Actuator: "fan", ID: "f-11", Fence: fence.Fence{Token: 78, Seq: 1}, Setpoint: true, Duty: 1, State: on}},
+		{name: "a set-point given as the number -0: it is 0, and goes as 0 (the gateway refuses the text -0)", gateway: gh, given: &Given{Type: "number", Value: "-0"},
+			c: fence.Command{Actuator: "fan", ID: "f-13", Fence: fence.Fence{Token: 78, Seq: 2}, Setpoint: true, Duty: 0, State: off}},
+		{name: "a set-point given as the number 42.50", gateway: gh, given: &Given{Type: "number", Value: "42.50"},
+			c: fence.Command{Actuator: "fan", ID: "f-14", Fence: fence.Fence{Token: 78, Seq: 3}, Setpoint: true, Duty: 4250, State: on}},
 		{name: "a reset, signed: the byte 01 ends the canonical bytes", gateway: gh, signing: signing(1, "ctl-b"),
 			c: fence.Command{Actuator: "heater", ID: "r-1", Holder: "climate", Fence: fence.Fence{Token: 50, Seq: 4}, Reset: true}},
 		{name: "the largest token and seq", gateway: gh,
@@ -247,7 +266,9 @@ func commandCases() []CommandCase {
 			prefix = wire.DefaultPrefix
 		}
 		c := x.c
-		cc := CommandCase{Name: x.name, Prefix: prefix, Gateway: x.gateway, Command: commandOf(c), Reply: x.reply, Signing: x.signing,
+		cmd := commandOf(c)
+		cmd.DutyGiven = x.given
+		cc := CommandCase{Name: x.name, Prefix: prefix, Gateway: x.gateway, Command: cmd, Reply: x.reply, Signing: x.signing,
 			Topic: wire.Topics{Prefix: prefix, GatewayID: x.gateway}.Set(c.Actuator), Canonical: hex.EncodeToString(sign.Canonical(x.gateway, c))}
 		if x.signing != nil {
 			seed, _ := hex.DecodeString(x.signing.Seed)
@@ -289,6 +310,24 @@ func refused() []Refused {
 		{"a holder of 129 bytes", Command{Actuator: "pump", Token: "1", Holder: long, State: "on"}, "holder"},
 		{"no actuator", Command{Token: "1", State: "on"}, "actuator"},
 		{"an actuator with a wildcard", Command{Actuator: "pump/#", Token: "1", State: "on"}, "actuator"},
+		// What a broker refuses in a topic (wire.CheckTopicText) cannot be
+		// in the command topic either.
+		{"an actuator with a line feed", Command{Actuator: "pump\n", Token: "1", State: "on"}, "actuator"},
+		{"an actuator with U+0085", Command{Actuator: "pump\u0085", Token: "1", State: "on"}, "actuator"},
+		{"an actuator with U+FFFF", Command{Actuator: "pump\uffff", Token: "1", State: "on"}, "actuator"},
+		{"an actuator with U+0000", Command{Actuator: "pump\x00", Token: "1", State: "on"}, "actuator"},
+		// A duty is a number: the gateway refuses a JSON string, and a
+		// client must not read one into a number for it.
+		{"a duty given as the string 4_2", dutyGiven("string", "4_2"), "duty"},
+		{"a duty given as the string \" 42 \"", dutyGiven("string", " 42 "), "duty"},
+		{"a duty given as the string -0", dutyGiven("string", "-0"), "duty"},
+		{"a duty given as the string 50", dutyGiven("string", "50"), "duty"},
+		{"a duty of NaN", dutyGiven("number", "NaN"), "duty"},
+		{"a duty of Infinity", dutyGiven("number", "Infinity"), "duty"},
+		{"a duty of 1e999 (infinite as a double)", dutyGiven("number", "1e999"), "duty"},
+		{"a duty of true", dutyGiven("bool", "true"), "duty"},
+		{"a duty of 100.001", dutyGiven("number", "100.001"), "duty"},
+		{"a duty of 0.001", dutyGiven("number", "0.001"), "duty"},
 	}
 }
 
@@ -422,7 +461,10 @@ const (
 		"token, seq and pulse_ms are decimal strings here (JavaScript's numbers lose digits above 2^53); in the payload they are JSON integers. " +
 		"duty is a set-point's percent as the payload writes it (at most two decimals); in the payload it is a JSON number, and the canonical bytes carry the state \"duty\" and the duty in hundredths of a percent, then frequency (hertz, a decimal string here, an integer in the payload) if the command has one. " +
 		"canonical is the hex of the bytes a signature covers (for an unsigned command too); sig and payload are what the client sends on topic. " +
-		"Every refused command is one a client refuses to send: the gateway would reject it as malformed; why names the field at fault."
+		"Every refused command is one a client refuses to send: the gateway would reject it as malformed; why names the field at fault. " +
+		"duty_given is a duty as a program hands it to a client where that is not the number duty writes: type string (a text), number (value is its JavaScript and Python spelling: NaN, Infinity, 1e999, -0) or bool; a client refuses each of the refused, and sends each of the cases' as duty says. " +
+		"reply_topics are the reply topics a client makes of its client_id and username (<prefix>/<gateway>/reply/[<username>/]<client_id>) or, given asked, takes as they are, and those it refuses before it connects: why names what is at fault (client_id, username, reply: the topic asked for). " +
+		"Characters a broker refuses in a topic (control characters, surrogates, non-characters) are written as \\u escapes; a lone surrogate (\\ud800) is one a JavaScript or Python string can hold, and Go holds as the three bytes ED A0 80, which are not UTF-8."
 	answersAbout = "fencegate's answers (docs/protocol.md, Answers and Outcomes) and what a controller does with each. " +
 		"matches: whether answer is the answer to command (same id, actuator, token and seq; a rejected invalid answer also with token or seq 0); " +
 		"fence is the scope's fence the answer carries; state the actuator's recorded state (\"\" when the answer has none); duty a set-point output's recorded duty."
@@ -468,7 +510,7 @@ func TestUpdate(t *testing.T) {
 	if !*update {
 		t.Skip("writes the vector files with -update")
 	}
-	writeJSON(t, "commands.json", Commands{About: commandsAbout, Cases: commandCases(), Refused: refused()})
+	writeJSON(t, "commands.json", Commands{About: commandsAbout, Cases: commandCases(), Refused: refused(), ReplyTopics: replyCases(t)})
 	writeJSON(t, "answers.json", Answers{About: answersAbout, Actions: actions, Cases: answerCases()})
 }
 

@@ -56,9 +56,8 @@ class GatewayConnection extends EventEmitter {
     this.gateway = o.gateway;
     this.topics = wire.topics(o.prefix || wire.DEFAULT_PREFIX, o.gateway);
     this.clientId = o.clientId || `nodered-${o.gateway}-${crypto.randomBytes(5).toString('hex')}`;
-    for (const [what, v] of [['user name', o.username], ['client id', this.clientId]]) {
-      if (v && /[+#/]/.test(v)) throw new Error(`${what} ${JSON.stringify(v)} cannot be a level of the reply topic: it has + # or /`);
-    }
+    // Before anything is sent: a reply topic a broker refuses would cost
+    // the gateway its connection when it answers there (a TopicError).
     this.reply = this.topics.reply(o.username, this.clientId);
     if ((o.signer && !o.signingKey) || (!o.signer && o.signingKey)) {
       throw new Error(o.signer ? `signer ${JSON.stringify(o.signer)} is set but there is no signing key: paste the PATH.key of gateway keygen` :

@@ -29,15 +29,106 @@ class CommandError extends Error {
   }
 }
 
+// A TopicError is a topic (or a level of one) refused before anything is
+// sent: a broker would refuse it, or the gateway would not answer on it.
+// why names what is at fault (client_id, username, reply: a reply topic
+// asked for).
+class TopicError extends Error {
+  constructor(why, message) {
+    super(message);
+    this.why = why;
+  }
+}
+
+const MAX_REPLY = 256; // bytes of a reply topic (Go's wire.MaxReply)
+const OWN_LEAVES = ['set', 'result', 'state', 'input']; // <base>reply/<leaf> would be one of the gateway's own topics
+
+// forbidden says which kind of code point cp is if a topic must not hold
+// it, or ''.
+function forbidden(cp) {
+  if (cp <= 0x1f || (cp >= 0x7f && cp <= 0x9f)) return 'a control character';
+  if (cp >= 0xd800 && cp <= 0xdfff) return 'a surrogate';
+  if ((cp >= 0xfdd0 && cp <= 0xfdef) || (cp & 0xfffe) === 0xfffe) return 'a non-character';
+  return '';
+}
+
+// topicTextProblem says what in s a broker refuses in a topic, or '': the
+// code points U+0000-U+001F and U+007F-U+009F (control characters),
+// U+D800-U+DFFF (a lone surrogate, which a JavaScript string can hold and
+// UTF-8 cannot), U+FDD0-U+FDEF and U+xFFFE, U+xFFFF in every plane
+// (non-characters), as Go's wire.CheckTopicText. Mosquitto closes the
+// connection of a client that publishes on a topic holding one.
+// shown is s as a JSON string for a message, with what topicTextProblem
+// refuses escaped (JSON.stringify escapes a lone surrogate and U+0000 to
+// U+001F itself).
+function shown(s) {
+  return JSON.stringify(String(s)).replace(/[\u007f-\u009f\ufdd0-\ufdef\ufffe\uffff]|[\ud800-\udbff][\udc00-\udfff]/g, (c) => {
+    const cp = c.codePointAt(0);
+    if (!forbidden(cp)) return c;
+    return [...c.length === 2 ? [c.charCodeAt(0), c.charCodeAt(1)] : [cp]].map((u) => `\\u${u.toString(16).padStart(4, '0')}`).join('');
+  });
+}
+
+function topicTextProblem(s) {
+  let i = 0;
+  for (const ch of String(s)) { // by code point: a pair is one, a lone surrogate one too
+    i++;
+    const cp = ch.codePointAt(0);
+    const why = forbidden(cp);
+    if (why) {
+      return `character ${i} (U+${cp.toString(16).toUpperCase().padStart(4, '0')}) is ${why}, which MQTT brokers refuse in a topic (${shown(s)})`;
+    }
+  }
+  return '';
+}
+
 function topics(prefix, gateway) {
   const base = `${prefix || DEFAULT_PREFIX}/${gateway}`;
+  const replyBase = `${base}/reply/`;
+  // checkReply throws a TopicError (why reply) if the gateway would not
+  // answer on topic, as Go's wire.Topics.CheckReply: it must lie under
+  // replyBase with a level after it, have no empty level, no wildcard,
+  // nothing a broker refuses in a topic, be at most 256 bytes, and be none
+  // of the gateway's own topics.
+  const checkReply = (topic) => {
+    if (typeof topic !== 'string' || topic === '') throw new TopicError('reply', 'the reply topic is empty: name the topic your answers go to');
+    const problem = topicTextProblem(topic);
+    if (problem) throw new TopicError('reply', `reply topic: ${problem}; name a topic of printable characters`);
+    if (bytes(topic) > MAX_REPLY) throw new TopicError('reply', `reply topic is ${bytes(topic)} bytes; the limit is ${MAX_REPLY}`);
+    if (/[+#]/.test(topic)) throw new TopicError('reply', `reply topic ${JSON.stringify(topic)} has a wildcard (+ #): answers go to one topic, named in full`);
+    const rest = topic.startsWith(replyBase) ? topic.slice(replyBase.length) : '';
+    if (rest === '') throw new TopicError('reply', `reply topic ${JSON.stringify(topic)} is outside this gateway's reply topics: use ${replyBase}<your client id>[/...]`);
+    if (rest.includes('//') || rest.startsWith('/') || rest.endsWith('/')) throw new TopicError('reply', `reply topic ${JSON.stringify(topic)} has an empty level`);
+    if (OWN_LEAVES.includes(rest)) throw new TopicError('reply', `reply topic ${JSON.stringify(topic)} is one of the gateway's own topics; choose another level after ${replyBase}`);
+  };
   return {
     set: (actuator) => `${base}/${actuator}/set`,
     stateFilter: `${base}/+/state`,
     status: `${base}/status`,
-    replyBase: `${base}/reply/`,
-    // reply returns <prefix>/<gateway>/reply/[<username>/]<clientId>.
-    reply: (username, clientId) => `${base}/reply/${username ? username + '/' : ''}${clientId}`,
+    replyBase,
+    checkReply,
+    // reply returns <prefix>/<gateway>/reply/[<username>/]<clientId>, or
+    // throws a TopicError (why username or client_id) for a level the
+    // gateway would not answer on: one with + # or /, or with what a
+    // broker refuses in a topic, or a topic checkReply refuses.
+    reply(username, clientId) {
+      const shape = `${replyBase}[<user name>/]<client id>`;
+      for (const [why, what, v] of [['username', 'user name', username || ''], ['client_id', 'client id', clientId || '']]) {
+        if (/[+#/]/.test(v)) {
+          throw new TopicError(why, `${what} ${JSON.stringify(v)} cannot be a level of the reply topic (${shape}): it has + # or /; choose another ${what}`);
+        }
+        const problem = topicTextProblem(v);
+        if (problem) throw new TopicError(why, `${what} cannot be a level of the reply topic (${shape}): ${problem}; choose a ${what} of printable characters`);
+      }
+      if (!clientId) throw new TopicError('client_id', 'a reply topic needs a client id');
+      const topic = `${replyBase}${username ? username + '/' : ''}${clientId}`;
+      try {
+        checkReply(topic);
+      } catch (e) {
+        throw new TopicError('client_id', `the reply topic of client id ${JSON.stringify(clientId)}: ${e.message}; choose another client id`);
+      }
+      return topic;
+    },
     // stateActuator returns the actuator of a state topic, or undefined.
     stateActuator(topic) {
       if (!topic.startsWith(base + '/') || !topic.endsWith('/state')) return undefined;
@@ -113,7 +204,7 @@ function normalize(c) {
   } else if (c.pulse_ms === 0 || c.pulse_ms === 0n || c.pulse_ms === '0') {
     throw new CommandError('pulse_ms', `pulse_ms must be an integer from 1 to ${MAX_PULSE_MS} (10 minutes), got 0`);
   }
-  out.duty = c.duty === undefined || c.duty === null || c.duty === '' ? undefined : dutyHundredths(c.duty);
+  out.duty = c.duty === undefined || c.duty === null ? undefined : dutyHundredths(c.duty);
   if (out.reset && (out.state !== '' || out.pulseMs > 0n || out.duty !== undefined)) {
     throw new CommandError('reset', 'reset goes with a fence-only command (no state, pulse_ms or duty): it releases a tripped scope and drives nothing');
   }
@@ -140,14 +231,21 @@ function normalize(c) {
 }
 
 // dutyHundredths reads a set-point (percent, 0 to 100 in steps of 0.01)
-// given as a Number, a BigInt or a decimal string, exactly, in hundredths
-// of a percent; it throws a CommandError for anything else.
+// given as a Number or a BigInt, exactly, in hundredths of a percent; it
+// throws a CommandError for anything else. A string is refused, as the
+// gateway refuses a JSON string: "4_2" or " 42 " are no numbers on the
+// wire, and reading them into one would send what the flow did not
+// write. -0 is 0, and goes as 0; NaN and Infinity are refused.
 function dutyHundredths(v) {
-  const s = typeof v === 'number' || typeof v === 'bigint' || typeof v === 'string' ? String(v) : '';
+  if (typeof v === 'string') {
+    throw new CommandError('duty', `duty must be a number of percent from 0 to 100, not the string ${JSON.stringify(v)}: convert it to a number first, as the gateway takes a JSON number only`);
+  }
+  const s = (typeof v === 'number' && Number.isFinite(v)) || typeof v === 'bigint' ? String(v) : '';
   const m = /^(0|[1-9][0-9]{0,2})(?:\.([0-9]{1,2}))?$/.exec(s);
   const h = m ? Number(m[1]) * 100 + Number((m[2] || '').padEnd(2, '0')) : NaN;
   if (!(h >= 0 && h <= FULL_DUTY)) {
-    throw new CommandError('duty', `duty must be a number of percent from 0 to 100 with at most two decimals, got ${JSON.stringify(v === undefined ? null : typeof v === 'bigint' ? String(v) : v)}`);
+    const shown = typeof v === 'bigint' || (typeof v === 'number' && !Number.isFinite(v)) ? String(v) : JSON.stringify(v === undefined ? null : v);
+    throw new CommandError('duty', `duty must be a finite number of percent from 0 to 100 with at most two decimals, got ${shown}`);
   }
   return h;
 }
@@ -343,7 +441,7 @@ function comparePairs(a, b) {
 }
 
 module.exports = {
-  DEFAULT_PREFIX, MAX_TOKEN, MAX_SEQ, MAX_TEXT, MAX_PULSE_MS, MAX_PAYLOAD, NAME, OUTCOMES, FULL_DUTY,
-  CommandError, topics, toBig, normalize, asks, dutyHundredths, formatDuty, encodeRequest, encodeChecked, parseAnswer, parseState,
+  DEFAULT_PREFIX, MAX_TOKEN, MAX_SEQ, MAX_TEXT, MAX_PULSE_MS, MAX_PAYLOAD, MAX_REPLY, NAME, OUTCOMES, FULL_DUTY,
+  CommandError, TopicError, topicTextProblem, topics, toBig, normalize, asks, dutyHundredths, formatDuty, encodeRequest, encodeChecked, parseAnswer, parseState,
   answers, action, decide, outputAsAsked, pairString, comparePairs,
 };

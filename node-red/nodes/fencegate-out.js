@@ -33,7 +33,9 @@ function command(payload) {
     try {
       wire.dutyHundredths(payload.duty);
     } catch (e) {
-      throw new Error(`msg.payload.duty must be percent from 0 to 100 with at most two decimals, got ${JSON.stringify(payload.duty)}`);
+      const str = typeof payload.duty === 'string' ? ', a number, not a string (convert it first: $number(payload.duty) in a change node)' : '';
+      const shown = typeof payload.duty === 'number' && !Number.isFinite(payload.duty) ? String(payload.duty) : JSON.stringify(payload.duty);
+      throw new Error(`msg.payload.duty must be percent from 0 to 100 with at most two decimals${str}, got ${shown}`);
     }
     return payload.frequency === undefined ? { duty: payload.duty } : { duty: payload.duty, frequency: payload.frequency };
   }

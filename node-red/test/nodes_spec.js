@@ -46,6 +46,11 @@ describe('fenced output nodes (no services)', function () {
     assert.deepStrictEqual(command({ pulse: 500 }), { pulse_ms: 500 });
     assert.deepStrictEqual(command({ duty: 42.5 }), { duty: 42.5 });
     assert.throws(() => command({ duty: 150 }), /msg.payload.duty must be percent from 0 to 100/);
+    // A number, as the gateway takes it: a string is not read into one.
+    assert.throws(() => command({ duty: '50' }), /msg.payload.duty must be percent from 0 to 100 with at most two decimals, a number, not a string \(convert it first: \$number\(payload.duty\) in a change node\), got "50"/);
+    assert.throws(() => command({ duty: NaN }), /got NaN/);
+    assert.throws(() => command({ duty: Infinity }), /got Infinity/);
+    assert.deepStrictEqual(command({ duty: -0 }), { duty: -0 });
     assert.deepStrictEqual(command('reset'), { reset: true });
     assert.throws(() => command('ON'), /msg.payload must be "on", "off", true, false, \{"pulse": ms\}, \{"duty": percent\} or "reset", got "ON"/);
     assert.throws(() => command({ pulse: 600001 }), /whole milliseconds from 1 to 600000/);

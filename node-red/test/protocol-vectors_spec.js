@@ -44,7 +44,7 @@ describe('docs/protocol.md signing test vectors', function () {
       const setpoint = v.duty !== undefined;
       assert.ok(!setpoint || v.state === 'duty', 'a set-point signs the state duty');
       const c = wire.normalize({ actuator: v.actuator, id: v.id, token: v.token, seq: v.seq, state: setpoint ? '' : v.state,
-        duty: setpoint ? v.duty : undefined, holder: v.holder });
+        duty: setpoint ? Number(v.duty) : undefined, holder: v.holder });
       assert.strictEqual(sign.canonical(v.gateway, c).toString('hex'), v.canonical);
       const signed = sign.sign(key, v.signer, v.gateway, c);
       assert.strictEqual(signed.sig, v.sig);

@@ -16,12 +16,12 @@ from .heartbeat import Heartbeat
 from .lease import Etcd, Lease, acquire, check_fence, lock_name
 from .seq import Seq
 from .signing import Signer, read_private_key
-from .wire import ActuatorState, Answer, Command, Fence, InvalidCommand, Topics
+from .wire import ActuatorState, Answer, Command, Fence, InvalidCommand, InvalidTopic, Topics, parse_duty
 
 __all__ = [
     "Client", "DEFAULT_RESEND", "MAX_RESEND",
     "AheadError", "AnswerError", "BrokerError", "EtcdError", "FailedError", "FencegateError", "KeyFileError", "LeaseLost",
-    "OutputError", "RejectedError", "StaleError", "Timeout", "InvalidCommand",
+    "OutputError", "RejectedError", "StaleError", "Timeout", "InvalidCommand", "InvalidTopic", "parse_duty",
     "Heartbeat", "Etcd", "Lease", "acquire", "check_fence", "lock_name", "Seq", "Signer", "read_private_key",
     "ActuatorState", "Answer", "Command", "Fence", "Topics",
 ]

@@ -29,7 +29,7 @@ from .client import Client
 from .errors import FailedError, FencegateError, OutputError, RejectedError, StaleError
 from .lease import Lease, acquire
 from .signing import Signer
-from .wire import MAX_TOKEN, Answer, Command, Fence, InvalidCommand, format_duty
+from .wire import MAX_TOKEN, Answer, Command, Fence, InvalidCommand, format_duty, parse_duty
 
 __all__ = ["main", "EXIT_OK", "EXIT_STALE", "EXIT_REJECTED", "EXIT_FAILED", "EXIT_OTHER", "EXIT_USAGE"]
 
@@ -171,7 +171,8 @@ def _send(a: argparse.Namespace) -> int:
             if (a.state == "duty") != (a.duty is not None):
                 raise InvalidCommand("duty", "duty and --duty go together: send duty --duty PERCENT to a set-point output")
             state = "" if a.state in ("fence", "duty") else a.state
-            cmd = Command(a.actuator, token, a.seq, state, id=a.id, holder=holder, duty=a.duty)
+            cmd = Command(a.actuator, token, a.seq, state, id=a.id, holder=holder,
+                          duty=parse_duty(a.duty) if a.duty is not None else None)
             # Under the lease: nothing is sent once it is lost. Except with
             # --stop-after-grant, whose command must reach the gateway even
             # if the lease ran out meanwhile, to show that the fence, not

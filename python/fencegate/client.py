@@ -30,7 +30,7 @@ from .errors import BrokerError, FailedError, FencegateError, OutputError, Rejec
 from .lease import Lease
 from .signing import Signer
 from .wire import (APPLIED, DEFAULT_PREFIX, DUPLICATE, FAILED, REJECTED, STALE, STATUS_ONLINE,
-                   ActuatorState, Answer, Command, InvalidCommand, Topics, WireError, answers, output_as_asked,
+                   ActuatorState, Answer, Command, InvalidCommand, Topics, WireError, answers, check_base, output_as_asked,
                    check_command, encode_request, parse_answer, parse_state)
 
 __all__ = ["Client", "prepare", "DEFAULT_RESEND", "MAX_RESEND", "MAX_PAYLOAD"]
@@ -91,13 +91,18 @@ class Client:
                  option_names: Optional[Dict[str, str]] = None) -> None:
         if not gateway:
             raise ValueError("a gateway id is required")
+        check_base(gateway, prefix or DEFAULT_PREFIX)
         self.topics = Topics(gateway, prefix or DEFAULT_PREFIX)
         self.gateway = gateway
         self.client_id = client_id or f"fencegate-py-{os.getpid()}-{secrets.token_hex(4)}"
         security = Security.build(username, password, password_file, ca_file, cert_file, key_file, option_names)
-        self.reply = reply or self.topics.reply(self.client_id, security.username)
-        if not self.reply.startswith(self.topics.reply_base):
-            raise ValueError(f"reply topic {self.reply!r} is outside this gateway's reply topics ({self.topics.reply_base}...)")
+        # Before anything is sent: a reply topic a broker refuses would
+        # cost the gateway its connection when it answers there.
+        if reply:
+            self.topics.check_reply(reply)
+            self.reply = reply
+        else:
+            self.reply = self.topics.reply(self.client_id, security.username)
         self.signer = signer
         self.resend = resend
         self._ids = itertools.count(1)

@@ -58,6 +58,12 @@ FAILED = "failed"
 OUTCOMES = (APPLIED, DUPLICATE, STALE, REJECTED, FAILED)
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: A duty as a person writes it (``gateway send --duty``, the payload's
+#: number): Go's fence.ParseDuty reads the same.
+_DUTY_TEXT = re.compile(r"(0|[1-9][0-9]{0,2})(\.[0-9]{1,2})?")
+#: The leaves of the gateway's own topics (<actuator>/set, ...): a reply
+#: topic <base>reply/<leaf> would be one.
+_OWN_LEAVES = ("set", "result", "state", "input")
 
 
 class InvalidCommand(ValueError):
@@ -71,6 +77,46 @@ class InvalidCommand(ValueError):
     def __init__(self, why: str, message: str) -> None:
         super().__init__(message)
         self.why = why
+
+
+class InvalidTopic(ValueError):
+    """A topic (or a level of one) refused before anything is sent: a
+    broker would refuse it, or the gateway would not answer on it.
+
+    ``why`` names what is at fault (``client_id``, ``username``,
+    ``reply``: a reply topic asked for), for programs; the message says
+    it for people.
+    """
+
+    def __init__(self, why: str, message: str) -> None:
+        super().__init__(message)
+        self.why = why
+
+
+def _forbidden(cp: int) -> str:
+    if cp <= 0x1F or 0x7F <= cp <= 0x9F:
+        return "a control character"
+    if 0xD800 <= cp <= 0xDFFF:
+        return "a surrogate"
+    if 0xFDD0 <= cp <= 0xFDEF or cp & 0xFFFE == 0xFFFE:
+        return "a non-character"
+    return ""
+
+
+def topic_text_problem(s: str) -> str:
+    """What in ``s`` a broker refuses in a topic, or ``""``: the code
+    points U+0000-U+001F and U+007F-U+009F (control characters),
+    U+D800-U+DFFF (surrogates: a lone one a Python string can hold, and
+    UTF-8 cannot), U+FDD0-U+FDEF and U+xFFFE, U+xFFFF in every plane
+    (non-characters), as Go's ``wire.CheckTopicText``. Mosquitto closes
+    the connection of a client that publishes on a topic holding one.
+    """
+    for i, ch in enumerate(s):
+        why = _forbidden(ord(ch))
+        if why:
+            return (f"character {i + 1} (U+{ord(ch):04X}) is {why}, which MQTT brokers refuse in a topic "
+                    f"({ascii(s)})")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -96,7 +142,8 @@ class Command:
     raises the scope's fence and drives nothing). ``pulse_ms`` (1 to
     600000) asks a pulse output for a pulse of that width; its state is
     then ``""`` or ``"on"``. ``duty`` (percent, 0 to 100 in steps of 0.01:
-    an int, a float such as 42.5, a ``Decimal`` or a string) sets a
+    an int, a float such as 42.5 or a ``Decimal``; not a string, which
+    the gateway refuses too: :func:`parse_duty` reads one) sets a
     set-point output; it goes alone, without state (0 is off), and with
     ``frequency`` (hertz, 1 to 1000000) a PWM output runs at that frequency
     (0: its configured one).
@@ -112,7 +159,7 @@ class Command:
     reset: bool = False
     id: str = ""
     holder: str = ""
-    duty: Union[int, float, Decimal, str, None] = None
+    duty: Union[int, float, Decimal, None] = None
     frequency: int = 0
 
     @property
@@ -130,21 +177,46 @@ class Command:
         return self.state
 
 
-def duty_hundredths(d: Union[int, float, Decimal, str]) -> int:
+def duty_hundredths(d: Union[int, float, Decimal]) -> int:
     """A duty in hundredths of a percent, as it is recorded and signed.
 
     Raises :class:`InvalidCommand` (why ``duty``) for anything but a number
-    of percent from 0 to 100 with at most two decimals.
+    (an int, a float or a ``Decimal``; not a bool, not a string) of
+    percent from 0 to 100, finite, with at most two decimals: what the
+    gateway refuses. A string is refused, as the gateway refuses a JSON
+    string: ``"4_2"`` or ``" 42 "`` are no numbers on the wire, and
+    reading them into one would send what the program did not write
+    (:func:`parse_duty` reads a person's text strictly). The number -0
+    is 0, and goes as 0.
     """
-    if isinstance(d, bool) or not isinstance(d, (int, float, Decimal, str)):
+    if isinstance(d, str):
+        raise InvalidCommand("duty", f"duty {d!r} is a string: give a number of percent (an int, a float or a Decimal), "
+                             "as the gateway takes a JSON number only; parse_duty reads a duty from text")
+    if isinstance(d, bool) or not isinstance(d, (int, float, Decimal)):
         raise InvalidCommand("duty", f"duty {d!r} is not a number of percent")
     try:
-        v = Decimal(str(d)) * 100 if not isinstance(d, Decimal) else d * 100
+        v = Decimal(repr(d)) * 100 if isinstance(d, float) else Decimal(d) * 100
     except InvalidOperation:
         raise InvalidCommand("duty", f"duty {d!r} is not a number of percent") from None
-    if not v.is_finite() or v != v.to_integral_value() or v < 0 or v > FULL_DUTY:
+    if not v.is_finite():
+        raise InvalidCommand("duty", f"duty {d!r} is not a finite number of percent: want 0 to 100 with at most two decimals")
+    if v != v.to_integral_value() or v < 0 or v > FULL_DUTY:
         raise InvalidCommand("duty", f"duty {d!r}: want a number of percent from 0 to 100 with at most two decimals")
     return int(v)
+
+
+def parse_duty(text: str) -> Decimal:
+    """A duty written as a person (or a payload) writes it: ``42``,
+    ``42.5``, ``0.01``, at most three digits before the point and two
+    after, no sign, space, exponent or ``_``, as Go's ``fence.ParseDuty``
+    reads it. Raises :class:`InvalidCommand` (why ``duty``) otherwise.
+    """
+    if not isinstance(text, str) or not _DUTY_TEXT.fullmatch(text):
+        raise InvalidCommand("duty", f"duty {text!r}: want a number of percent from 0 to 100 with at most two decimals, "
+                             "written as 42 or 42.5")
+    d = Decimal(text)
+    duty_hundredths(d)
+    return d
 
 
 def format_duty(hundredths: int) -> str:
@@ -254,16 +326,53 @@ class Topics:
 
         The user name comes first: it is what a broker ACL knows a
         controller by, and the client id gives each connection its own.
+        Raises :class:`InvalidTopic` (a ``ValueError``; why ``client_id``
+        or ``username``) for a level the gateway would not answer on:
+        one with ``+ # /``, or with what a broker refuses in a topic (see
+        :func:`topic_text_problem`), or a topic it could not take.
         """
-        for what, level in (("user name", username), ("client id", client_id)):
+        shape = f"{self.reply_base}[<user name>/]<client id>"
+        for why, what, level in (("username", "user name", username), ("client_id", "client id", client_id)):
             if any(c in level for c in "+#/"):
-                raise ValueError(f"{what} {level!r} cannot be a level of the reply topic: it has + # or /")
+                raise InvalidTopic(why, f"{what} {level!r} cannot be a level of the reply topic ({shape}): it has + # or /; "
+                                        f"choose another {what}, or pass reply=")
+            problem = topic_text_problem(level)
+            if problem:
+                raise InvalidTopic(why, f"{what} {ascii(level)} cannot be a level of the reply topic ({shape}): {problem}; "
+                                        f"choose a {what} of printable characters, or pass reply=")
         if not client_id:
-            raise ValueError("a reply topic needs a client id")
+            raise InvalidTopic("client_id", "a reply topic needs a client id")
         topic = self.reply_base + (f"{username}/{client_id}" if username else client_id)
-        if len(topic.encode()) > MAX_REPLY:
-            raise ValueError(f"the reply topic {topic!r} is longer than {MAX_REPLY} bytes; choose a shorter client id")
+        try:
+            self.check_reply(topic)
+        except InvalidTopic as e:
+            raise InvalidTopic("client_id", f"the reply topic of client id {client_id!r}: {e}; choose another client id, or pass reply=") from None
         return topic
+
+    def check_reply(self, topic: str) -> None:
+        """Raise :class:`InvalidTopic` (why ``reply``) if the gateway would
+        not answer on ``topic``, as Go's ``wire.Topics.CheckReply``: it must
+        lie under :attr:`reply_base` with a level after it, have no empty
+        level, no wildcard, nothing a broker refuses in a topic, be at
+        most 256 bytes, and be none of the gateway's own topics.
+        """
+        if not isinstance(topic, str) or topic == "":
+            raise InvalidTopic("reply", "the reply topic is empty: name the topic your answers go to")
+        problem = topic_text_problem(topic)
+        if problem:
+            raise InvalidTopic("reply", f"reply topic: {problem}; name a topic of printable characters")
+        n = len(topic.encode("utf-8"))
+        if n > MAX_REPLY:
+            raise InvalidTopic("reply", f"reply topic is {n} bytes; the limit is {MAX_REPLY}")
+        if "+" in topic or "#" in topic:
+            raise InvalidTopic("reply", f"reply topic {topic!r} has a wildcard (+ #): answers go to one topic, named in full")
+        rest = topic[len(self.reply_base):] if topic.startswith(self.reply_base) else ""
+        if not rest:
+            raise InvalidTopic("reply", f"reply topic {topic!r} is outside this gateway's reply topics: use {self.reply_base}<your client id>[/...]")
+        if "//" in rest or rest.startswith("/") or rest.endswith("/"):
+            raise InvalidTopic("reply", f"reply topic {topic!r} has an empty level")
+        if rest in _OWN_LEAVES:
+            raise InvalidTopic("reply", f"reply topic {topic!r} is one of the gateway's own topics; choose another level after {self.reply_base}")
 
     def actuator_of_state(self, topic: str) -> Optional[str]:
         """The actuator a state topic of this gateway names, else None."""
@@ -271,6 +380,22 @@ class Topics:
             return None
         name = topic[len(self.base):-len("/state")]
         return name if name and "/" not in name else None
+
+
+def check_base(gateway: str, prefix: str = DEFAULT_PREFIX) -> None:
+    """Raise :class:`InvalidTopic` (why ``gateway`` or ``prefix``) for a
+    gateway id or topic prefix that cannot stand in the gateway's topics:
+    a gateway id with ``+ # /``, a prefix with a wildcard or an empty
+    level, or either with what a broker refuses in a topic.
+    """
+    if not isinstance(gateway, str) or not gateway or any(c in gateway for c in "+#/"):
+        raise InvalidTopic("gateway", f"gateway id {gateway!r} cannot be a topic level: give the gateway's id (letters, digits, _ and -)")
+    if not isinstance(prefix, str) or "+" in prefix or "#" in prefix or "//" in f"/{prefix}/":
+        raise InvalidTopic("prefix", f"topic prefix {prefix!r} has a wildcard or an empty level")
+    for why, what, v in (("gateway", "gateway id", gateway), ("prefix", "topic prefix", prefix)):
+        problem = topic_text_problem(v)
+        if problem:
+            raise InvalidTopic(why, f"{what} {ascii(v)}: {problem}")
 
 
 def json_string(s: str) -> str:
