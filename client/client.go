@@ -145,6 +145,9 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
+	if err := o.checkBase(); err != nil {
+		return nil, err
+	}
 	var err error
 	if cl.reply, err = o.replyTopic(cl.topics); err != nil {
 		return nil, err

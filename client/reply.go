@@ -50,6 +50,26 @@ func (o Options) replyTopic(t wire.Topics) (string, error) {
 	return reply, nil
 }
 
+// checkBase says what is wrong with the gateway id and topic prefix of o
+// as levels of the topics the client publishes and subscribes on, or
+// nil: no wildcard, no / in the id, no empty level in the prefix,
+// nothing a broker refuses in a topic (wire.CheckTopicText).
+func (o Options) checkBase() error {
+	switch {
+	case strings.ContainsAny(o.GatewayID, "+#/"):
+		return fmt.Errorf("client: GatewayID %q is not a gateway's id (letters, digits, _ and -)", o.GatewayID)
+	case strings.ContainsAny(o.Prefix, "+#") || strings.Contains("/"+o.Prefix+"/", "//"):
+		return fmt.Errorf("client: Prefix %q has a wildcard (+ #) or an empty level", o.Prefix)
+	}
+	if err := wire.CheckTopicText(o.GatewayID); err != nil {
+		return fmt.Errorf("client: GatewayID: %v", err)
+	}
+	if err := wire.CheckTopicText(o.Prefix); err != nil {
+		return fmt.Errorf("client: Prefix: %v", err)
+	}
+	return nil
+}
+
 // ReplyTopic returns the topic the commands of a client dialled with o
 // would name for their answers ("" with SharedAnswers), or what is wrong
 // with it, as Dial checks it before it connects: o.Reply, or the one made

@@ -129,8 +129,16 @@ func TestReplyOptionsChecked(t *testing.T) {
 		{client.Options{ClientID: "ctl\ufffe"}, "is a non-character, which MQTT brokers refuse in a topic"},
 		{client.Options{ClientID: "ctl\xed\xa0\x80"}, "is not valid UTF-8"},
 		{client.Options{Reply: "fencegate/gw/reply/me\x1b"}, "client: Reply: reply topic: character 22 (U+001B) is a control character"},
+		// The gateway id and prefix are levels of every topic too.
+		{client.Options{GatewayID: "gw\n"}, "client: GatewayID: character 3 (U+000A) is a control character"},
+		{client.Options{GatewayID: "gw/2"}, `client: GatewayID "gw/2" is not a gateway's id`},
+		{client.Options{Prefix: "site/\u0085"}, "client: Prefix: character 6 (U+0085) is a control character"},
+		{client.Options{Prefix: "site//fg"}, "an empty level"},
 	} {
-		tt.o.Broker, tt.o.GatewayID = "tcp://127.0.0.1:1", "gw"
+		tt.o.Broker = "tcp://127.0.0.1:1"
+		if tt.o.GatewayID == "" {
+			tt.o.GatewayID = "gw"
+		}
 		_, err := client.Dial(ctx, tt.o)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Dial(%+v) = %v, want an error with %q", tt.o, err, tt.want)
