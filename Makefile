@@ -61,14 +61,18 @@ lint:
 	$(GO) vet -tags imagetest ./piimage
 
 ## fuzz: a short run (FUZZTIME) of each fuzz target: the command decoder, the topic parser, the configuration
-##       loader; their seed corpora (testdata/fuzz) run with every go test. A failure writes its input there.
-FUZZTIME ?= 5s
-FUZZ     ?= ./wire:FuzzDecodeCommand ./wire:FuzzTopics ./config:FuzzParse
+##       loader; their seed corpora (testdata/fuzz) run with every go test. A failure writes its input there. Then the
+##       hostile commands through the real brokers (TestHostileCommands) with HOSTILE_CASES cases per broker (make test:
+##       1000); it prints its seed, FENCEGATE_HOSTILE_SEED=N replays it.
+FUZZTIME      ?= 5s
+FUZZ          ?= ./wire:FuzzDecodeCommand ./wire:FuzzTopics ./config:FuzzParse
+HOSTILE_CASES ?= 10000
 fuzz:
 	@for t in $(FUZZ); do \
 	  echo "fuzz $$t for $(FUZZTIME)"; \
 	  $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
+	FENCEGATE_HOSTILE_CASES=$(HOSTILE_CASES) $(GO) test -count=1 -timeout 20m -run '^TestHostileCommands$$' ./service
 
 ## bench: the Go benchmarks with allocations (the command decoder and answer encoder; admission and the fence store against
 ##        the disk's commit floor; commands against the broker's own round trip), then gateway bench, every profile, from a

@@ -1,0 +1,43 @@
+package mutants
+
+// The mutants of hostile input: a command that would make the gateway
+// publish what the broker refuses, and the guard that keeps such a
+// command from taking the gateway off the broker.
+func init() {
+	mutants = append(mutants,
+		mutant{
+			name: "topic-control-chars",
+			why:  "the rule for the text of a topic takes control characters: a reply topic holding U+000A is answered on (Mosquitto then closes the gateway's connection; the embedded broker takes it, and the command is applied)",
+			file: "wire/topic.go",
+			old:  "\tcase r <= 0x1f || r >= 0x7f && r <= 0x9f:",
+			new:  "\tcase false:",
+			pkgs: []string{"./service"}, run: "TestHostileCommands",
+			env: []string{"FENCEGATE_HOSTILE_CASES=400"},
+		},
+		mutant{
+			name: "reply-text-unchecked",
+			why:  "the reply check looks at wildcards, levels and length but not at the characters: a command naming a reply topic with a control character is decided and applied",
+			file: "wire/reply.go",
+			old:  "\tcase CheckTopicText(topic) != nil:",
+			new:  "\tcase false:",
+			pkgs: []string{"./service"}, run: "TestHostileCommands",
+			env: []string{"FENCEGATE_HOSTILE_CASES=400"},
+		},
+		mutant{
+			name: "publish-unchecked",
+			why:  "the link publishes on any topic, one the broker refuses too, which costs it the connection",
+			file: "mqttlink/sendable.go",
+			old:  "\tif err := wire.CheckTopic(topic); err != nil {",
+			new:  "\tif err := wire.CheckTopic(topic); false && err != nil {",
+			pkgs: []string{"./mqttlink"}, run: "TestSendRefusesWhatTheBrokerWould",
+		},
+		mutant{
+			name: "poison-answered-again",
+			why:  "a command whose answer lost the gateway its connection, alone, is answered again each time it comes: the gateway loses every connection to it",
+			file: "mqttlink/serve.go",
+			old:  "\tif l.poison.isPoison(key) {",
+			new:  "\tif false && l.poison.isPoison(key) {",
+			pkgs: []string{"./mqttlink"}, run: "TestPoisonMessageDoesNotLoop",
+		},
+	)
+}
