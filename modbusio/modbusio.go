@@ -209,7 +209,9 @@ func (b *Bus) settleLocked() {
 			o.maybeLate, b.silent = p, true
 			return
 		}
-		if err != nil && !errors.Is(err, modbus.ErrRequestTimedOut) {
+		if !errors.Is(err, modbus.ErrRequestTimedOut) {
+			// Answered without proof (a new connection), or a broken
+			// link: look again shortly, not in a tight loop.
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
