@@ -26,8 +26,9 @@ import (
 // card is an SD card: the image, as dd or bmaptool writes it, padded to
 // the power-of-two size QEMU's SD card model requires.
 type card struct {
-	path    string
-	bootOff int64 // the boot partition's first byte
+	path     string
+	bootOff  int64 // the boot partition's first byte
+	bootSize int64 // and its length in bytes
 }
 
 // newCard writes the image xz (checked against its .sha256) to a card in
@@ -67,6 +68,7 @@ func newCard(t *testing.T, xz, dir string) *card {
 			SectorSize int64 `json:"sectorsize"`
 			Partitions []struct {
 				Start int64  `json:"start"`
+				Size  int64  `json:"size"`
 				Type  string `json:"type"`
 			} `json:"partitions"`
 		} `json:"partitiontable"`
@@ -79,6 +81,10 @@ func newCard(t *testing.T, xz, dir string) *card {
 		ss = 512
 	}
 	c.bootOff = pt.PartitionTable.Partitions[0].Start * ss
+	c.bootSize = pt.PartitionTable.Partitions[0].Size * ss
+	if c.bootSize <= 0 {
+		t.Fatalf("partition table %s: the boot partition has no size", js)
+	}
 	t.Logf("card: %s, %d MB (image %d MB)", c.path, size>>20, st.Size()>>20)
 	return c
 }
@@ -99,6 +105,19 @@ func (c *card) put(t *testing.T, name, text string) {
 	if out, err := exec.Command("mcopy", "-o", "-i", c.fat(), src, "::fencegate/"+name).CombinedOutput(); err != nil {
 		t.Fatalf("mcopy %s: %v\n%s", name, err, out)
 	}
+}
+
+// bootHas reports whether the boot partition's raw bytes hold s, as dd
+// and strings on a laptop would find it: in a file, in a removed file's
+// freed clusters, or past a file's end.
+func (c *card) bootHas(t *testing.T, s string) bool {
+	t.Helper()
+	f, err := os.Open(c.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return indexIn(t, f, c.bootOff, c.bootSize, s) >= 0
 }
 
 // get reads a file of the boot partition.
