@@ -163,8 +163,9 @@ func isAt(cur fence.Output, set fence.Set) bool {
 // shapeSetpoint checks c, a command to the set-point output o, and
 // returns it as o takes it: state off is a set-point of 0; an on without
 // a set-point, and a pulse, are refused, as is a set-point outside o's
-// range (reason range). 0 is always in range: off must always be
-// reachable.
+// range or below its device's smallest step (reason range: recorded, it
+// would be an output "on" that its device holds off). 0 is always in
+// range: off must always be reachable.
 func (o *output) shapeSetpoint(c fence.Command) (fence.Command, string, error) {
 	switch {
 	case c.Pulse > 0:
@@ -191,7 +192,27 @@ func (o *output) shapeSetpoint(c fence.Command) (fence.Command, string, error) {
 	if c.Duty < o.Min || c.Duty > o.max() {
 		return c, fence.ReasonRange, fmt.Errorf("duty %s%% is outside %s's range, %s to %s %% (its min and max; 0, off, is always accepted)", c.Duty, o.Name, o.Min, o.max())
 	}
+	if o.dev != nil && o.dev.Nearest(c.Duty) == 0 {
+		least := smallestOn(o.dev)
+		return c, fence.ReasonRange, fmt.Errorf("duty %s%% is below the smallest step of %s's device, %s %%: it would hold the output off; "+
+			"send 0 for off, or at least %s %%", c.Duty, o.Name, o.dev.Nearest(least), least)
+	}
 	return c, "", nil
+}
+
+// smallestOn is the smallest set-point that dev does not hold at 0 (its
+// steps grow with the set-point).
+func smallestOn(dev Setpoint) fence.Duty {
+	lo, hi := fence.Duty(1), fence.FullDuty
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if dev.Nearest(mid) == 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 // max is o's highest set-point: its Max, or 100 % if it has none.

@@ -230,3 +230,38 @@ func TestSetpointFrequency(t *testing.T) {
 	send(b, "d", 4, 2500, 0, fence.Applied) // 0: back to the configured frequency
 	kernel(1000000, 250000)
 }
+
+// TestSetpointBelowTheDeviceStep: a set-point above 0 that the device
+// would hold at 0 (0.04 % of a 0..1000 register is 0.4 of a step) is
+// refused, reason range, naming the device's smallest step, before the
+// fence is read: the answer never says on while the output is off. The
+// smallest set-point the message names is taken, and reads back on.
+func TestSetpointBelowTheDeviceStep(t *testing.T) {
+	r := newWatchRig(t, []actuator.Spec{{Name: "fan", Kind: actuator.KindSetpoint, PinName: "setpoint4"}}, false)
+	res := r.send(t, duty("a-1", 81, 4, 4), fence.Rejected)
+	if res.Reason != fence.ReasonRange || !strings.Contains(res.Error, "smallest step") || !strings.Contains(res.Error, "0.1 %") {
+		t.Fatalf("duty 0.04 %%: %+v; want rejected, reason range, naming the step 0.1 %%", res)
+	}
+	if res.State != fence.StateOff || res.Duty == nil || *res.Duty != 0 {
+		t.Errorf("the refusal says state %s duty %v; want the recorded off, 0", res.State, res.Duty)
+	}
+	if f := r.recorded(t, "fan").Fence; f != (fence.Fence{}) {
+		t.Errorf("fence %v after the refusal; want it unmoved", f)
+	}
+	if got := r.mod.Register(4); got != 0 {
+		t.Errorf("the register holds %d, want 0", got)
+	}
+	_, least, ok := strings.Cut(res.Error, "at least ")
+	if !ok {
+		t.Fatalf("the refusal does not say what to send: %q", res.Error)
+	}
+	d, err := fence.ParseDuty(strings.TrimSuffix(least, " %"))
+	if err != nil {
+		t.Fatalf("the smallest set-point %q: %v", least, err)
+	}
+	res = r.send(t, duty("a-2", 81, 5, d), fence.Applied)
+	if res.State != fence.StateOn || res.ActualDuty != nil && *res.ActualDuty == 0 || r.mod.Register(4) == 0 {
+		t.Errorf("duty %s: %+v, register %d; want on, the register above 0", d, res, r.mod.Register(4))
+	}
+	r.send(t, duty("a-3", 81, 6, d-1), fence.Rejected)
+}

@@ -41,3 +41,15 @@ func init() {
 		},
 	)
 }
+
+// The set-point a device holds at 0: refused, never recorded as on.
+func init() {
+	mutants = append(mutants, mutant{
+		name: "duty-below-step-taken",
+		why:  "a set-point above 0 that the device holds at 0 (0.04 % to a 0..1000 register) is recorded and answered on while the output is off",
+		file: "actuator/setpoint.go",
+		old:  "\tif o.dev != nil && o.dev.Nearest(c.Duty) == 0 {",
+		new:  "\tif false && o.dev != nil && o.dev.Nearest(c.Duty) == 0 {",
+		pkgs: []string{"./actuator"}, run: "TestSetpointBelowTheDeviceStep",
+	})
+}
