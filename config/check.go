@@ -35,10 +35,10 @@ func (c *Config) check() error {
 	if c.MQTT.TopicPrefix == "" {
 		c.MQTT.TopicPrefix = wire.DefaultPrefix
 	} else if !topicPrefix(c.MQTT.TopicPrefix) {
-		bad("mqtt.topic_prefix %q: no wildcards (+ #), no leading, trailing or double /", c.MQTT.TopicPrefix)
+		bad("mqtt.topic_prefix %q: no wildcards (+ #), no leading, trailing or double /, no control characters", c.MQTT.TopicPrefix)
 	}
 	if ha := c.HomeAssistant; ha != nil && ha.DiscoveryPrefix != "" && !topicPrefix(ha.DiscoveryPrefix) {
-		bad("home_assistant.discovery_prefix %q: no wildcards (+ #), no leading, trailing or double / (Home Assistant's default is homeassistant)", ha.DiscoveryPrefix)
+		bad("home_assistant.discovery_prefix %q: no wildcards (+ #), no leading, trailing or double /, no control characters (Home Assistant's default is homeassistant)", ha.DiscoveryPrefix)
 	}
 	if c.Store == "" {
 		bad("store is required (the fence store's file, e.g. /var/lib/fencegate/fence.db)")
@@ -173,8 +173,12 @@ func (n nameSet) check(name string, line int, missing string, topic bool) string
 
 // topicPrefix reports whether p may begin MQTT topic names: no wildcards,
 // no leading, trailing or double /.
+// topicPrefix reports whether p can begin the topics the gateway
+// publishes on: no wildcard, no empty level, nothing a broker refuses in
+// a topic (wire.CheckTopicText).
 func topicPrefix(p string) bool {
-	return !strings.ContainsAny(p, "+#") && !strings.HasPrefix(p, "/") && !strings.HasSuffix(p, "/") && !strings.Contains(p, "//")
+	return !strings.ContainsAny(p, "+#") && !strings.HasPrefix(p, "/") && !strings.HasSuffix(p, "/") && !strings.Contains(p, "//") &&
+		wire.CheckTopicText(p) == nil
 }
 
 func checkBroker(s string) error {

@@ -104,6 +104,24 @@ type scope struct {
 	timer *time.Timer // lets l go once the scope was idle long enough
 }
 
+// checkTopicParts refuses a name or prefix of o that would make a topic
+// a broker refuses (a wildcard, a control character, invalid UTF-8; a /
+// in a name): the bridge would lose its connection at the first publish
+// on it, at every reconnect.
+func checkTopicParts(o Options) error {
+	for _, a := range slices.Concat(o.Actuators, o.Setpoints) {
+		if a == "" || strings.ContainsAny(a, "+#/") || wire.CheckTopicText(a) != nil {
+			return fmt.Errorf("habridge: actuator %q is no actuator's name (letters, digits, _ and -, as the gateway's configuration has it)", a)
+		}
+	}
+	for _, p := range []struct{ what, v string }{{"discovery prefix", o.DiscoveryPrefix}, {"bridge prefix", o.BridgePrefix}} {
+		if strings.ContainsAny(p.v, "+#") || strings.Contains(p.v, "//") || strings.HasPrefix(p.v, "/") || strings.HasSuffix(p.v, "/") || wire.CheckTopicText(p.v) != nil {
+			return fmt.Errorf("habridge: %s %q: no wildcards (+ #), no leading, trailing or double /, no control characters", p.what, p.v)
+		}
+	}
+	return nil
+}
+
 // Run runs the bridge until ctx ends.
 func Run(ctx context.Context, o Options) error {
 	if o.Name == "" {
@@ -117,6 +135,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if len(o.Actuators)+len(o.Setpoints) == 0 {
 		return errors.New("habridge: no actuators: name the ones Home Assistant may command")
+	}
+	if err := checkTopicParts(o); err != nil {
+		return err
 	}
 	log := o.Logger
 	if log == nil {
