@@ -174,12 +174,8 @@ func (n nameSet) check(name string, line int, missing string, topic bool) string
 // topicPrefix reports whether p may begin MQTT topic names: no wildcards,
 // no leading, trailing or double /.
 // topicPrefix reports whether p can begin the topics the gateway
-// publishes on: no wildcard, no empty level, nothing a broker refuses in
-// a topic (wire.CheckTopicText).
-func topicPrefix(p string) bool {
-	return !strings.ContainsAny(p, "+#") && !strings.HasPrefix(p, "/") && !strings.HasSuffix(p, "/") && !strings.Contains(p, "//") &&
-		wire.CheckTopicText(p) == nil
-}
+// publishes on (see wire.CheckPrefix).
+func topicPrefix(p string) bool { return wire.CheckPrefix(p) == nil }
 
 func checkBroker(s string) error {
 	if !strings.Contains(s, "://") {

@@ -115,8 +115,8 @@ func checkTopicParts(o Options) error {
 		}
 	}
 	for _, p := range []struct{ what, v string }{{"discovery prefix", o.DiscoveryPrefix}, {"bridge prefix", o.BridgePrefix}} {
-		if strings.ContainsAny(p.v, "+#") || strings.Contains(p.v, "//") || strings.HasPrefix(p.v, "/") || strings.HasSuffix(p.v, "/") || wire.CheckTopicText(p.v) != nil {
-			return fmt.Errorf("habridge: %s %q: no wildcards (+ #), no leading, trailing or double /, no control characters", p.what, p.v)
+		if err := wire.CheckPrefix(p.v); err != nil {
+			return fmt.Errorf("habridge: %s %q: %v", p.what, p.v, err)
 		}
 	}
 	return nil

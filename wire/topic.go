@@ -64,3 +64,17 @@ func CheckTopic(topic string) error {
 	}
 	return CheckTopicText(topic)
 }
+
+// CheckPrefix says why p cannot begin topics the gateway publishes on
+// (mqtt.topic_prefix, a discovery prefix), or nil: a wildcard, an empty
+// level (a leading, trailing or double /), or what CheckTopicText
+// refuses. The empty prefix is the default's, and passes.
+func CheckPrefix(p string) error {
+	switch {
+	case strings.ContainsAny(p, "+#"):
+		return errors.New("it has a wildcard (+ #)")
+	case strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//"):
+		return errors.New("it has an empty level (a leading, trailing or double /)")
+	}
+	return CheckTopicText(p)
+}

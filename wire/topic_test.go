@@ -103,3 +103,16 @@ func TestCheckCommandRefusesHostileActuators(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckPrefix(t *testing.T) {
+	for _, p := range []string{"a/+", "#", "/a", "a/", "a//b", "a\nb", "a\ufffe", "\xff"} {
+		if CheckPrefix(p) == nil {
+			t.Errorf("%q passed", p)
+		}
+	}
+	for _, p := range []string{"", "fencegate", "site/é/fencegate", "home assistant"} {
+		if err := CheckPrefix(p); err != nil {
+			t.Errorf("%q: %v", p, err)
+		}
+	}
+}
