@@ -6,10 +6,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
@@ -136,9 +138,18 @@ func hostileRun(t *testing.T, broker string, seed uint64, cases int) {
 	rng := rand.New(rand.NewPCG(seed, 0x686f7374696c65))
 	canary := uint64(1)
 	counts := map[string]int{}
-	for n := range cases {
+	// First, every hostile text in a reply topic, in a command otherwise
+	// valid and above the fence (applied, if the reply check missed it);
+	// then the random cases.
+	directed := slices.Concat(hostileText, badUTF8)
+	for n := range len(directed) + cases {
 		target := []string{"pump", "fan", "heater"}[rng.IntN(3)]
-		c := genCase(rng, tp, n, target, fences[scopes[target]])
+		var c hostileCase
+		if n < len(directed) {
+			c = replyCase(tp, n, directed[n], fences[scopes[target]])
+		} else {
+			c = genCase(rng, tp, n, target, fences[scopes[target]])
+		}
 		counts[c.class]++
 		switch {
 		case c.raw != "":
@@ -223,7 +234,7 @@ func hostileRun(t *testing.T, broker string, seed uint64, cases int) {
 	if !conn.Connected || !conn.Since.Equal(connBefore.Since) || conn.Poison != 0 {
 		t.Errorf("broker connection after hostile input: %+v, before %+v; want the same connection, no poison", conn, connBefore)
 	}
-	t.Logf("%d cases: %v", cases, counts)
+	t.Logf("%d directed and %d random cases: %v", len(directed), cases, counts)
 }
 
 func hear(ch chan<- heard, m mqtt.Message) {
@@ -266,6 +277,19 @@ var badUTF8 = []string{"\xff", "\xfe\xfe", "\xc0\xaf", "\xed\xa0\x80", "\xe2\x82
 // badNumbers are values no integer field takes (raw JSON).
 var badNumbers = []string{"-1", "1.5", "1e3", "9223372036854775808", "18446744073709551616", "99999999999999999999999",
 	"NaN", "Infinity", "-Infinity", "1e999", `"12"`, `"４２"`, "true", "null", "[]", "{}", "0x10", "+5", "-0", "1_000", `" 42 "`}
+
+// replyCase is a command to a scope whose fence is f, valid and above
+// the fence but for bad in its reply topic.
+func replyCase(tp wire.Topics, n int, bad string, f fence.Fence) hostileCase {
+	reply := tp.ReplyBase() + "ctl" + bad + "x"
+	q, _ := json.Marshal(reply)
+	if !utf8.ValidString(reply) {
+		q = []byte(`"` + reply + `"`) // json.Marshal would mend it
+	}
+	pair := fence.Fence{Token: f.Token + 1}
+	return hostileCase{name: fmt.Sprintf("reply with %+q", bad), class: "hostile", pair: pair, state: fence.StateOn,
+		payload: fmt.Appendf(nil, `{"id":"d-%d","token":%d,"state":"on","reply":%s}`, n, pair.Token, q)}
+}
 
 // genCase draws one command to actuator target of gateway tp, whose
 // scope's fence is f.
