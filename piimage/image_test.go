@@ -263,7 +263,8 @@ func firstBoot(ctx context.Context, t *testing.T, pi *pi, password string) {
 	show := pi.must("systemctl show fencegate -p Type -p ActiveState -p WatchdogUSec -p WatchdogTimestampMonotonic -p NRestarts")
 	for _, want := range []string{"Type=notify", "ActiveState=active", "WatchdogUSec=30s", "NRestarts=0"} {
 		if !strings.Contains(show, want) {
-			t.Errorf("systemctl show fencegate: want %s:\n%s", want, show)
+			t.Errorf("systemctl show fencegate: want %s:\n%s\nits journal:\n%s", want, show,
+				pi.must("journalctl -b -u fencegate -u fencegate-bootconfig -u mosquitto --no-pager -o short-monotonic | tail -60"))
 		}
 	}
 	if strings.Contains(show, "WatchdogTimestampMonotonic=0\n") {
