@@ -107,7 +107,7 @@ func TestHostileInput(t *testing.T) {
 			{"unknown actuator", "nope", `{"id":"h-nope","token":99,"state":"on"}`, "h-nope", fence.ReasonUnknownActuator, `unknown actuator "nope"`},
 			{"actuator in capitals", "PUMP", `{"id":"h-caps","token":99,"state":"on"}`, "h-caps", fence.ReasonUnknownActuator, `unknown actuator "PUMP"`},
 			{"unicode actuator", "pümp-植物", `{"id":"h-uni","token":99,"state":"on"}`, "h-uni", fence.ReasonUnknownActuator, `unknown actuator "pümp-植物"`},
-			{"long actuator", strings.Repeat("p", 4000), `{"id":"h-long","token":99,"state":"on"}`, "h-long", fence.ReasonUnknownActuator, "unknown actuator"},
+			{"long actuator", strings.Repeat("p", wire.MaxName), `{"id":"h-long","token":99,"state":"on"}`, "h-long", fence.ReasonUnknownActuator, "unknown actuator"},
 			{"probe topic", "$probe", `{"id":"h-probe","token":99,"state":"on"}`, "", "", ""}, // the gateway's own: taken as a probe, not decided
 			{"unsigned", "door", `{"id":"h-unsigned","token":99,"state":"off"}`, "h-unsigned", fence.ReasonUnsigned, "signed"},
 			{"unknown signer", "door", signedAs(cmd("h-who", "door", 99, 0, fence.StateOff), other, "ctl-z", nil), "h-who", fence.ReasonUnknownSigner, "ctl-z"},
@@ -140,13 +140,14 @@ func TestHostileInput(t *testing.T) {
 
 		// Topics no actuator can have: the broker refuses a publish with a
 		// wildcard, and routes none with another level to the gateway. A
-		// command topic whose answer topic would be too long for MQTT is
-		// acknowledged unanswered: paho would cut the answer's topic to
-		// 65,535 bytes, and the answer would go out on a topic that is
-		// none of the gateway's.
+		// command to a name longer than wire.MaxName is acknowledged
+		// unanswered: its answer, naming it three times, could pass a
+		// broker's packet limit (and past 65,535 bytes paho would cut the
+		// answer's topic); so is one to the name reply, whose answers
+		// would lie among the controllers' reply topics.
 		stray := watchStray(t, broker, g.topics())
 		longest := wire.MaxTopic - len(g.topics().Set(""))
-		for _, name := range []string{"+", "#", "pu+mp", "pump/x", "pump/#", strings.Repeat("n", longest)} {
+		for _, name := range []string{"+", "#", "pu+mp", "pump/x", "pump/#", strings.Repeat("n", longest), strings.Repeat("n", wire.MaxName+1), wire.ReplyLevel} {
 			rawPublish(t, broker, g.topics().Set(name), []byte(`{"id":"h-topic","token":99,"state":"off"}`))
 		}
 

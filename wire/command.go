@@ -308,13 +308,53 @@ func text(key string, raw json.RawMessage) (string, error) {
 	return s, nil
 }
 
-// str decodes a string field.
+// str decodes a string field. A lone surrogate escape (\ud800 without
+// its pair) is refused: JSON decoders put U+FFFD in its place, and a
+// reply topic, an id or a holder would then be another than the one
+// sent (clients refuse them too).
 func str(key string, raw json.RawMessage) (string, error) {
 	var s string
 	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
 		return "", fmt.Errorf("%s must be a string, got %s", key, abbrev(raw))
 	}
+	if esc, ok := loneSurrogate(raw); ok {
+		return "", fmt.Errorf("%s holds a lone surrogate (%s): a character above U+FFFF is escaped as a pair, or sent as UTF-8", key, esc)
+	}
 	return s, nil
+}
+
+// loneSurrogate finds, in a JSON string that decodes, an escape \uD800 to
+// \uDFFF that is not a high surrogate followed by a low one.
+func loneSurrogate(raw []byte) (string, bool) {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // an escape of one character: skip it, a \\ included
+			continue
+		}
+		switch {
+		case r >= 0xd800 && r <= 0xdbff:
+			if lo, ok := hex4(i + 6); ok && lo >= 0xdc00 && lo <= 0xdfff {
+				i += 11
+				continue
+			}
+			return string(raw[i : i+6]), true
+		case r >= 0xdc00 && r <= 0xdfff:
+			return string(raw[i : i+6]), true
+		}
+		i += 5
+	}
+	return "", false
 }
 
 func integer(key string, raw json.RawMessage, lo, hi uint64) (uint64, error) {

@@ -264,7 +264,6 @@ func checkPublishable(t *testing.T, tp Topics, name string) {
 // gateway answers it (unknown actuator).
 func TestTopicsRefuseUnanswerableNames(t *testing.T) {
 	tp := Topics{GatewayID: "greenhouse-1"}
-	longest := MaxTopic - len(tp.Result(""))
 	tests := []struct {
 		name string
 		want bool
@@ -272,8 +271,12 @@ func TestTopicsRefuseUnanswerableNames(t *testing.T) {
 		{"pump", true},
 		{"pümp-植物", true},
 		{"$probe", true},
-		{strings.Repeat("x", longest), true},
-		{strings.Repeat("x", longest+1), false},
+		{strings.Repeat("x", MaxName), true},
+		{strings.Repeat("x", MaxName+1), false},
+		{strings.Repeat("x", MaxTopic-len(tp.Result(""))), false},
+		{ReplyLevel, false},
+		{"pu\nmp", false},
+		{"pump\uffff", false},
 		{"a+b", false},
 		{"+", false},
 		{"#", false},

@@ -61,6 +61,13 @@ func (t Topics) CheckReply(topic string) error {
 	case strings.Contains(rest, "//") || strings.HasSuffix(rest, "/") || strings.HasPrefix(rest, "/"):
 		return fmt.Errorf("reply topic %q has an empty level", topic)
 	}
+	// The gateway's own topics under the level reply: the commands,
+	// states and answers an actuator named reply would have, which no
+	// actuator may be.
+	switch rest, _ := strings.CutPrefix(topic, base); rest {
+	case "set", "result", "state", "input":
+		return fmt.Errorf("reply topic %q is one of the gateway's own topics; choose another level after %s", topic, base)
+	}
 	if _, kind := t.Parse(topic); kind != KindNone {
 		return fmt.Errorf("reply topic %q is one of the gateway's own topics; choose another level after %s", topic, base)
 	}

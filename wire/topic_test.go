@@ -116,3 +116,28 @@ func TestCheckPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestLoneSurrogateRefused: a lone surrogate escape in a string field is
+// refused, not taken as U+FFFD (the reply topic would be another than the
+// one sent); a pair, an escaped backslash before u, and U+FFFD itself are
+// taken.
+func TestLoneSurrogateRefused(t *testing.T) {
+	tp := Topics{GatewayID: "g"}
+	for _, v := range []string{`a\ud800b`, `a\udc00b`, `a\ud800`, `a\ud800\ud800`, `a\udbff\u0041`, `\uDFFF`} {
+		for _, key := range []string{"reply", "id", "holder"} {
+			val := v
+			if key == "reply" {
+				val = tp.ReplyBase() + v
+			}
+			_, err := DecodeRequest("pump", []byte(`{"token":5,"state":"on","`+key+`":"`+val+`"}`))
+			if err == nil || !strings.Contains(err.Error(), "lone surrogate") {
+				t.Errorf("%s %s: %v; want it refused as a lone surrogate", key, v, err)
+			}
+		}
+	}
+	for _, v := range []string{`a\ud83d\ude00b`, `a\\ud800b`, `\ufffd`, `a\\\ud83d\ude00`} {
+		if _, err := DecodeRequest("pump", []byte(`{"token":5,"state":"on","holder":"`+v+`"}`)); err != nil {
+			t.Errorf("holder %s: %v", v, err)
+		}
+	}
+}

@@ -125,16 +125,24 @@ func (t Topics) Parse(topic string) (actuator string, kind Kind) {
 // written in two bytes.
 const MaxTopic = 1<<16 - 1
 
+// MaxName is the longest actuator level the gateway answers a command on,
+// in bytes: far above any name a configuration can have (64), and short
+// enough that an answer to an unknown actuator, which names it in its
+// topic and twice in its payload, stays a few kilobytes, within any
+// broker's packet limit.
+const MaxName = 256
+
 // answerable reports whether name can be the actuator level of this
-// gateway's topics: not empty, nothing CheckTopicText refuses, no
-// wildcard (+ #) and no /, as MQTT wants of the topics the gateway publishes on, and
+// gateway's topics: not empty, at most MaxName bytes, not ReplyLevel (its
+// answers would lie among the controllers'), nothing CheckTopicText
+// refuses, no wildcard (+ #) and no /, as MQTT wants of the topics the gateway publishes on, and
 // short enough for the longest of them (the answer topic) to fit. A
 // command on any other topic cannot be answered: a broker refuses (and
 // disconnects) a publish on a topic with a wildcard, and paho cuts a
 // longer topic to 65,535 bytes, which would send the answer out on a
 // topic that is none of the gateway's.
 func (t Topics) answerable(name string) bool {
-	return name != "" && CheckTopicText(name) == nil && !strings.ContainsAny(name, "+#/") &&
+	return name != "" && len(name) <= MaxName && name != ReplyLevel && CheckTopicText(name) == nil && !strings.ContainsAny(name, "+#/") &&
 		len(t.Result(name)) <= MaxTopic
 }
 
