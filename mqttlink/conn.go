@@ -135,13 +135,13 @@ func (s *connState) connected() {
 // lost records a lost connection and reports whether the broker closed it
 // within takeoverWindow of accepting it (a take-over, most likely).
 // blame, if not empty, says which answers the broker may have closed it
-// on (see poisonGuard.lost); onAnswer, that it was the answer of a
-// command answered alone, which is no take-over.
-func (s *connState) lost(err error, blame string, onAnswer bool) bool {
+// on (see poisonGuard.lost): such a loss is not counted as a take-over
+// (the instance guard's claims still find another process).
+func (s *connState) lost(err error, blame string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	quick := now.Sub(s.upAt) < takeoverWindow && s.refetch == 0 && !onAnswer
+	quick := now.Sub(s.upAt) < takeoverWindow && s.refetch == 0 && blame == ""
 	if quick {
 		s.quickLoss++
 	} else {

@@ -240,6 +240,9 @@ func (l *Link) delivered(probe string) {
 }
 
 func (l *Link) connectionLost(err error) {
+	// Before the connection's context ends: an answer alone that waits
+	// for it is then still the one being answered.
+	blame := l.poison.lost()
 	l.mu.Lock()
 	if l.connEnd != nil {
 		l.connEnd()
@@ -251,8 +254,7 @@ func (l *Link) connectionLost(err error) {
 	default:
 	}
 	l.mu.Unlock()
-	blame, onAnswer := l.poison.lost()
-	l.guard.lost(l.conn.lost(err, blame, onAnswer))
+	l.guard.lost(l.conn.lost(err, blame))
 	if l.opts.Lost != nil {
 		l.opts.Lost(err)
 	}

@@ -173,6 +173,11 @@ type Link struct {
 	sawCommand bool               // a command arrived on the connection paho opened last
 	refusing   bool               // another process serves the gateway id: no commands, ever
 
+	// alone is held while a command is answered alone (see poisonGuard),
+	// and for reading while others are answered: a lost connection is
+	// then that answer's.
+	alone sync.RWMutex
+
 	// serving is held for reading while a command is decided, answered
 	// and acknowledged; Run holds it to stop, so that a command answered
 	// is acknowledged before the connection closes.

@@ -13,19 +13,32 @@ import (
 // is acknowledged only after, so the broker delivers it again on the next
 // connection, the answer goes out again, and the gateway would lose every
 // connection to it, every actuator with it. Every topic the gateway
-// publishes on is checked first (see sendable), so no input known today
-// does this; the guard is for what the checks miss (a broker's own
-// limits, max_packet_size).
+// publishes on is checked first (see send) and answers are bounded (see
+// wire.MaxName), so no input known today does this; the guard is for
+// what the checks miss (a broker's own limits).
 //
 // A command whose answer was written just before a connection was lost,
-// or that the broker marks as sent before (DUP), is a suspect: the next
-// time it comes, it is answered alone and followed by a round trip (a
-// QoS 1 probe, which the broker acknowledges only once it has taken the
-// answer before it) before it is acknowledged. If the connection is lost
-// during that, the command is poison: when it comes again it is decided
-// as any command (a duplicate, since it was recorded), acknowledged
-// without its answer, and logged; Status says so. A command costs the
-// gateway at most two connections.
+// or that the broker marks as sent before (DUP), is a suspect: it is
+// answered alone, no other answer of the link going out meanwhile, and
+// followed by a round trip (a QoS 1 probe, which the broker acknowledges
+// only once it has taken the answer before it) before it is acknowledged.
+// If the connection is lost during that, the command is poison: when it
+// comes again it is decided as any command (a duplicate, since it was
+// recorded), acknowledged without its answer, and logged; Status says so.
+// One poison message costs the gateway two connections.
+//
+// Several at once would cost one connection each, with paho's backoff
+// doubling between them. So a second loss on an answer alone within
+// escalateWithin of the first escalates: for escalateFor after it, every
+// suspect is set aside unanswered as poison is (the commands near the
+// poison lose their answers, not their decisions: a controller that
+// resends gets its answer), every other command is answered alone, and
+// an answer as large as the smaller of the two lost is not published (a
+// broker's packet limit is the likeliest cause; such a command is set
+// aside too). A burst of poison messages costs the gateway a few
+// connections, not one each: here 30 of them to three actuators cost 4
+// to 6 (an answer that paho held when a connection broke goes out on
+// the next one).
 type poisonGuard struct {
 	mu       sync.Mutex
 	seed     maphash.Seed
@@ -33,11 +46,22 @@ type poisonGuard struct {
 	next     int
 	suspects map[uint64]time.Time // when each was marked
 	poison   map[uint64]time.Time
-	alone    string // the suspect being answered alone, described; "" for none
-	n        int    // poison messages acknowledged unanswered
-	last     string // the newest of them, described
+	alone    string       // the suspect being answered alone, described; "" for none
+	lostOn   [2]time.Time // the last two losses on an answer alone, newest first
+	sizes    [2]int       // the answers' sizes (as packets) at those losses
+	n        int          // commands acknowledged unanswered
+	last     string       // the newest of them, described
 	lastAt   time.Time
 }
+
+// A verdict is how a command is answered.
+type verdict int
+
+const (
+	answerNormally verdict = iota // with its batch
+	answerAlone                   // alone, then proven
+	setAside                      // not answered: decided and acknowledged
+)
 
 type written struct {
 	key uint64
@@ -56,6 +80,10 @@ const (
 	// seconds of the reconnect.
 	maxSuspects = 1024
 	forgetAfter = time.Hour
+	// escalateWithin: two losses on answers alone this close escalate;
+	// escalateFor: how long after the last one it lasts.
+	escalateWithin = time.Minute
+	escalateFor    = time.Minute
 )
 
 func newPoisonGuard() *poisonGuard {
@@ -85,9 +113,8 @@ func (g *poisonGuard) wrote(keys []uint64) {
 
 // lost notes a lost connection: the commands answered within blameWindow
 // before it become suspects. It returns what the loss may be blamed on,
-// for people, or "", and whether it was lost on the answer of a suspect
-// answered alone: then it is that answer's.
-func (g *poisonGuard) lost() (blame string, onAnswer bool) {
+// for people, or "".
+func (g *poisonGuard) lost() string {
 	now := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -102,22 +129,30 @@ func (g *poisonGuard) lost() (blame string, onAnswer bool) {
 	switch {
 	case g.alone != "":
 		return "the broker closed the connection on the answer to " + g.alone +
-			": it refuses that answer; the command is recorded, and is set aside as a poison message when it comes again", true
+			": it refuses that answer; the command is recorded, and is set aside as a poison message when it comes again"
 	case n > 0:
 		return fmt.Sprintf("%d answers were written just before it; if the broker closed it on one of them, "+
-			"that command is answered alone when it comes again, and set aside if the broker closes the connection again", n), false
+			"that command is answered alone when it comes again, and set aside if the broker closes the connection again", n)
 	}
-	return "", false
+	return ""
 }
 
-// suspect reports whether the command of key must be answered alone:
-// marked at a loss, poison, or sent before (dup).
-func (g *poisonGuard) suspect(key uint64, dup bool) bool {
+// verdict says how the command of key, marked DUP by the broker if dup,
+// is answered.
+func (g *poisonGuard) verdict(key uint64, dup bool) verdict {
+	now := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	_, s := g.suspects[key]
 	_, p := g.poison[key]
-	return dup || s || p
+	escalated := g.escalatedLocked(now)
+	switch {
+	case p, escalated && (s || dup):
+		return setAside
+	case escalated || s || dup:
+		return answerAlone
+	}
+	return answerNormally
 }
 
 // isPoison reports whether the command of key lost the gateway its
@@ -144,20 +179,42 @@ func (g *poisonGuard) cleared(key uint64) {
 	delete(g.suspects, key)
 }
 
-// condemn notes that the connection was lost while key's answer went out
-// alone.
-func (g *poisonGuard) condemn(key uint64) {
+// condemn notes that the connection was lost while key's answer, size
+// bytes as a packet, went out alone.
+func (g *poisonGuard) condemn(key uint64, size int) {
+	now := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.suspects, key)
-	add(g.poison, key, time.Now())
+	add(g.poison, key, now)
+	g.lostOn[1], g.lostOn[0] = g.lostOn[0], now
+	g.sizes[1], g.sizes[0] = g.sizes[0], size
 }
 
-// setAside notes a poison message acknowledged without its answer.
+// escalatedLocked reports whether the last two losses on answers alone
+// came within escalateWithin, the last within escalateFor. g.mu must be
+// held.
+func (g *poisonGuard) escalatedLocked(now time.Time) bool {
+	return !g.lostOn[1].IsZero() && g.lostOn[0].Sub(g.lostOn[1]) <= escalateWithin && now.Sub(g.lostOn[0]) <= escalateFor
+}
+
+// tooLarge reports whether, escalated, an answer of size bytes (as a
+// packet) is as large as the smaller of the two the connection was lost
+// on alone: a broker's packet limit is the likeliest cause, and a burst
+// of such answers would cost a connection each, those not yet delivered
+// included. Such an answer is not published; its command is set aside.
+func (g *poisonGuard) tooLarge(size int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.escalatedLocked(time.Now()) && size >= min(g.sizes[0], g.sizes[1])
+}
+
+// setAside notes a command acknowledged without its answer.
 func (g *poisonGuard) setAside(key uint64, what string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.poison, key)
+	delete(g.suspects, key)
 	g.n++
 	g.last, g.lastAt = what, time.Now()
 }

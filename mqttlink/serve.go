@@ -40,7 +40,7 @@ func (l *Link) serve(ctx context.Context, name string, ms []mqtt.Message) {
 	}
 	for len(ms) > 0 {
 		i := 0
-		for i < len(ms) && !l.poison.suspect(keys[i], ms[i].Duplicate()) {
+		for i < len(ms) && l.poison.verdict(keys[i], ms[i].Duplicate()) == answerNormally {
 			i++
 		}
 		ok := true
@@ -104,6 +104,8 @@ func (l *Link) decide(ctx context.Context, name string, ms []mqtt.Message) (resu
 func (l *Link) answer(ctx context.Context, name string, ms []mqtt.Message, keys []uint64) bool {
 	results, to := l.decide(ctx, name, ms)
 	c := l.clientOrNil()
+	l.alone.RLock() // no answer goes out while one is answered alone
+	defer l.alone.RUnlock()
 	// QoS 0: an answer lost with the connection is replaced by the answer
 	// to the redelivered command, and a QoS 1 publish in flight at a
 	// connection loss would keep its message id for good in a persistent
@@ -114,7 +116,7 @@ func (l *Link) answer(ctx context.Context, name string, ms []mqtt.Message, keys 
 	// it.
 	toks := make([]mqtt.Token, len(results))
 	for i, res := range results {
-		toks[i] = l.reply(c, name, to[i], res)
+		toks[i], _ = l.reply(c, name, to[i], res)
 	}
 	l.poison.wrote(keys[:len(results)])
 	l.states.poke() // the states the decisions changed, after their answers
@@ -127,6 +129,10 @@ func (l *Link) answer(ctx context.Context, name string, ms []mqtt.Message, keys 
 		case <-wait.C:
 			return false // not acknowledged: the broker delivers them again, and they are answered again
 		}
+		if errors.Is(tok.Error(), errSetAside) {
+			l.setAside(ms[i], keys[i], name, results[i], to[i], tok.Error().Error())
+			continue
+		}
 		if tok.Error() != nil || !c.IsConnectionOpen() {
 			return false
 		}
@@ -135,68 +141,108 @@ func (l *Link) answer(ctx context.Context, name string, ms []mqtt.Message, keys 
 	return len(results) == len(ms)
 }
 
-// answerAlone decides m, a suspect of the poison guard, and answers it
-// alone: its answer, then a probe that the broker acknowledges only after
-// it took the answer; m is acknowledged after both. If the connection is
-// lost before, m is poison: when it comes again it is decided and
-// acknowledged, and its answer is not sent.
+// answerAlone decides m, a command the poison guard does not answer with
+// others, and answers it alone: its answer, then a probe that the broker
+// acknowledges only after it took the answer; m is acknowledged after
+// both, and no other answer of the link goes out meanwhile. If the
+// connection is lost before, m is poison. A command the guard sets aside
+// is decided and acknowledged, and its answer is not sent.
 func (l *Link) answerAlone(ctx context.Context, name string, m mqtt.Message, key uint64) bool {
+	l.alone.Lock()
+	defer l.alone.Unlock()
 	lost := l.connDone()
+	v := l.poison.verdict(key, m.Duplicate()) // again: a loss meanwhile may have changed it
 	results, to := l.decide(ctx, name, []mqtt.Message{m})
 	if len(results) == 0 {
 		return false
 	}
 	res := results[0]
 	what := fmt.Sprintf("command %q to actuator %s (%s, answer on %q)", res.ID, name, res.Outcome, to[0])
-	if l.poison.isPoison(key) {
-		m.Ack()
-		l.poison.setAside(key, what)
-		l.log.Error("poison message acknowledged without its answer: the broker closed the connection each time this command's answer was written; "+
-			"the command is decided and recorded as any other", "command", what)
-		l.states.poke()
+	if v == setAside {
+		why := "a poison message: the broker closed the connection each time this command's answer was written"
+		if !l.poison.isPoison(key) {
+			why = "the broker closed the connection on two answers within a minute, and this command came again after one of those losses: " +
+				"its answer may be another such; a controller that sends it again gets its answer"
+		}
+		l.setAside(m, key, name, res, to[0], why)
 		return true
 	}
 	c := l.clientOrNil()
 	l.poison.answering(what)
 	defer l.poison.answering("")
-	tok := l.reply(c, name, to[0], res)
+	tok, size := l.reply(c, name, to[0], res)
+	if errors.Is(tok.Error(), errSetAside) {
+		l.setAside(m, key, name, res, to[0], fmt.Sprintf("its answer is %d bytes: %v", size, tok.Error()))
+		return true
+	}
 	proof := send(c, l.t.Probe(), 1, false, "answered "+res.ID)
 	l.states.poke()
 	wait := time.NewTimer(answerWait)
 	defer wait.Stop()
+	proven := true
 	for _, t := range []mqtt.Token{tok, proof} {
 		select {
 		case <-t.Done():
+			proven = proven && t.Error() == nil
 		case <-lost:
-			l.poison.condemn(key)
-			return false
+			proven = false
 		case <-wait.C:
 			return false // not acknowledged: it comes again, a suspect still
 		}
-		if t.Error() != nil || !c.IsConnectionOpen() {
-			if !c.IsConnectionOpen() {
-				l.poison.condemn(key)
-			}
-			return false
-		}
 	}
-	l.poison.cleared(key)
+	if proven && c.IsConnectionOpen() {
+		l.poison.cleared(key)
+		m.Ack()
+		return true
+	}
+	// Not proven: the connection is going (paho may tell it a little
+	// later). The next command is not answered alone until it is told,
+	// so that the loss is this answer's, not the next one's.
+	select {
+	case <-lost:
+		l.poison.condemn(key, size)
+	case <-wait.C:
+	}
+	return false
+}
+
+// setAside acknowledges m, a command to actuator name decided as res,
+// without its answer (to go on topic to), and says why.
+func (l *Link) setAside(m mqtt.Message, key uint64, name string, res fence.Result, to, why string) {
+	what := fmt.Sprintf("command %q to actuator %s (%s, answer on %q)", res.ID, name, res.Outcome, to)
 	m.Ack()
-	return true
+	l.poison.setAside(key, what)
+	l.log.Error("command acknowledged without its answer; it is decided and recorded as any other", "command", what, "why", why)
+	l.states.poke()
 }
 
 // reply publishes the answer res to a command to actuator name on topic
-// to. An answer that cannot go there (a check that missed a topic the
-// broker refuses, see send) goes to the actuator's shared result topic,
-// saying so; its token fails only if that fails too.
-func (l *Link) reply(c mqtt.Client, name, to string, res fence.Result) mqtt.Token {
-	tok := send(c, to, 0, false, wire.EncodeResult(res))
-	if f, ok := tok.(failed); ok {
-		l.log.Error("answer not sent where the command asked: the broker would refuse the topic", "actuator", name, "command", res.ID, "err", f.err)
-		tok = send(c, l.t.Result(name), 0, false, wire.EncodeResult(res))
+// to, and returns its size as a packet. An answer that cannot go there (a
+// check that missed a topic the broker refuses, see send) goes to the
+// actuator's shared result topic, saying so; its token fails only if
+// that fails too. An answer as large as one the broker closed the
+// connection on is not published: its token fails with errSetAside.
+func (l *Link) reply(c mqtt.Client, name, to string, res fence.Result) (mqtt.Token, int) {
+	payload := wire.EncodeResult(res)
+	if err := wire.CheckTopic(to); err != nil {
+		l.log.Error("answer not sent where the command asked: the broker would refuse the topic", "actuator", name, "command", res.ID, "err", err)
+		to = l.t.Result(name)
 	}
-	return tok
+	size := packetSize(to, payload)
+	if l.poison.tooLarge(size) {
+		return failed{errSetAside}, size
+	}
+	return send(c, to, 0, false, payload), size
 }
+
+// errSetAside: an answer not published, its command acknowledged (see
+// poisonGuard.tooLarge).
+var errSetAside = errors.New("set aside: an answer as large as one the broker closed the connection on")
+
+// packetSize is the size of a QoS 0 PUBLISH of payload on topic: its
+// fixed header (at most 5 bytes), the topic's length and the topic, the
+// payload.
+func packetSize(topic string, payload []byte) int { return 5 + 2 + len(topic) + len(payload) }
 
 // read decodes a command to actuator name, and says where its answer goes:
 // to the reply topic it names if that is one the gateway answers on, else

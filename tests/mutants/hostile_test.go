@@ -34,9 +34,9 @@ func init() {
 		mutant{
 			name: "poison-answered-again",
 			why:  "a command whose answer lost the gateway its connection, alone, is answered again each time it comes: the gateway loses every connection to it",
-			file: "mqttlink/serve.go",
-			old:  "\tif l.poison.isPoison(key) {",
-			new:  "\tif false && l.poison.isPoison(key) {",
+			file: "mqttlink/poison.go",
+			old:  "\tcase p, escalated && (s || dup):",
+			new:  "\tcase p && false, escalated && (s || dup):",
 			pkgs: []string{"./mqttlink"}, run: "TestPoisonMessageDoesNotLoop",
 		},
 	)
@@ -51,5 +51,17 @@ func init() {
 		old:  "\tif o.dev != nil && o.dev.Nearest(c.Duty) == 0 {",
 		new:  "\tif false && o.dev != nil && o.dev.Nearest(c.Duty) == 0 {",
 		pkgs: []string{"./actuator"}, run: "TestSetpointBelowTheDeviceStep",
+	})
+}
+
+// A burst of poison commands: escalation bounds what it costs.
+func init() {
+	mutants = append(mutants, mutant{
+		name: "poison-burst-not-escalated",
+		why:  "two losses on answers alone within a minute change nothing: each poison command of a burst costs a connection, with paho's backoff doubling",
+		file: "mqttlink/poison.go",
+		old:  "\treturn !g.lostOn[1].IsZero() && g.lostOn[0].Sub(g.lostOn[1]) <= escalateWithin",
+		new:  "\treturn false && !g.lostOn[1].IsZero() && g.lostOn[0].Sub(g.lostOn[1]) <= escalateWithin",
+		pkgs: []string{"./mqttlink"}, run: "TestPoisonBurstDoesNotLoop",
 	})
 }
