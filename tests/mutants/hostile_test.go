@@ -65,3 +65,33 @@ func init() {
 		pkgs: []string{"./mqttlink"}, run: "TestPoisonBurstDoesNotLoop",
 	})
 }
+
+// The decoder's and the topic rules' own checks.
+func init() {
+	mutants = append(mutants,
+		mutant{
+			name: "lone-surrogate-taken",
+			why:  "a lone surrogate escape in a string field is taken as U+FFFD: a reply topic other than the one sent is answered on, and the command applied",
+			file: "wire/command.go",
+			old:  "\tif esc, ok := loneSurrogate(raw); ok {",
+			new:  "\tif esc, ok := loneSurrogate(raw); false && ok {",
+			pkgs: []string{"./wire"}, run: "TestLoneSurrogateRefused",
+		},
+		mutant{
+			name: "long-name-answered",
+			why:  "a command to an actuator name of any length is answered: an answer naming a name of 22 KB three times passes a broker's packet limit",
+			file: "wire/wire.go",
+			old:  "len(name) <= MaxName && ",
+			new:  "",
+			pkgs: []string{"./wire"}, run: "TestTopicsRefuseUnanswerableNames",
+		},
+		mutant{
+			name: "prefix-text-unchecked",
+			why:  "a topic prefix with a control character is taken: every topic of the gateway (or of the Home Assistant bridge) is one the broker refuses",
+			file: "wire/topic.go",
+			old:  "\treturn CheckTopicText(p)\n}",
+			new:  "\treturn nil\n}",
+			pkgs: []string{"./config"}, run: "TestParseErrors",
+		},
+	)
+}
