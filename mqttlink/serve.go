@@ -148,14 +148,21 @@ func (l *Link) answer(ctx context.Context, name string, ms []mqtt.Message, keys 
 // connection is lost before, m is poison. A command the guard sets aside
 // is decided and acknowledged, and its answer is not sent.
 func (l *Link) answerAlone(ctx context.Context, name string, m mqtt.Message, key uint64) bool {
-	l.alone.Lock()
-	defer l.alone.Unlock()
-	lost := l.connDone()
-	v := l.poison.verdict(key, m.Duplicate()) // again: a loss meanwhile may have changed it
 	results, to := l.decide(ctx, name, []mqtt.Message{m})
 	if len(results) == 0 {
 		return false
 	}
+	// Decided outside the lock: a drive may take seconds (a Modbus write
+	// that times out), and the other actuators' answers wait on it.
+	l.alone.Lock()
+	defer l.alone.Unlock()
+	lost := l.connDone()
+	select {
+	case <-lost:
+		return false // lost while it was decided: not this answer's doing; it comes again
+	default:
+	}
+	v := l.poison.verdict(key, m.Duplicate()) // again: a loss meanwhile may have changed it
 	res := results[0]
 	what := fmt.Sprintf("command %q to actuator %s (%s, answer on %q)", res.ID, name, res.Outcome, to[0])
 	if v == setAside {
