@@ -164,7 +164,6 @@ func (l *Link) answerAlone(ctx context.Context, name string, m mqtt.Message, key
 	}
 	v := l.poison.verdict(key, m.Duplicate()) // again: a loss meanwhile may have changed it
 	res := results[0]
-	what := fmt.Sprintf("command %q to actuator %s (%s, answer on %q)", res.ID, name, res.Outcome, to[0])
 	if v == setAside {
 		why := "a poison message: the broker closed the connection each time this command's answer was written"
 		if !l.poison.isPoison(key) {
@@ -175,7 +174,7 @@ func (l *Link) answerAlone(ctx context.Context, name string, m mqtt.Message, key
 		return true
 	}
 	c := l.clientOrNil()
-	l.poison.answering(what)
+	l.poison.answering(commandText(name, res, to[0]))
 	defer l.poison.answering("")
 	tok, size := l.reply(c, name, to[0], res)
 	if errors.Is(tok.Error(), errSetAside) {
@@ -213,10 +212,16 @@ func (l *Link) answerAlone(ctx context.Context, name string, m mqtt.Message, key
 	return false
 }
 
+// commandText names a command to actuator name, decided as res, whose
+// answer goes on topic to, for people (the log, Status).
+func commandText(name string, res fence.Result, to string) string {
+	return fmt.Sprintf("command %q to actuator %s (%s, answer on %q)", res.ID, name, res.Outcome, to)
+}
+
 // setAside acknowledges m, a command to actuator name decided as res,
 // without its answer (to go on topic to), and says why.
 func (l *Link) setAside(m mqtt.Message, key uint64, name string, res fence.Result, to, why string) {
-	what := fmt.Sprintf("command %q to actuator %s (%s, answer on %q)", res.ID, name, res.Outcome, to)
+	what := commandText(name, res, to)
 	m.Ack()
 	l.poison.setAside(key, what)
 	l.log.Error("command acknowledged without its answer; it is decided and recorded as any other", "command", what, "why", why)
@@ -231,15 +236,18 @@ func (l *Link) setAside(m mqtt.Message, key uint64, name string, res fence.Resul
 // connection on is not published: its token fails with errSetAside.
 func (l *Link) reply(c mqtt.Client, name, to string, res fence.Result) (mqtt.Token, int) {
 	payload := wire.EncodeResult(res)
-	if err := wire.CheckTopic(to); err != nil {
-		l.log.Error("answer not sent where the command asked: the broker would refuse the topic", "actuator", name, "command", res.ID, "err", err)
-		to = l.t.Result(name)
-	}
 	size := packetSize(to, payload)
 	if l.poison.tooLarge(size) {
 		return failed{errSetAside}, size
 	}
-	return send(c, to, 0, false, payload), size
+	tok := send(c, to, 0, false, payload)
+	if f, ok := tok.(failed); ok {
+		l.log.Error("answer not sent where the command asked: the broker would refuse the topic", "actuator", name, "command", res.ID, "err", f.err)
+		to = l.t.Result(name)
+		size = packetSize(to, payload)
+		tok = send(c, to, 0, false, payload)
+	}
+	return tok, size
 }
 
 // errSetAside: an answer not published, its command acknowledged (see
