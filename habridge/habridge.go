@@ -110,8 +110,8 @@ type scope struct {
 // on it, at every reconnect.
 func checkTopicParts(o Options) error {
 	for _, a := range slices.Concat(o.Actuators, o.Setpoints) {
-		if a == "" || strings.ContainsAny(a, "+#/") || wire.CheckTopicText(a) != nil {
-			return fmt.Errorf("habridge: actuator %q is no actuator's name (letters, digits, _ and -, as the gateway's configuration has it)", a)
+		if err := wire.CheckLevel(a); err != nil {
+			return fmt.Errorf("habridge: actuator %q is no actuator's name (letters, digits, _ and -, as the gateway's configuration has it): %v", a, err)
 		}
 	}
 	for _, p := range []struct{ what, v string }{{"discovery prefix", o.DiscoveryPrefix}, {"bridge prefix", o.BridgePrefix}} {

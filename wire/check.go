@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/fencegate/fencegate/fence"
@@ -25,10 +24,7 @@ func CheckCommand(c fence.Command) error {
 // payload is decoded, and must give r back unchanged.
 func EncodeChecked(r Request) ([]byte, error) {
 	c := r.Command
-	if c.Actuator == "" || strings.ContainsAny(c.Actuator, "+#/") {
-		return nil, fmt.Errorf("actuator %q is not an actuator's name (letters, digits, _ and -)", c.Actuator)
-	}
-	if err := CheckTopicText(c.Actuator); err != nil {
+	if err := CheckLevel(c.Actuator); err != nil {
 		return nil, fmt.Errorf("actuator %q is not an actuator's name (letters, digits, _ and -): %v", c.Actuator, err)
 	}
 	if c.Fence.Token == 0 {

@@ -78,3 +78,17 @@ func CheckPrefix(p string) error {
 	}
 	return CheckTopicText(p)
 }
+
+// CheckLevel says why s cannot be one level of a topic the gateway's
+// topics are built from (an actuator's name, as a client or a bridge
+// names it), or nil: it is empty, holds a wildcard (+ #) or a /, or fails
+// CheckTopicText.
+func CheckLevel(s string) error {
+	switch {
+	case s == "":
+		return errors.New("it is empty")
+	case strings.ContainsAny(s, "+#/"):
+		return errors.New("it holds a wildcard (+ #) or a /")
+	}
+	return CheckTopicText(s)
+}

@@ -142,7 +142,7 @@ const MaxName = 256
 // longer topic to 65,535 bytes, which would send the answer out on a
 // topic that is none of the gateway's.
 func (t Topics) answerable(name string) bool {
-	return name != "" && len(name) <= MaxName && name != ReplyLevel && CheckTopicText(name) == nil && !strings.ContainsAny(name, "+#/") &&
+	return len(name) <= MaxName && name != ReplyLevel && CheckLevel(name) == nil &&
 		len(t.Result(name)) <= MaxTopic
 }
 
