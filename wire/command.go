@@ -370,8 +370,15 @@ func integer(key string, raw json.RawMessage, lo, hi uint64) (uint64, error) {
 	if s[0] == '-' {
 		return 0, fmt.Errorf("%s, got negative %s", want, s)
 	}
-	if len(s) > 1 && s[0] == '0' {
+	if len(s) > 1 && s[0] == '0' && s[1] >= '0' && s[1] <= '9' {
 		return 0, fmt.Errorf("%s, got %s (a JSON number has no leading zero)", want, abbrev(raw))
+	}
+	if len(s) > 1 && s[0] == '0' {
+		// 0xff, 0b101: what a person used to other notations writes.
+		if v, err := strconv.ParseUint(s, 0, 64); err == nil {
+			return 0, fmt.Errorf("%s, got %s (JSON numbers are decimal; %s is %d)", want, abbrev(raw), abbrev(raw), v)
+		}
+		return 0, fmt.Errorf("%s, got %s (not a JSON number; JSON numbers are decimal)", want, abbrev(raw))
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || v > hi {
@@ -385,18 +392,25 @@ func integer(key string, raw json.RawMessage, lo, hi uint64) (uint64, error) {
 
 // asSent returns the value that payload holds up to end, as it was sent:
 // raw (its value, as encoding/json read it), unless raw is a 0 that digits
-// follow ("0102"). JSON allows no leading zero, and encoding/json reads
-// such a number as 0 followed by a stray character, so an error about
-// the value would quote 0, not what was sent.
+// or letters follow ("0102", "0xff"). JSON allows no leading zero and has
+// no hexadecimal numbers, and encoding/json reads such a number as 0
+// followed by a stray character, so an error about the value would quote
+// 0, not what was sent.
 func asSent(payload []byte, end int64, raw json.RawMessage) json.RawMessage {
-	if (string(raw) != "0" && string(raw) != "-0") || end >= int64(len(payload)) || payload[end] < '0' || payload[end] > '9' {
+	if (string(raw) != "0" && string(raw) != "-0") || end >= int64(len(payload)) || !numberChar(payload[end]) || payload[end] == '.' {
 		return raw
 	}
 	i := end
-	for i < int64(len(payload)) && strings.IndexByte("0123456789.eE+-", payload[i]) >= 0 {
+	for i < int64(len(payload)) && numberChar(payload[i]) {
 		i++
 	}
 	return payload[end-int64(len(raw)) : i]
+}
+
+// numberChar reports a byte that may continue what a person meant as a
+// number: a digit, a letter (0x1f, 1e3), a point or a sign.
+func numberChar(b byte) bool {
+	return b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '.' || b == '+' || b == '-' || b == '_'
 }
 
 func abbrev(raw json.RawMessage) string {
