@@ -33,6 +33,35 @@ function brokerURL(url) {
   return `${scheme}//${u.host}`;
 }
 
+// fromMqttBroker returns the broker settings that b, a Node-RED
+// mqtt-broker configuration node (its runtime node), connects with: its
+// URL (built from its broker, port and TLS choice), its user name and
+// password, and the TLS options its tls-config node gave it (CA,
+// certificate, key, passphrase, server name, ALPN, and whether the
+// broker's certificate is verified), as GatewayConnection takes them
+// (broker, username, password, tls, via). Only those: the connection is
+// still this package's own, with its own client id, clean session, QoS 1
+// and subscriptions, not b's (see the help of fencegate-gateway).
+function fromMqttBroker(b, label) {
+  const via = `mqtt-broker node ${JSON.stringify(label)}`;
+  const url = String(b.brokerurl || '');
+  let u;
+  try {
+    u = new URL(url);
+  } catch (e) {
+    throw new Error(`${via}: its broker ${JSON.stringify(url)} is not a URL`);
+  }
+  if (u.protocol === 'ws:' || u.protocol === 'wss:') {
+    throw new Error(`${via} connects over WebSocket (${url}), which the fencegate nodes do not: give it the broker's MQTT port (TCP or TLS), or set the broker in this configuration instead`);
+  }
+  const o = b.options || {};
+  const tls = {};
+  for (const k of ['ca', 'cert', 'key', 'passphrase', 'servername', 'ALPNProtocols', 'rejectUnauthorized']) {
+    if (o[k] !== undefined) tls[k] = o[k];
+  }
+  return { broker: url, username: o.username || '', password: o.password || '', tls, via };
+}
+
 function readFile(what, path) {
   try {
     return fs.readFileSync(path);
@@ -47,7 +76,9 @@ function readFile(what, path) {
 // gateway's online/offline).
 class GatewayConnection extends EventEmitter {
   // o: broker, prefix, gateway, clientId, username, password, ca, cert,
-  // key (file paths), signer and signingKey (a KeyObject) to sign with.
+  // key (file paths) or tls (TLS options as MQTT.js takes them, in their
+  // place), via (where the broker settings come from, for messages: an
+  // mqtt-broker node), signer and signingKey (a KeyObject) to sign with.
   constructor(o) {
     super();
     this.setMaxListeners(0); // one listener set per fenced output
@@ -70,10 +101,15 @@ class GatewayConnection extends EventEmitter {
       resubscribe: false, // subscribed again, and waited for, on every connect
       username: o.username || undefined, password: o.password || undefined,
     };
-    if (o.ca) this.options.ca = readFile('CA', o.ca);
-    if (o.cert) this.options.cert = readFile('client certificate', o.cert);
-    if (o.key) this.options.key = readFile('client key', o.key);
-    if (!!o.cert !== !!o.key) throw new Error('a client certificate and its key go together: give both files or neither');
+    this.via = o.via || '';
+    if (o.tls) {
+      Object.assign(this.options, o.tls);
+    } else {
+      if (o.ca) this.options.ca = readFile('CA', o.ca);
+      if (o.cert) this.options.cert = readFile('client certificate', o.cert);
+      if (o.key) this.options.key = readFile('client key', o.key);
+      if (!!o.cert !== !!o.key) throw new Error('a client certificate and its key go together: give both files or neither');
+    }
     this.ids = 0;
     this.idPrefix = `${this.clientId}-${Date.now() % 100000}-`;
     this.ready = false;
@@ -101,9 +137,11 @@ class GatewayConnection extends EventEmitter {
 
   explainError(err) {
     const rc = err && err.code;
-    if (rc === 4 || rc === 134) return `the broker ${explain.hostPort(this.url)} refused the user name or password`;
-    if (rc === 5 || rc === 135) return `the broker ${explain.hostPort(this.url)} refused this connection: not authorized (user name, password or client certificate)`;
-    return `broker unreachable: ${explain.network(this.url, err, 'the MQTT broker')}`;
+    const at = explain.hostPort(this.url);
+    const of = this.via ? ` of ${this.via}` : '';
+    if (rc === 4 || rc === 134) return `the broker ${at} refused the user name or password${of}`;
+    if (rc === 5 || rc === 135) return `the broker ${at} refused this connection: not authorized (the user name, password or client certificate${of})`;
+    return `broker unreachable: ${explain.network(this.url, err, 'the MQTT broker')}${this.via ? ` (the broker settings${of})` : ''}`;
   }
 
   setProblem(text) {
@@ -392,4 +430,4 @@ function abortError() {
   return e;
 }
 
-module.exports = { GatewayConnection, TimeoutError, ClosedError, brokerURL };
+module.exports = { GatewayConnection, TimeoutError, ClosedError, brokerURL, fromMqttBroker };

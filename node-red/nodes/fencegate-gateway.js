@@ -2,11 +2,12 @@
 
 // fencegate-gateway: the configuration of one gateway, shared by the fenced
 // outputs that command it: its broker (one MQTT connection for them all),
-// its id and topic prefix, the etcd that grants the leases, and the
+// set here or taken from one of Node-RED's own mqtt-broker configuration
+// nodes, its id and topic prefix, the etcd that grants the leases, and the
 // controller's signing key. The broker password and the signing key are
 // credentials: Node-RED keeps them out of the flow file.
 
-const { GatewayConnection } = require('../lib/connection');
+const { GatewayConnection, fromMqttBroker } = require('../lib/connection');
 const { Etcd } = require('../lib/etcd');
 const sign = require('../lib/sign');
 
@@ -23,11 +24,13 @@ module.exports = function (RED) {
       const signingKey = creds.signingKey && creds.signingKey.trim() ? sign.privateKey(creds.signingKey) : undefined;
       node.etcd = new Etcd(n.etcd);
       node.connection = new GatewayConnection({
-        broker: n.broker, prefix: node.prefix, gateway: node.gatewayId,
-        username: (n.username || '').trim(), password: creds.password,
-        ca: (n.ca || '').trim(), cert: (n.cert || '').trim(), key: (n.key || '').trim(),
+        ...broker(n, creds), prefix: node.prefix, gateway: node.gatewayId,
         signer: (n.signer || '').trim(), signingKey,
       });
+      const v = node.connection;
+      if (v.via && v.url.startsWith('mqtts:') && v.options.rejectUnauthorized === false) {
+        node.warn(`TLS to the broker ${v.url} without verifying its certificate: the TLS configuration of ${v.via} has "Verify server certificate" off (or it has none)`);
+      }
     } catch (e) {
       // Said by every fenced output that uses this configuration, too.
       node.configError = `gateway configuration: ${e.message}`;
@@ -60,6 +63,22 @@ module.exports = function (RED) {
       node.connection = undefined;
       (c ? c.close() : Promise.resolve()).then(() => done(), () => done());
     });
+  }
+
+  // broker returns the broker settings of configuration n: those of the
+  // mqtt-broker node it names, if it names one, else its own.
+  function broker(n, creds) {
+    if (!n.mqttBroker) {
+      return {
+        broker: n.broker, username: (n.username || '').trim(), password: creds.password,
+        ca: (n.ca || '').trim(), cert: (n.cert || '').trim(), key: (n.key || '').trim(),
+      };
+    }
+    const b = RED.nodes.getNode(n.mqttBroker);
+    if (!b || b.type !== 'mqtt-broker') {
+      throw new Error(`its MQTT broker node ${n.mqttBroker} is ${b ? `a ${b.type} node, not an mqtt-broker` : 'not deployed (deleted, or disabled?)'}: choose another, or none and set the broker here`);
+    }
+    return fromMqttBroker(b, b.name || b.brokerurl);
   }
 
   RED.nodes.registerType('fencegate-gateway', FencegateGatewayNode, {
