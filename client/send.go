@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/wire"
 )
@@ -36,6 +38,41 @@ func (cl *Client) retryLocked() {
 // answer, or a transport or context error. A command the gateway would
 // reject as malformed (no token, say: see wire.EncodeChecked) is not sent.
 func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, error) {
+	return cl.send(ctx, nil, c)
+}
+
+// A Guard is what a command is sent under: a lease and its fencing token.
+// Package lease's *Lease is one.
+type Guard interface {
+	// Token is the lease's fencing token.
+	Token() uint64
+	// Check returns nil while the lease is held, by the holder's clock,
+	// and an error that says why once it is not.
+	Check() error
+}
+
+// SendUnder is Send under lease g: c must carry g's token, and c is
+// published only while g is held, checked just before each publish. A
+// controller that paused after it decided, past its lease, so publishes
+// nothing: SendUnder returns g.Check's error (wrapped; for package lease,
+// errors.Is(err, lease.ErrLost)) and no answer, and the controller must
+// acquire the lease again and decide anew from what it reads then. Once
+// the lease is lost after a first publish, SendUnder publishes no more
+// copies and waits for the answer to those already sent until ctx ends.
+// Under a guard no copy is handed to the MQTT client while it is
+// disconnected, since it would publish it after the reconnect, whatever
+// the lease; the reconnect resends instead, if the lease is still held.
+func (cl *Client) SendUnder(ctx context.Context, g Guard, c fence.Command) (fence.Result, error) {
+	if g == nil {
+		return fence.Result{}, errors.New("client: not sent: SendUnder needs a lease (use Send to send without one)")
+	}
+	if c.Fence.Token != g.Token() {
+		return fence.Result{}, fmt.Errorf("client: not sent: the command's token %d is not its lease's (%d)", c.Fence.Token, g.Token())
+	}
+	return cl.send(ctx, g, c)
+}
+
+func (cl *Client) send(ctx context.Context, g Guard, c fence.Command) (fence.Result, error) {
 	if c.ID == "" {
 		c.ID = cl.prefix + fmt.Sprint(cl.ids.Add(1))
 	}
@@ -47,6 +84,11 @@ func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, erro
 	w := cl.expect(c.ID, func(r fence.Result) bool { return Answers(c, r) }, false)
 	defer cl.forget(w)
 	topic := cl.topics.Set(c.Actuator)
+	if g != nil {
+		if err := g.Check(); err != nil {
+			return fence.Result{}, fmt.Errorf("client: not sent: %w", err)
+		}
+	}
 	if cl.resend < 0 {
 		if err := wait(ctx, cl.c.Publish(topic, 1, false, payload)); err != nil {
 			return fence.Result{}, fmt.Errorf("client: publish: %w", err)
@@ -54,7 +96,7 @@ func (cl *Client) Send(ctx context.Context, c fence.Command) (fence.Result, erro
 		r, err := answer(ctx, w.ch)
 		return r, cl.unanswered(checkOutput(c, r, err))
 	}
-	r, err := cl.resending(ctx, w, topic, payload)
+	r, err := cl.resending(ctx, w, topic, payload, g)
 	return r, cl.unanswered(checkOutput(c, r, err))
 }
 
@@ -76,16 +118,22 @@ func (cl *Client) unanswered(err error) error {
 // resending publishes payload on topic, and again after each wait without
 // an answer for w (see Options.Resend), until the answer comes or ctx
 // ends. It returns the last publish's error if no publish ever succeeded.
-func (cl *Client) resending(ctx context.Context, w *waiter, topic string, payload []byte) (fence.Result, error) {
+// Under a guard g, each copy is published only while g is held and the
+// connection is up: the first one was checked by the caller.
+func (cl *Client) resending(ctx context.Context, w *waiter, topic string, payload []byte, g Guard) (fence.Result, error) {
 	var published bool
 	var pubErr error
 	interval := cl.resend
-	for {
+	for n := 0; ; n++ {
 		cl.mu.Lock()
 		retry := cl.retry
 		cl.mu.Unlock()
-		tok := cl.c.Publish(topic, 1, false, payload)
-		done := tok.Done()
+		var done <-chan struct{}
+		var tok mqtt.Token
+		if g == nil || (n == 0 || g.Check() == nil) && cl.c.IsConnectionOpen() {
+			tok = cl.c.Publish(topic, 1, false, payload)
+			done = tok.Done()
+		}
 		timer := time.NewTimer(interval)
 	waiting:
 		for {

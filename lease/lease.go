@@ -85,6 +85,7 @@ type Lease struct {
 	mutex   *concurrency.Mutex
 	token   uint64
 	key     string
+	held    *heldUntil
 }
 
 // Key returns the name of the lock of a gateway's scope.
@@ -193,7 +194,22 @@ func Acquire(ctx context.Context, cli *clientv3.Client, o Options) (*Lease, erro
 		abandon(ctx, s)
 		return nil, fmt.Errorf("lease: lock key has revision %d", rev)
 	}
-	return &Lease{session: s, mutex: m, token: uint64(rev), key: m.Key()}, nil
+	// One keep-alive now, for the deadline's start: the send time of a
+	// keep-alive etcd answered (the lock may have taken longer than the
+	// TTL, the session renewing the lease meanwhile).
+	renew := keepAliveOnce(cli, s.Lease())
+	sent := time.Now()
+	ttl, err := renew(ctx)
+	if err != nil {
+		abandon(ctx, s) // revoking the lease deletes the lock key
+		if errors.Is(err, errGone) {
+			return nil, ErrLost
+		}
+		return nil, fmt.Errorf("lease: keep-alive: %w", err)
+	}
+	d := &heldUntil{scope: o.Scope, token: uint64(rev), at: sent.Add(ttl), ttl: ttl, lost: make(chan struct{})}
+	go d.track(ctx, renew, s.Done())
+	return &Lease{session: s, mutex: m, token: uint64(rev), key: m.Key(), held: d}, nil
 }
 
 // Token returns the fencing token: the lock key's CreateRevision.
@@ -202,9 +218,28 @@ func (l *Lease) Token() uint64 { return l.token }
 // Key returns this holder's lock key.
 func (l *Lease) Key() string { return l.key }
 
-// Lost is closed when the lease is lost (expired or revoked); from then on
-// the holder must not act, and a new Acquire gets a higher token.
-func (l *Lease) Lost() <-chan struct{} { return l.session.Done() }
+// Lost is closed when the lease is lost (its deadline passed, or etcd
+// expired or revoked it) or released; from then on the holder must not
+// act, and a new Acquire gets a higher token. The deadline is the send
+// time of the last keep-alive etcd answered plus the TTL: etcd may let
+// the lease expire then.
+func (l *Lease) Lost() <-chan struct{} { return l.held.lost }
+
+// Check returns nil while the lease is held, by the holder's own clock:
+// neither released nor lost, and its deadline not passed. Otherwise a
+// *LostError that says why. Check it just before acting: a holder that
+// paused after an earlier check cannot know that its lease ran out
+// meanwhile (client.Client.SendUnder checks it before every publish).
+func (l *Lease) Check() error { return l.held.check() }
+
+// Deadline returns the time until which the lease is held, unless a
+// keep-alive moves it on: the send time of the last keep-alive etcd
+// answered plus the TTL.
+func (l *Lease) Deadline() time.Time {
+	l.held.mu.Lock()
+	defer l.held.mu.Unlock()
+	return l.held.at
+}
 
 // Held reports whether the lock key still exists under this lease, asking
 // etcd (a linearizable read).
@@ -221,6 +256,7 @@ func (l *Lease) Held(ctx context.Context) (bool, error) {
 // context was cancelled (defer l.Release(ctx)) still lets go at once,
 // rather than leave its lock and lease to expire.
 func (l *Lease) Release(ctx context.Context) error {
+	l.held.release()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err := l.mutex.Unlock(ctx)

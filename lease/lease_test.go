@@ -195,3 +195,44 @@ func TestReleaseAfterContextEnded(t *testing.T) {
 		t.Errorf("lock key %s after Release: %v, %v; want it gone", l.Key(), resp, err)
 	}
 }
+
+// A holder cut off from etcd (here its client closed, as a partition or a
+// pause does) finds its lease lost by its own clock, at the send time of
+// the last keep-alive etcd answered plus the TTL: Check fails and Lost is
+// closed, though no word from etcd said so.
+func TestLostByTheHoldersClock(t *testing.T) {
+	url := testenv.Etcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lease.Acquire(ctx, cli, lease.Options{Gateway: testenv.ID(t, "gw"), Scope: "pump", TTL: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Check(); err != nil {
+		t.Fatalf("Check() right after Acquire = %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond) // a keep-alive or two
+	if err := l.Check(); err != nil {
+		t.Fatalf("Check() after 1.5 s of a 3 s lease = %v; want held (keep-alives move the deadline)", err)
+	}
+	cut := time.Now()
+	cli.Close()
+	if d := l.Deadline(); d.After(cut.Add(3 * time.Second)) {
+		t.Fatalf("deadline %v after the cut; want at most the TTL (3 s): every answered keep-alive was sent before it", d.Sub(cut))
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost was not closed 10 s after etcd was cut off a 3 s lease")
+	}
+	err = l.Check()
+	var le *lease.LostError
+	if !errors.As(err, &le) || !errors.Is(err, lease.ErrLost) || le.Token != l.Token() || le.Scope != "pump" {
+		t.Fatalf("Check() after the cut = %v; want a *lease.LostError for scope pump, token %d", err, l.Token())
+	}
+	t.Log(err)
+}
