@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,14 +17,17 @@ import (
 	"github.com/fencegate/fencegate/tests/testenv"
 )
 
-func gateway(t *testing.T, broker string) {
+// gateway runs gateway gw with actuator pump on broker until the test
+// ends, or until the function it returns stops it cleanly.
+func gateway(t *testing.T, broker string) (stop func()) {
 	t.Helper()
-	run(t, fmt.Sprintf("id: gw\nmqtt: {broker: %s}\nstore: %s\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\n",
+	return run(t, fmt.Sprintf("id: gw\nmqtt: {broker: %s}\nstore: %s\nboard: sim\nhttp: \"\"\nactuators:\n  - {name: pump, pin: GPIO17}\n",
 		broker, filepath.Join(t.TempDir(), "fence.db")))
 }
 
-// run runs a gateway with the configuration doc until the test ends.
-func run(t *testing.T, doc string) {
+// run runs a gateway with the configuration doc until the test ends, or
+// until the function it returns stops it cleanly.
+func run(t *testing.T, doc string) (stop func()) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
@@ -35,7 +39,9 @@ func run(t *testing.T, doc string) {
 	go func() {
 		done <- service.Run(ctx, cfg, service.Options{Init: true, Ready: func(service.Info) { close(ready) }})
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
 	select {
 	case <-ready:
 	case err := <-done:
@@ -43,6 +49,7 @@ func run(t *testing.T, doc string) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("gateway not ready")
 	}
+	return stop
 }
 
 func TestTypedAnswers(t *testing.T) {

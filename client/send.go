@@ -94,25 +94,43 @@ func (cl *Client) send(ctx context.Context, g Guard, c fence.Command) (fence.Res
 			return fence.Result{}, fmt.Errorf("client: publish: %w", err)
 		}
 		r, err := answer(ctx, w.ch)
-		return r, cl.unanswered(checkOutput(c, r, err))
+		return r, cl.unanswered(checkOutput(c, r, err), g)
 	}
 	r, err := cl.resending(ctx, w, topic, payload, g)
-	return r, cl.unanswered(checkOutput(c, r, err))
+	return r, cl.unanswered(checkOutput(c, r, err), g)
 }
 
-// unanswered adds to ErrTimeout, while the gateway says it is online, the
-// likeliest reason: a broker ACL that drops the answers on their way to
-// the reply topic (Mosquitto acknowledges a forbidden publish and drops
+// unanswered adds to ErrTimeout why the answer may not have come, as the
+// Python and Node-RED clients say it: the lease was lost (no copy was
+// published since), the broker is not connected, or the gateway is
+// offline (after a crash the broker keeps the command for it; after a
+// clean stop it does not), has published no status, or is online, when
+// the likeliest reason is a broker ACL that drops the answers on their way
+// to the reply topic (Mosquitto acknowledges a forbidden publish and drops
 // it, and delivers nothing on a forbidden subscription, without a word).
-func (cl *Client) unanswered(err error) error {
-	cl.mu.Lock()
-	online := cl.status == wire.StatusOnline
-	cl.mu.Unlock()
-	if !errors.Is(err, ErrTimeout) || !online || cl.reply == "" {
+func (cl *Client) unanswered(err error, g Guard) error {
+	if !errors.Is(err, ErrTimeout) {
 		return err
 	}
-	return fmt.Errorf("%w, which is online, on reply topic %s: if the broker has an ACL, it must let the gateway write %s# and this controller read its reply topic (docs/security.md, Broker ACLs)",
-		err, cl.reply, cl.topics.ReplyBase())
+	cl.mu.Lock()
+	status := cl.status
+	cl.mu.Unlock()
+	gw := cl.topics.GatewayID
+	switch {
+	case g != nil && g.Check() != nil:
+		return fmt.Errorf("%w; the lease was lost meanwhile, so the command was not published again", err)
+	case !cl.c.IsConnectionOpen():
+		return fmt.Errorf("%w: not connected to the broker", err)
+	case status == wire.StatusOnline && cl.reply != "":
+		return fmt.Errorf("%w, which is online, on reply topic %s: if the broker has an ACL, it must let the gateway write %s# and this controller read its reply topic (docs/security.md, Broker ACLs)",
+			err, cl.reply, cl.topics.ReplyBase())
+	case status == wire.StatusOffline:
+		return fmt.Errorf("%w: gateway %s is offline (its status says so). After a crash the broker keeps what was published for it, "+
+			"and it is decided when the gateway is back online; after a clean stop it is not kept: reread the state once the gateway is online", err, gw)
+	case status == "":
+		return fmt.Errorf("%w: gateway %s has published no status: is the gateway id right, and is it running?", err, gw)
+	}
+	return err
 }
 
 // resending publishes payload on topic, and again after each wait without

@@ -28,6 +28,7 @@ const (
 	exitStale    = 3
 	exitRejected = 4
 	exitFailed   = 5
+	exitLost     = 6 // the lease was lost before the command was sent: nothing was sent
 	exitUsage    = 64
 )
 
@@ -43,12 +44,13 @@ func run(args []string) int {
 	id := fs.String("id", "", "command id")
 	ttl := fs.Int("ttl", 10, "lease TTL, seconds")
 	timeout := fs.Float64("timeout", 30, "seconds to wait for the lock and the answer")
-	stop := fs.Bool("stop-after-grant", false, "stop this process (SIGSTOP) after the grant, before the command")
+	stop := fs.Bool("stop-after-grant", false, "stop this process (SIGSTOP) after the grant, before the command; the command is then sent without the lease's check, for the gateway to refuse")
+	stopUnder := fs.Bool("stop-under-lease", false, "stop this process (SIGSTOP) after the grant, before the command; the command is then sent under the lease, as any controller's")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	if fs.NArg() != 1 || (fs.Arg(0) != "on" && fs.Arg(0) != "off") || *broker == "" || *gw == "" || *etcdURL == "" || *actuator == "" {
-		fmt.Fprintln(os.Stderr, "usage: godriver --broker URL --gateway ID --etcd URL --actuator NAME [--holder NAME] [--id ID] [--ttl S] [--timeout S] [--stop-after-grant] on|off")
+	if fs.NArg() != 1 || (fs.Arg(0) != "on" && fs.Arg(0) != "off") || *broker == "" || *gw == "" || *etcdURL == "" || *actuator == "" || (*stop && *stopUnder) {
+		fmt.Fprintln(os.Stderr, "usage: godriver --broker URL --gateway ID --etcd URL --actuator NAME [--holder NAME] [--id ID] [--ttl S] [--timeout S] [--stop-after-grant | --stop-under-lease] on|off")
 		return exitUsage
 	}
 	state := fence.StateOff
@@ -57,14 +59,14 @@ func run(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(*timeout*float64(time.Second)))
 	defer cancel()
-	code, err := drive(ctx, *broker, *gw, *etcdURL, *actuator, *holder, *id, *ttl, *stop, state)
+	code, err := drive(ctx, *broker, *gw, *etcdURL, *actuator, *holder, *id, *ttl, *stop, *stopUnder, state)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "godriver:", err)
 	}
 	return code
 }
 
-func drive(ctx context.Context, broker, gw, etcdURL, actuator, holder, id string, ttl int, stop bool, state fence.State) (int, error) {
+func drive(ctx context.Context, broker, gw, etcdURL, actuator, holder, id string, ttl int, stop, stopUnder bool, state fence.State) (int, error) {
 	c, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: gw})
 	if err != nil {
 		return exitError, err
@@ -85,12 +87,22 @@ func drive(ctx context.Context, broker, gw, etcdURL, actuator, holder, id string
 	}
 	defer l.Release(ctx)
 	emit(map[string]any{"event": "granted", "token": strconv.FormatUint(l.Token(), 10), "scope": scope})
-	if stop {
+	if stop || stopUnder {
 		if err := pauseSelf(); err != nil {
 			return exitError, err
 		}
 	}
-	r, err := c.Send(ctx, fence.Command{ID: id, Actuator: actuator, Holder: holder, Fence: fence.Fence{Token: l.Token()}, State: state})
+	cmd := fence.Command{ID: id, Actuator: actuator, Holder: holder, Fence: fence.Fence{Token: l.Token()}, State: state}
+	var r fence.Result
+	if stop {
+		r, err = c.Send(ctx, cmd) // the pause test: the gateway alone must refuse it
+	} else {
+		r, err = c.SendUnder(ctx, l, cmd)
+	}
+	if errors.Is(err, lease.ErrLost) {
+		emit(map[string]any{"event": "lost", "token": strconv.FormatUint(l.Token(), 10), "reason": err.Error()})
+		return exitLost, nil
+	}
 	var (
 		se *client.StaleError
 		re *client.RejectedError
@@ -101,6 +113,12 @@ func drive(ctx context.Context, broker, gw, etcdURL, actuator, holder, id string
 	}
 	switch {
 	case errors.As(err, &se):
+		// A fence that no newer holder of this etcd can have raised:
+		// say so, acquiring again cannot help.
+		var ahead *lease.AheadError
+		if err := l.CheckFence(ctx, r.Fence.Token); errors.As(err, &ahead) {
+			fmt.Fprintln(os.Stderr, "godriver:", err)
+		}
 		// Reread: a state at least as new as the fence the answer carries.
 		o, err := c.WaitState(ctx, actuator, func(o fence.Output) bool { return !o.Fence.Less(r.Fence) })
 		if err != nil {
