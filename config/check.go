@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/fencegate/fencegate/actuator"
 	"github.com/fencegate/fencegate/boards/pinmap"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/mqttsec"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -28,8 +28,10 @@ func (c *Config) check() error {
 	}
 	if c.MQTT.Broker == "" {
 		bad("mqtt.broker is required (e.g. tcp://127.0.0.1:1883)")
-	} else if err := checkBroker(c.MQTT.Broker); err != nil {
+	} else if u, err := mqttsec.BrokerURL(c.MQTT.Broker); err != nil {
 		bad("mqtt.broker %q: %v", redacted(c.MQTT.Broker), err)
+	} else {
+		c.MQTT.Broker = u // with the scheme's port if it named none
 	}
 	errs = append(errs, c.checkSecurity()...)
 	if c.MQTT.TopicPrefix == "" {
@@ -177,39 +179,6 @@ func (n nameSet) check(name string, line int, missing string, topic bool) string
 // publishes on (see wire.CheckPrefix).
 func topicPrefix(p string) bool { return wire.CheckPrefix(p) == nil }
 
-func checkBroker(s string) error {
-	if !strings.Contains(s, "://") {
-		// url.Parse would take host:port for a scheme and an opaque part,
-		// or fail on the colon: name the likely fix instead.
-		if host, port, err := net.SplitHostPort(s); err == nil && host != "" && !strings.Contains(s, "@") {
-			if _, err := strconv.ParseUint(port, 10, 16); err == nil {
-				return fmt.Errorf("no scheme: want tcp://%s (or ssl://%s for TLS)", s, s)
-			}
-		}
-		return errors.New("no scheme: want e.g. tcp://127.0.0.1:1883 (or ssl://host:port for TLS)")
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			return ue.Err // without the URL, which may hold a password
-		}
-		return err
-	}
-	switch u.Scheme {
-	case "tcp", "mqtt", "ssl", "tls", "mqtts", "ws", "wss":
-	default:
-		return fmt.Errorf("scheme %q: want tcp://host:port, or ssl://host:port for TLS (or mqtt, mqtts, tls, ws, wss)", u.Scheme)
-	}
-	if u.Host == "" {
-		return errors.New("no host; want e.g. tcp://127.0.0.1:1883")
-	}
-	if u.Port() == "" && u.Scheme != "ws" && u.Scheme != "wss" {
-		return errors.New("no port; want e.g. tcp://127.0.0.1:1883")
-	}
-	return nil
-}
-
 // checkInputs checks the inputs, and the rules that name them: an
 // actuator's requires and a scope's trip.
 func (c *Config) checkInputs() []error {
@@ -335,12 +304,4 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // redacted is the broker URL s with any password in it replaced.
-func redacted(s string) string {
-	if u, err := url.Parse(s); err == nil && strings.Contains(s, "://") {
-		return u.Redacted()
-	}
-	if i := strings.LastIndex(s, "@"); i >= 0 {
-		return "…" + s[i:]
-	}
-	return s
-}
+func redacted(s string) string { return mqttsec.Redacted(s) }

@@ -412,13 +412,15 @@ func TestParseErrors(t *testing.T) {
 		{"broker host:port only", strings.Replace(base, "tcp://127.0.0.1:1883", "localhost:1883", 1) + act,
 			[]string{"mqtt.broker", "no scheme", "tcp://localhost:1883"}},
 		{"broker user@host:port", strings.Replace(base, "tcp://127.0.0.1:1883", "gw:secret@localhost:1883", 1) + act,
-			[]string{"mqtt.broker", "no scheme", "want e.g. tcp://127.0.0.1:1883"}},
+			[]string{"mqtt.broker", "no scheme", "want tcp://HOST:PORT, e.g. tcp://127.0.0.1:1883"}},
 		{"broker without host", strings.Replace(base, "tcp://127.0.0.1:1883", "tcp://", 1) + act,
 			[]string{"mqtt.broker", "no host"}},
-		{"broker without port", strings.Replace(base, "tcp://127.0.0.1:1883", "tcp://127.0.0.1", 1) + act,
-			[]string{"mqtt.broker", "no port"}},
-		{"ssl broker without port", strings.Replace(base, "tcp://127.0.0.1:1883", "ssl://broker.example", 1) + act,
-			[]string{"mqtt.broker", "no port"}},
+		{"broker port not a number", strings.Replace(base, "tcp://127.0.0.1:1883", "tcp://127.0.0.1:mqtt", 1) + act,
+			[]string{"mqtt.broker", `invalid port ":mqtt"`, "want tcp://HOST:PORT"}},
+		{"broker port 0", strings.Replace(base, "tcp://127.0.0.1:1883", "tcp://127.0.0.1:0", 1) + act,
+			[]string{"mqtt.broker", "port 0 is not a port (1 to 65535)"}},
+		{"broker port too large", strings.Replace(base, "tcp://127.0.0.1:1883", "tcp://127.0.0.1:65536", 1) + act,
+			[]string{"mqtt.broker", "port 65536 is not a port (1 to 65535)"}},
 		{"missing id", strings.Replace(base, "id: gw\n", "", 1) + act,
 			[]string{"id is required"}},
 		{"id with slash", strings.Replace(base, "id: gw", "id: green/house", 1) + act,
@@ -511,6 +513,25 @@ func TestParseErrors(t *testing.T) {
 
 // TestParseErrorsAreNotYAMLInternals checks that the decoder's own wording
 // (Go type names) does not leak into messages for unknown and duplicate keys.
+// TestBrokerDefaultPort: a broker URL without a port takes its scheme's,
+// as gateway send's --broker and the Python client do (one rule:
+// mqttsec.BrokerURL).
+func TestBrokerDefaultPort(t *testing.T) {
+	for in, want := range map[string]string{
+		"tcp://127.0.0.1":      "tcp://127.0.0.1:1883",
+		"mqtt://localhost":     "mqtt://localhost:1883",
+		"ssl://broker.example": "ssl://broker.example:8883",
+		"mqtts://[::1]":        "mqtts://[::1]:8883",
+		"tcp://127.0.0.1:1884": "tcp://127.0.0.1:1884",
+	} {
+		c, err := Parse([]byte(strings.Replace(base, "tcp://127.0.0.1:1883", in, 1) + "actuators:\n  - {name: pump, pin: GPIO17}\n"))
+		if err != nil || c.MQTT.Broker != want {
+			t.Errorf("broker %s: Parse = %v; want mqtt.broker %s", in, err, want)
+			continue
+		}
+	}
+}
+
 // TestBrokerWithoutSchemeHidesPassword: a broker URL written without its
 // scheme is not parsed as one, so its user information is cut off by hand.
 func TestBrokerWithoutSchemeHidesPassword(t *testing.T) {

@@ -69,6 +69,12 @@ directory may be in memory.`, minutes(bench.DefaultSoakDuration)))
 	if *warmup == 0 {
 		*warmup = -1 // one command per controller
 	}
+	if *broker != "" {
+		var err error
+		if *broker, err = fs.broker(*broker); err != nil {
+			return err
+		}
+	}
 	gw, err := gatewayCommand()
 	if err != nil {
 		return err

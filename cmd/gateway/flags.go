@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/fencegate/fencegate/mqttsec"
 )
 
 // flagSet is a subcommand's flags and its usage text. -h, -help and
@@ -68,7 +70,7 @@ func (fs *flagSet) parse(args []string, stdout, stderr io.Writer) error {
 			return errHelp
 		}
 		if fs.hintOnError {
-			fmt.Fprintf(stderr, "Run gateway %s -h for the usage.\n", fs.name)
+			fmt.Fprintln(stderr, fs.hint())
 		} else {
 			fs.usage(stderr)
 		}
@@ -102,4 +104,31 @@ func (fs *flagSet) parseInterspersed(args []string, stdout, stderr io.Writer) ([
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// hint is the line that sends a user who got the command wrong to its
+// usage.
+func (fs *flagSet) hint() string { return "Run gateway " + fs.name + " -h for the usage." }
+
+// hinted is err, a usage error that says what is wrong, with the hint to
+// the command's usage on a line of its own below; other errors, a bad
+// flag, which parse has answered with the hint already, and an error that
+// has the hint, as they are.
+func (fs *flagSet) hinted(err error) error {
+	if ee, ok := err.(*exitError); ok && ee.code == exitUsage && ee.err != nil && !strings.HasSuffix(ee.err.Error(), "\n"+fs.hint()) {
+		return &exitError{exitUsage, fmt.Errorf("%w\n%s", ee.err, fs.hint())}
+	}
+	return err
+}
+
+// broker checks the URL a --broker flag gave by the rule of the
+// configuration's mqtt.broker (mqttsec.BrokerURL, one rule for both) and
+// returns it with its scheme's port if it named none; a bad URL is a
+// usage error that says what to write, with the hint to the usage.
+func (fs *flagSet) broker(url string) (string, error) {
+	u, err := mqttsec.BrokerURL(url)
+	if err != nil {
+		return "", fs.hinted(usageErr("--broker %q: %v", mqttsec.Redacted(url), err))
+	}
+	return u, nil
 }

@@ -45,9 +45,10 @@ answer (timeout), 7 applied or duplicate but the output is not in the state
 asked for (changed since, or a failed drive), 64 bad usage, 1 other errors
 (broker or etcd unreachable).`
 
-func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("send", "--gateway ID --actuator NAME (--token N | --etcd URL) [--key PATH.key --signer NAME] [flags] on|off|fence|pulse|duty|reset", sendAbout)
 	fs.hintOnError = true
+	defer func() { err = fs.hinted(err) }() // every usage error names the fix, and -h
 	conn := addBrokerFlags(fs)
 	gw := fs.String("gateway", "", "gateway id (required)")
 	act := fs.String("actuator", "", "actuator name (required)")

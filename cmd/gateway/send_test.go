@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,13 +85,18 @@ func TestSendExitCodes(t *testing.T) {
 
 // TestSendErrorTexts: what gateway send says when it cannot do what it
 // was asked, as a new user meets it: the reason a broker refused, as
-// gateway run logs it; a bad flag value and a hint, not the whole usage;
-// an actuator the gateway does not have, and the names of those it has.
+// gateway run logs it; a bad flag value, what it should be, and a hint,
+// not the whole usage; a broker URL without its scheme, or with another
+// protocol's, and what to write; an actuator the gateway does not have,
+// and the names of those it has, at once, also with --etcd (before any
+// lease is taken).
 func TestSendErrorTexts(t *testing.T) {
 	broker := testenv.EmbeddedBroker(t)
 	gatewayProc(t, broker)
 	gw := gatewayID(t)
+	hostPort := strings.TrimPrefix(broker, "tcp://")
 	unknown := fmt.Sprintf(`no actuator "pmup" on gateway %q; its actuators are fan, heater, pump`, gw)
+	const hint = "\nRun gateway send -h for the usage.\n"
 	for _, tt := range []struct {
 		args  []string
 		code  int
@@ -99,14 +105,71 @@ func TestSendErrorTexts(t *testing.T) {
 	}{
 		{[]string{"--broker", "tcp://127.0.0.1:1", "--actuator", "pump", "--token", "20", "on"}, exitFailure,
 			"connection refused: nothing listens at 127.0.0.1:1 (is the broker running? is the port right?)", 1},
-		{[]string{"--actuator", "pump", "--token", "abc", "on"}, exitUsage, `invalid value "abc" for flag -token` + ": parse error\nRun gateway send -h for the usage.\n", 2},
+		{[]string{"--broker", hostPort, "--actuator", "pump", "--token", "20", "on"}, exitUsage,
+			fmt.Sprintf("gateway: --broker %q: no scheme: want tcp://HOST:PORT: write tcp://%s (or ssl://%s for TLS)", hostPort, hostPort, hostPort) + hint, 2},
+		{[]string{"--broker", "http://" + hostPort, "--actuator", "pump", "--token", "20", "on"}, exitUsage,
+			fmt.Sprintf(`gateway: --broker "http://%s": scheme "http": want tcp://HOST:PORT, or ssl://HOST:PORT for TLS`, hostPort), 2},
+		{[]string{"--broker", "tcp://", "--actuator", "pump", "--token", "20", "on"}, exitUsage,
+			`gateway: --broker "tcp://": no host: want tcp://HOST:PORT`, 2},
+		{[]string{"--actuator", "pump", "--token", "abc", "on"}, exitUsage, `invalid value "abc" for flag -token: parse error` + hint, 2},
+		{[]string{"--actuator", "pump", "--token", "1", "toggle"}, exitUsage, `gateway: state "toggle": want on, off, fence, pulse, duty or reset` + hint, 2},
+		{[]string{"--actuator", "pump", "on"}, exitUsage, "gateway: give either --token N (1 to 2^63-1) or --etcd URL" + hint, 2},
 		{[]string{"--actuator", "pmup", "--token", "20", "on"}, exitRejected, "gateway: " + unknown + "\n", 2},
 		{[]string{"--actuator", "pmup", "--etcd", "http://127.0.0.1:1", "--timeout", "1s", "on"}, exitFailure, unknown, 1},
 	} {
+		start := time.Now()
 		out, code := runCLI(t, append([]string{"send", "--broker", broker, "--gateway", gw}, tt.args...)...)
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("gateway send %v took %v, want an answer at once (the timeout is 10s)", tt.args, took.Round(time.Millisecond))
+		}
 		if code != tt.code || !strings.Contains(out, tt.want) || (tt.lines > 0 && strings.Count(out, "\n") > tt.lines) {
 			t.Errorf("gateway send %v: exit %d, want %d, and at most %d lines with %q:\n%s", tt.args, code, tt.code, tt.lines, tt.want, out)
 		}
+	}
+}
+
+// TestBrokerFlag: every command that takes --broker checks it by the rule
+// of the configuration's mqtt.broker (one rule, mqttsec.BrokerURL): a URL
+// without its scheme or with another protocol's is refused before
+// anything starts, saying what to write, with the hint to the usage; one
+// without a port takes its scheme's (1883 for tcp://), as the Python
+// client does.
+func TestBrokerFlag(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"send", "--gateway", "gw", "--actuator", "pump", "--token", "5", "on"},
+		{"ha-bridge", "--gateway", "gw", "--etcd", "http://127.0.0.1:1", "--actuators", "pump"},
+		{"sim", "--dir", filepath.Join(dir, "sim"), "--http", "127.0.0.1:0", "--mqtt", "127.0.0.1:0"},
+		{"bench", "--profile", "single", "--store-dir", filepath.Join(dir, "bench")},
+	} {
+		for bad, want := range map[string]string{
+			"127.0.0.1:1":    `--broker "127.0.0.1:1": no scheme: want tcp://HOST:PORT: write tcp://127.0.0.1:1`,
+			"http://h:1883":  `--broker "http://h:1883": scheme "http": want tcp://HOST:PORT`,
+			"tcp://h:65536":  `--broker "tcp://h:65536": port 65536 is not a port (1 to 65535)`,
+			"ftp://u:pw@h:1": `--broker "ftp://u:xxxxx@h:1": scheme "ftp"`,
+		} {
+			argv := append(append([]string{}, args...), "--broker", bad)
+			out, code := runCLI(t, argv...)
+			hint := "\nRun gateway " + args[0] + " -h for the usage.\n"
+			if code != exitUsage || !strings.Contains(out, "gateway: "+want) || !strings.HasSuffix(out, hint) || strings.Contains(out, "u:pw@") {
+				t.Errorf("gateway %s: exit %d, want %d: %q and the hint to -h, without the password:\n%s", strings.Join(argv, " "), code, exitUsage, want, out)
+			}
+		}
+		for _, p := range []string{filepath.Join(dir, "sim"), filepath.Join(dir, "bench")} {
+			if _, err := os.Stat(p); err == nil {
+				t.Fatalf("gateway %s with a bad --broker created %s", args[0], p)
+			}
+		}
+	}
+	// Without a port: 1883, not "missing port". (Unless something listens
+	// there on this machine, nothing does, and send says so.)
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:1883", time.Second); err == nil {
+		c.Close()
+		t.Skip("something listens at 127.0.0.1:1883: the default port is not tested")
+	}
+	out, code := runCLI(t, "send", "--broker", "tcp://127.0.0.1", "--gateway", "gw", "--actuator", "pump", "--token", "5", "on")
+	if code != exitFailure || !strings.Contains(out, "nothing listens at 127.0.0.1:1883") {
+		t.Errorf("gateway send --broker tcp://127.0.0.1: exit %d, want %d, connecting to port 1883:\n%s", code, exitFailure, out)
 	}
 }
 

@@ -14,12 +14,14 @@ var sendNames = mqttsec.Names{Broker: "--broker", CAFile: "--tls-ca", CertFile: 
 
 // brokerFlags are gateway send's flags for the broker connection.
 type brokerFlags struct {
+	fs                                     *flagSet
 	broker, prefix, username, passwordFile *string
 	ca, cert, key, serverName              *string
 }
 
 func addBrokerFlags(fs *flagSet) *brokerFlags {
 	return &brokerFlags{
+		fs:           fs,
 		broker:       fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL; ssl://HOST:PORT for TLS (with the system's CAs unless --tls-ca)"),
 		prefix:       fs.String("prefix", wire.DefaultPrefix, "topic prefix"),
 		username:     fs.String("username", "", "MQTT user name (the password comes from --password-file, or $"+mqttsec.EnvPassword+")"),
@@ -34,7 +36,11 @@ func addBrokerFlags(fs *flagSet) *brokerFlags {
 // options returns the client options the flags give for gateway gw; bad
 // combinations are usage errors.
 func (b *brokerFlags) options(gw string) (client.Options, error) {
-	o := client.Options{Broker: *b.broker, Prefix: *b.prefix, GatewayID: gw, Username: *b.username, PasswordFile: *b.passwordFile, Names: sendNames}
+	broker, err := b.fs.broker(*b.broker)
+	if err != nil {
+		return client.Options{}, err
+	}
+	o := client.Options{Broker: broker, Prefix: *b.prefix, GatewayID: gw, Username: *b.username, PasswordFile: *b.passwordFile, Names: sendNames}
 	if *b.ca != "" || *b.cert != "" || *b.key != "" || *b.serverName != "" {
 		o.TLS = &client.TLS{CAFile: *b.ca, CertFile: *b.cert, KeyFile: *b.key, ServerName: *b.serverName}
 	}

@@ -104,6 +104,12 @@ on the sim board as a supervised child process, and the dashboard.
 	if err := fs.parseNoArgs(args, stdout, stderr); err != nil {
 		return err
 	}
+	if *f.external != "" {
+		var err error
+		if *f.external, err = fs.broker(*f.external); err != nil {
+			return err
+		}
+	}
 	s, err := startSim(ctx, f, stderr)
 	if err != nil {
 		return err
