@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/fencegate/fencegate/mqttsec"
@@ -131,4 +132,36 @@ func (fs *flagSet) broker(url string) (string, error) {
 		return "", fs.hinted(usageErr("--broker %q: %v", mqttsec.Redacted(url), err))
 	}
 	return u, nil
+}
+
+// uintFlag is a whole-number flag from lo to hi. A value that is not one
+// is refused with the range (the flag package's own would say "parse
+// error").
+type uintFlag struct{ n, lo, hi uint64 }
+
+// uintRange defines a uintFlag, 0 unless given.
+func (fs *flagSet) uintRange(name string, lo, hi uint64, usage string) *uint64 {
+	f := &uintFlag{lo: lo, hi: hi}
+	fs.Var(f, name, usage)
+	return &f.n
+}
+
+func (f *uintFlag) String() string {
+	if f == nil {
+		return "0"
+	}
+	return strconv.FormatUint(f.n, 10)
+}
+
+func (f *uintFlag) Set(s string) error {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n < f.lo || n > f.hi {
+		top := strconv.FormatUint(f.hi, 10)
+		if f.hi == 1<<63-1 {
+			top = "2^63-1"
+		}
+		return fmt.Errorf("want a whole number from %d to %s", f.lo, top)
+	}
+	f.n = n
+	return nil
 }

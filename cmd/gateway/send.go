@@ -52,8 +52,8 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	conn := addBrokerFlags(fs)
 	gw := fs.String("gateway", "", "gateway id (required)")
 	act := fs.String("actuator", "", "actuator name (required)")
-	token := fs.Uint64("token", 0, "fencing token, 1 to 2^63-1 (or use --etcd)")
-	seq := fs.Uint64("seq", 0, "sequence number under the token")
+	token := fs.uintRange("token", 1, fence.MaxToken, "fencing token, 1 to 2^63-1 (or use --etcd)")
+	seq := fs.uintRange("seq", 0, fence.MaxSeq, "sequence number under the token, 0 to 2^63-1")
 	id := fs.String("id", "", "command id (default: generated)")
 	holder := fs.String("holder", "", "holder name for the audit trail (default: gateway-send@HOST)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer")
@@ -105,9 +105,6 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	}
 	if (*token == 0) == (*etcdURL == "") {
 		return usageErr("give either --token N (1 to 2^63-1) or --etcd URL")
-	}
-	if *token > fence.MaxToken {
-		return usageErr("--token %d is above 2^63-1", *token)
 	}
 	if *holder == "" {
 		host, _ := os.Hostname()
