@@ -132,9 +132,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	if *etcdURL != "" {
 		// The lease is the scope's, as the gateway says: actuators that
 		// share a scope share one lease and one fence.
-		sctx, cancel := context.WithTimeout(ctx, *timeout)
-		scope, err := ctl.Scope(sctx, *act)
-		cancel()
+		scope, err := actuatorScope(ctx, ctl, *act, *timeout)
 		if err != nil {
 			return err
 		}
@@ -205,4 +203,39 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		return &exitError{exitTimeout, fmt.Errorf("no answer within %v (is the gateway %q online?)", *timeout, *gw)}
 	}
 	return err
+}
+
+// How actuatorScope tells an actuator the gateway does not have: once the
+// retained states have stopped coming for statesSettle, looked at every
+// statesPoll.
+const (
+	statesSettle = 500 * time.Millisecond
+	statesPoll   = 50 * time.Millisecond
+)
+
+// actuatorScope returns the fence scope of act, from its retained state
+// (client.Scope), waiting for it up to timeout. The gateway retains the
+// state of each of its actuators, and the broker sends them all as this
+// client subscribes: once states have come and no new one for
+// statesSettle, an actuator whose state is not among them is none of the
+// gateway's (exit 4, naming those it has), and waiting longer would not
+// change that. Without any state (a gateway never online, a wrong
+// --gateway) it waits for the timeout.
+func actuatorScope(ctx context.Context, ctl *client.Client, act string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	seen, since := 0, time.Now()
+	for {
+		wctx, wcancel := context.WithTimeout(ctx, statesPoll)
+		scope, err := ctl.Scope(wctx, act)
+		wcancel()
+		if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+			return scope, err
+		}
+		if n := len(ctl.Actuators()); n != seen {
+			seen, since = n, time.Now()
+		} else if n > 0 && time.Since(since) >= statesSettle {
+			return "", &exitError{exitRejected, errors.New(ctl.Unknown(act))}
+		}
+	}
 }
