@@ -35,10 +35,11 @@ clients:
 	  echo "$(PAHO2_SHA256)  $(PAHO2_DIR)/$(PAHO2_DEB)" | sha256sum -c --quiet && \
 	  dpkg-deb -x $(PAHO2_DIR)/$(PAHO2_DEB) $(PAHO2_DIR) || { echo "clients: paho-mqtt 2 not unpacked: the Python tests with it skip"; [ "$$CI" != true ]; }; fi
 
-## conformance: the pause test across languages, 20 times per pair of Go, Python and Node-RED controllers (make test runs
-##              it 3 times per pair), and its table; FENCEGATE_CONFORMANCE_REPS=N sets the repetitions
+## conformance: the behavioural scenarios for the Go, Python and Node-RED controllers (lease lost, fence above every
+##              revision, gateway offline), then the pause test across languages, 20 times per pair (make test runs it 3
+##              times per pair), and its table; FENCEGATE_CONFORMANCE_REPS=N sets the repetitions
 conformance: clients
-	FENCEGATE_CONFORMANCE_REPS=$${FENCEGATE_CONFORMANCE_REPS:-20} $(GO) test -count=1 -v -timeout 30m -run '^TestPause$$' ./conformance
+	FENCEGATE_CONFORMANCE_REPS=$${FENCEGATE_CONFORMANCE_REPS:-20} $(GO) test -count=1 -v -timeout 30m -run '^(TestBehaviour|TestPause)$$' ./conformance
 
 ## torture: the crash torture (tests/torture) with 50 gateway stops (FENCEGATE_TORTURE_CYCLES), checked after each
 ##          and, at the end, its whole history with porcupine; it prints its seed, FENCEGATE_TORTURE_SEED=N replays it;

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,6 +48,9 @@ type gateway struct {
 	Latch            string // the sim board's latch file: the outputs' levels
 	Key              string // controller ctl-a's private key (PATH.key)
 	Pins             map[string]string
+
+	config, log string    // its configuration and log files
+	proc        *exec.Cmd // the running gateway, nil when stopped
 }
 
 // startGateway starts a gateway with the actuators the clients' tests use
@@ -95,23 +99,53 @@ func startGateway(t *testing.T, extra ...string) *gateway {
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin.gateway, "run", "--config", path, "--init", "--log-level", "warn")
-	log, err := os.Create(filepath.Join(dir, "gateway.log"))
+	g.config, g.log = path, filepath.Join(dir, "gateway.log")
+	g.start(t, "--init")
+	t.Cleanup(func() {
+		if g.proc != nil {
+			g.proc.Process.Kill()
+			g.proc.Wait()
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(g.log)
+			t.Logf("gateway log:\n%s", b)
+		}
+	})
+	return g
+}
+
+// start starts the gateway (with more flags, e.g. --init) and waits until
+// it says it is online.
+func (g *gateway) start(t *testing.T, more ...string) {
+	t.Helper()
+	cmd := exec.Command(bin.gateway, append([]string{"run", "--config", g.config, "--log-level", "warn"}, more...)...)
+	log, err := os.OpenFile(g.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer log.Close()
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := testenv.StartChild(cmd); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("gateway log:\n%s", b)
-		}
-	})
+	g.proc = cmd
+	g.waitStatus(t, "online")
+}
+
+// stop stops the gateway cleanly (SIGTERM): its retained status becomes
+// offline, and its broker session keeps no subscription.
+func (g *gateway) stop(t *testing.T) {
+	t.Helper()
+	g.proc.Process.Signal(syscall.SIGTERM)
+	if err := g.proc.Wait(); err != nil {
+		t.Fatalf("gateway stop: %v", err)
+	}
+	g.proc = nil
+	g.waitStatus(t, "offline")
+}
+
+func (g *gateway) waitStatus(t *testing.T, want string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, client.Options{Broker: g.Broker, GatewayID: g.ID})
@@ -119,11 +153,10 @@ func startGateway(t *testing.T, extra ...string) *gateway {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.WaitStatus(ctx, "online"); err != nil {
-		b, _ := os.ReadFile(log.Name())
-		t.Fatalf("gateway not online: %v\n%s", err, b)
+	if err := c.WaitStatus(ctx, want); err != nil {
+		b, _ := os.ReadFile(g.log)
+		t.Fatalf("gateway not %s: %v\n%s", want, err, b)
 	}
-	return g
 }
 
 // env is the environment the clients' own tests take the gateway from.
