@@ -362,7 +362,7 @@ func (b *bridge) command(ctx context.Context, actuator string, r request) {
 		sc.next++
 		out.Token, out.Seq = c.Fence.Token, c.Fence.Seq
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		res, err := b.gw.Send(cctx, c)
+		res, err := b.gw.SendUnder(cctx, sc.l, c) // nothing is published once the lease is lost
 		cancel()
 		out.Outcome, out.Reason, out.Error = res.Outcome, res.Reason, res.Error
 		var stale *client.StaleError

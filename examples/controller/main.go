@@ -157,7 +157,7 @@ var errLeaseLost = errors.New("lease lost")
 // set-point per period with an increasing seq.
 func hold(ctx context.Context, log *slog.Logger, gw *client.Client, l *lease.Lease, c config) error {
 	// Seq 0: raise the fence before anything else under this token.
-	if err := send(ctx, log, gw, fence.Command{Actuator: c.actuator, Holder: c.me, Fence: fence.Fence{Token: l.Token()}}, nil); err != nil {
+	if err := send(ctx, log, gw, l, fence.Command{Actuator: c.actuator, Holder: c.me, Fence: fence.Fence{Token: l.Token()}}, nil); err != nil {
 		return err
 	}
 	var seq client.Seq // shared with the heartbeats: every pair is new
@@ -187,7 +187,7 @@ func hold(ctx context.Context, log *slog.Logger, gw *client.Client, l *lease.Lea
 		case <-time.After(c.period):
 		}
 		cmd := fence.Command{Actuator: c.actuator, Holder: c.me, Fence: fence.Fence{Token: l.Token(), Seq: seq.Next()}, State: state}
-		if err := send(ctx, log, gw, cmd, &seq); err != nil {
+		if err := send(ctx, log, gw, l, cmd, &seq); err != nil {
 			return err
 		}
 		if state == fence.StateOn {
@@ -203,13 +203,18 @@ func hold(ctx context.Context, log *slog.Logger, gw *client.Client, l *lease.Lea
 // duplicate and nothing is driven twice. With seq (the heartbeats' too),
 // a stale answer under the command's own token is a heartbeat that took a
 // later seq and arrived first: the scope is still ours, so the same state
-// goes again as a new command above the fence.
-func send(ctx context.Context, log *slog.Logger, gw *client.Client, cmd fence.Command, seq *client.Seq) error {
+// goes again as a new command above the fence. Every command goes under
+// the lease (SendUnder): once it is lost, by this process's clock, nothing
+// more is published, however long this process paused after it decided.
+func send(ctx context.Context, log *slog.Logger, gw *client.Client, l *lease.Lease, cmd fence.Command, seq *client.Seq) error {
 	cmd.ID = fmt.Sprintf("%s-%d-%d", cmd.Holder, cmd.Fence.Token, cmd.Fence.Seq)
 	for attempt := 0; ; attempt++ {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		res, err := gw.Send(sctx, cmd)
+		res, err := gw.SendUnder(sctx, l, cmd)
 		cancel()
+		if errors.Is(err, lease.ErrLost) {
+			return errLeaseLost
+		}
 		if errors.Is(err, client.ErrTimeout) && attempt < 3 {
 			log.Warn("no answer; resending the same command", "id", cmd.ID)
 			continue
