@@ -20,6 +20,8 @@ import (
 
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/mqttbroker"
+	"github.com/fencegate/fencegate/mqttlink"
+	"github.com/fencegate/fencegate/mqttsec"
 	"github.com/fencegate/fencegate/scenario"
 	"github.com/fencegate/fencegate/sim"
 	"github.com/fencegate/fencegate/wire"
@@ -73,6 +75,9 @@ func startSim(ctx context.Context, f simFlags, stderr io.Writer) (*sim.Sim, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := probeBroker(ctx, *f.external); err != nil {
+		return nil, err
+	}
 	s, err := sim.Start(ctx, sim.Options{MQTTAddr: *f.listen, Broker: *f.external, HTTPAddr: *f.httpAddr,
 		Dir: *f.dir, GatewayID: *f.id, Gateway: gw, Logger: log, StepDelay: *f.stepDelay})
 	var inUse *sim.DirInUseError
@@ -90,6 +95,22 @@ func startSim(ctx context.Context, f simFlags, stderr io.Writer) (*sim.Sim, erro
 		return nil, fmt.Errorf("%s is already in use (is another simulator running? see http://%s): %s", *f.httpAddr, *f.httpAddr, startWith("--http", *f.httpAddr))
 	}
 	return s, err
+}
+
+// probeBroker connects to the simulator's --broker, if it names one,
+// once, as gateway check --broker does (mqttlink.Probe), and says why it
+// cannot, as gateway run logs it: the simulator would otherwise wait for
+// its gateway to come online on a broker it never reaches, saying nothing.
+func probeBroker(ctx context.Context, broker string) error {
+	if broker == "" {
+		return nil
+	}
+	err := mqttlink.Probe(ctx, mqttlink.Options{Broker: broker, ClientID: fmt.Sprintf("fencegate-sim-probe-%d-%d", os.Getpid(), time.Now().UnixNano()),
+		Settings: mqttsec.Settings{Names: sendNames, Broker: broker}})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("--broker %s: %w; start it, or start the simulator without --broker (it has a broker of its own)", mqttsec.Redacted(broker), err)
+	}
+	return err
 }
 
 func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -111,6 +132,9 @@ on the sim board as a supervised child process, and the dashboard.
 		}
 	}
 	s, err := startSim(ctx, f, stderr)
+	if err != nil && ctx.Err() != nil {
+		return nil // Ctrl-C (or SIGTERM) while it started: stopped as asked, no error
+	}
 	if err != nil {
 		return err
 	}

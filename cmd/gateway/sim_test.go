@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 	"github.com/fencegate/fencegate/scenario"
 	"github.com/fencegate/fencegate/sim"
 	"github.com/fencegate/fencegate/tests/testctl"
+	"github.com/fencegate/fencegate/tests/testenv"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -352,5 +354,85 @@ func TestSimGatewayStopsAtStart(t *testing.T) {
 	out, code := runCLI(t, "sim", "--dir", dir, "--http", "127.0.0.1:0", "--mqtt", "127.0.0.1:0")
 	if took := time.Since(start); code != exitConfig || !strings.Contains(out, "store file is empty") || took > 15*time.Second {
 		t.Errorf("gateway sim on an emptied store: exit %d after %v, want %d at once with the reason:\n%s", code, took, exitConfig, out)
+	}
+}
+
+// TestSimBrokerNotListening: a simulator given a --broker where nothing
+// listens says so at once, as gateway run logs it, and exits 1, having
+// created nothing (it waited 30 s, saying nothing, its dashboard silent).
+func TestSimBrokerNotListening(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sim")
+	port := testenv.Port(t) // reserved, and nothing listens there
+	start := time.Now()
+	out, code := runCLI(t, "sim", "--broker", fmt.Sprintf("tcp://127.0.0.1:%d", port), "--dir", dir, "--http", "127.0.0.1:0")
+	want := fmt.Sprintf("gateway: --broker tcp://127.0.0.1:%d: connection refused: nothing listens at 127.0.0.1:%d (is the broker running? is the port right?)", port, port)
+	if took := time.Since(start); code != exitFailure || !strings.Contains(out, want) || took > 10*time.Second {
+		t.Errorf("gateway sim --broker to a closed port: exit %d after %v, want %d at once with %q:\n%s", code, took.Round(time.Millisecond), exitFailure, want, out)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("gateway sim created %s for a broker it cannot reach", dir)
+	}
+}
+
+// TestSimExternalBroker: a simulator on a --broker that listens starts
+// on it (the check that something listens there lets it by).
+func TestSimExternalBroker(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	if _, got := runningSim(t, "--broker", broker); got != broker {
+		t.Errorf("gateway sim --broker %s: its ready message names the broker %s", broker, got)
+	}
+}
+
+// TestSimInterruptedAtStart: Ctrl-C while the simulator starts (here: its
+// --broker accepts the connection and never answers) stops it quietly,
+// exit 0, as Ctrl-C once it runs does; it printed "context canceled" as an
+// error and exited 1.
+func TestSimInterruptedAtStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, never answered
+		}
+	}()
+	defer func() {
+		for len(accepted) > 0 {
+			(<-accepted).Close()
+		}
+	}()
+	cmd := exec.Command(binary, "sim", "--broker", "tcp://"+ln.Addr().String(), "--dir", t.TempDir(), "--http", "127.0.0.1:0")
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case c := <-accepted:
+		accepted <- c
+	case err := <-done:
+		t.Fatalf("gateway sim exited (%v) before it connected to its broker:\n%s", err, out.String())
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("gateway sim did not connect to its --broker within 20s:\n%s", out.String())
+	}
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("gateway sim did not stop within 10s of SIGINT:\n%s", out.String())
+	}
+	if err != nil || strings.Contains(out.String(), "context canceled") {
+		t.Errorf("gateway sim interrupted while it started: %v, want exit 0 and no error:\n%s", err, out.String())
 	}
 }
