@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -518,5 +519,33 @@ func TestCLIErrors(t *testing.T) {
 		}
 	}
 	// Only init created the store: the failed run before it did not (run
-	// came first in the table and exited 2 on the missing store).
+	// came first in the table and exited 2 on the missing store), nor did
+	// run --init on a board that is not there.
+	if _, err := os.Stat(filepath.Join(dir, "pi.db")); err == nil {
+		t.Error("gateway run --init on a board that is not there left a new store behind")
+	}
+}
+
+// TestRunInitLeavesNoStore: gateway run --init checks what it opens after
+// the store, as gateway check --init does, before it creates the store: an
+// HTTP address in use fails the start, saying why, and leaves no store
+// behind (it created the store, then exited 1; the next start took that
+// store for the one that was there).
+func TestRunInitLeavesNoStore(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // the HTTP address, taken
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "tcp://127.0.0.1:1", ln.Addr().String())
+	store := filepath.Join(dir, "fence.db")
+	out, code := runCLI(t, "run", "--config", cfg, "--init")
+	want := fmt.Sprintf("gateway: http %s: listen tcp %s: bind: address already in use", ln.Addr(), ln.Addr())
+	if code != exitFailure || !strings.Contains(out, want) || !strings.Contains(out, "the store "+store+" was not created") {
+		t.Errorf("gateway run --init with its HTTP address taken: exit %d, want %d with %q, and that the store was not created:\n%s", code, exitFailure, want, out)
+	}
+	if _, err := os.Stat(store); err == nil {
+		t.Errorf("gateway run --init left a new store behind: %s", store)
+	}
 }

@@ -80,6 +80,11 @@ fenced commands from the broker until SIGINT or SIGTERM.`)
 		}
 		afterCommit = simCrash(*crashFile)
 	}
+	if *initStore {
+		if err := checkBeforeCreate(ctx, cfg); err != nil {
+			return err
+		}
+	}
 	err = service.Run(ctx, cfg, service.Options{Init: *initStore, Version: versionNumber(), Logger: log, AfterCommit: afterCommit,
 		CommitDelay: delay, Listening: listening})
 	if errors.Is(err, fencelog.ErrNotExist) {
@@ -118,31 +123,57 @@ run would (78 for a bad configuration or store, 1 for the rest).`)
 		}
 		return nil
 	}
-	var failed error
-	for _, f := range service.Check(ctx, cfg, service.CheckOptions{Init: *initStore, Broker: *broker}) {
+	findings := service.Check(ctx, cfg, service.CheckOptions{Init: *initStore, Broker: *broker})
+	for _, f := range findings {
 		switch {
 		case f.Err != nil:
 			fmt.Fprintf(stdout, "%s: FAIL: %s: %v\n", f.Step, f.Text, f.Err)
-			if failed == nil || isConfigError(f.Err) && !isConfigError(failed) {
-				failed = f.Err
-			}
 		case f.Warning:
 			fmt.Fprintf(stdout, "%s: warning: %s\n", f.Step, f.Text)
 		default:
 			fmt.Fprintf(stdout, "%s: ok: %s\n", f.Step, f.Text)
 		}
 	}
-	if errors.Is(failed, fencelog.ErrNotExist) {
+	failed := worstFinding(findings)
+	if failed != nil && errors.Is(failed.Err, fencelog.ErrNotExist) {
 		fmt.Fprintln(stdout, initHint(*cfgPath))
 	}
 	if failed != nil {
 		code := exitFailure
-		if isConfigError(failed) {
+		if isConfigError(failed.Err) {
 			code = exitConfig
 		}
 		return &exitError{code, errors.New("gateway run would fail; see above")}
 	}
 	fmt.Fprintln(stdout, "ok: gateway run would start")
+	return nil
+}
+
+// worstFinding is the finding of service.Check that decides how run would
+// fail: the first configuration error (exit 78), else the first failure;
+// nil if run would start.
+func worstFinding(findings []service.Finding) *service.Finding {
+	var worst *service.Finding
+	for i, f := range findings {
+		if f.Err != nil && (worst == nil || isConfigError(f.Err) && !isConfigError(worst.Err)) {
+			worst = &findings[i]
+		}
+	}
+	return worst
+}
+
+// checkBeforeCreate checks, before run --init creates a missing store,
+// everything run opens after it (the board, the Modbus buses, the HTTP
+// address), as gateway check --init does: a start that fails there would
+// leave a new store behind, and the next start would take it for the one
+// that was there.
+func checkBeforeCreate(ctx context.Context, cfg *config.Config) error {
+	if _, err := os.Lstat(cfg.Store); !errors.Is(err, os.ErrNotExist) {
+		return nil // nothing to create: run opens it, or says why it cannot
+	}
+	if f := worstFinding(service.Check(ctx, cfg, service.CheckOptions{Init: true})); f != nil {
+		return fmt.Errorf("%s %s: %w; the store %s was not created", f.Step, f.Text, f.Err, cfg.Store)
+	}
 	return nil
 }
 
