@@ -29,7 +29,8 @@ from .client import Client
 from .errors import FailedError, FencegateError, OutputError, RejectedError, StaleError
 from .lease import Lease, acquire
 from .signing import Signer
-from .wire import MAX_TOKEN, Answer, Command, Fence, InvalidCommand, format_duty, parse_duty
+from .wire import (MAX_TOKEN, Answer, Command, Fence, InvalidCommand, InvalidTopic, check_gateway_id, check_prefix,
+                   format_duty, parse_duty)
 
 __all__ = ["main", "EXIT_OK", "EXIT_STALE", "EXIT_REJECTED", "EXIT_FAILED", "EXIT_OTHER", "EXIT_USAGE"]
 
@@ -130,7 +131,23 @@ def _answer_event(a: Answer) -> Dict[str, Any]:
     return e
 
 
+#: The flag that sets what an InvalidTopic's why names.
+_TOPIC_FLAGS = {"gateway": "--gateway", "prefix": "--prefix", "username": "--username"}
+
+
 def _check(a: argparse.Namespace) -> None:
+    # The rules of the gateway's configuration: a gateway has no other id,
+    # and no prefix another (Go's config loader and gateway send alike).
+    try:
+        check_gateway_id(a.gateway)
+    except InvalidTopic as e:
+        raise _UsageError(f"--gateway {a.gateway!r}: {e.problem}") from None
+    try:
+        if a.prefix:  # "" is the default's
+            check_prefix(a.prefix)
+    except InvalidTopic as e:
+        raise _UsageError(f"--prefix {a.prefix!r}: {e.problem}; want the gateway's mqtt.topic_prefix "
+                          "(levels of printable characters, default fencegate)") from None
     if (a.token != 0) == bool(a.etcd):
         raise _UsageError("give either --etcd URL or --token N")
     if a.token < 0 or a.token > MAX_TOKEN:
@@ -233,6 +250,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _send(args)
     except _UsageError as e:
         print(f"fencegate send: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except InvalidTopic as e:
+        # A topic level the flags make (the reply topic's user name), refused
+        # before anything was sent.
+        flag = _TOPIC_FLAGS.get(e.why, "")
+        print(f"fencegate send: {flag + ': ' if flag else ''}{e.problem}", file=sys.stderr)
         return EXIT_USAGE
     except InvalidCommand as e:
         print(f"fencegate send: refused before sending: {e}", file=sys.stderr)

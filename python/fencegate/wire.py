@@ -83,14 +83,17 @@ class InvalidTopic(ValueError):
     """A topic (or a level of one) refused before anything is sent: a
     broker would refuse it, or the gateway would not answer on it.
 
-    ``why`` names what is at fault (``client_id``, ``username``,
-    ``reply``: a reply topic asked for), for programs; the message says
-    it for people.
+    ``why`` names what is at fault (``gateway``, ``prefix``,
+    ``client_id``, ``username``, ``reply``: a reply topic asked for), for
+    programs; the message says it for people. ``problem`` is the message
+    without the advice on what to choose instead (for a program, such as
+    the CLI, that gives its own).
     """
 
-    def __init__(self, why: str, message: str) -> None:
+    def __init__(self, why: str, message: str, problem: str = "") -> None:
         super().__init__(message)
         self.why = why
+        self.problem = problem or message
 
 
 def _forbidden(cp: int) -> str:
@@ -343,6 +346,17 @@ class Topics:
         if not client_id:
             raise InvalidTopic("client_id", "a reply topic needs a client id")
         topic = self.reply_base + (f"{username}/{client_id}" if username else client_id)
+        n = len(topic.encode("utf-8"))
+        if n > MAX_REPLY:
+            # Name the level that makes it long: the longer of the two (a
+            # user name of 300 bytes is not the generated client id's fault).
+            u, c = len(username.encode("utf-8")), len(client_id.encode("utf-8"))
+            why, what, level, size = ("username", "user name", username, u) if u > c else ("client_id", "client id", client_id, c)
+            room = MAX_REPLY - (n - size)  # what is left for this level beside the other
+            fix = f"a {what} of at most {room} bytes" if room > 0 else "a shorter user name and client id"
+            problem = (f"{what} {level[:16]!r}{'…' if len(level) > 16 else ''} is {size} bytes, which makes the reply topic "
+                       f"({shape}) {n} bytes; the limit is {MAX_REPLY}: want {fix}")
+            raise InvalidTopic(why, f"{problem}, or pass reply=", problem)
         try:
             self.check_reply(topic)
         except InvalidTopic as e:
@@ -390,12 +404,40 @@ def check_base(gateway: str, prefix: str = DEFAULT_PREFIX) -> None:
     """
     if not isinstance(gateway, str) or not gateway or any(c in gateway for c in "+#/"):
         raise InvalidTopic("gateway", f"gateway id {gateway!r} cannot be a topic level: give the gateway's id (letters, digits, _ and -)")
-    if not isinstance(prefix, str) or "+" in prefix or "#" in prefix or "//" in f"/{prefix}/":
-        raise InvalidTopic("prefix", f"topic prefix {prefix!r} has a wildcard or an empty level")
-    for why, what, v in (("gateway", "gateway id", gateway), ("prefix", "topic prefix", prefix)):
-        problem = topic_text_problem(v)
-        if problem:
-            raise InvalidTopic(why, f"{what} {ascii(v)}: {problem}")
+    problem = topic_text_problem(gateway)
+    if problem:
+        raise InvalidTopic("gateway", f"gateway id {ascii(gateway)}: {problem}")
+    check_prefix(prefix)
+
+
+def check_prefix(prefix: str) -> None:
+    """Raise :class:`InvalidTopic` (why ``prefix``) for a topic prefix that
+    cannot begin the gateway's topics, as Go's ``wire.CheckPrefix`` (the
+    rule of the configuration's ``mqtt.topic_prefix``): a wildcard, an
+    empty level (a leading, trailing or double /), or what a broker
+    refuses in a topic. The empty prefix is refused here: a client
+    takes the default's (``fencegate``) for it.
+    """
+    if not isinstance(prefix, str) or "+" in prefix or "#" in prefix:
+        raise InvalidTopic("prefix", f"topic prefix {prefix!r} has a wildcard (+ #)", "it has a wildcard (+ #)")
+    if "//" in f"/{prefix}/":
+        raise InvalidTopic("prefix", f"topic prefix {prefix!r} has an empty level (a leading, trailing or double /)",
+                           "it has an empty level (a leading, trailing or double /)")
+    problem = topic_text_problem(prefix)
+    if problem:
+        raise InvalidTopic("prefix", f"topic prefix {ascii(prefix)}: {problem}", problem)
+
+
+def check_gateway_id(gateway: str) -> None:
+    """Raise :class:`InvalidTopic` (why ``gateway``) for a gateway id that
+    no gateway can have: the configuration's ``id`` is 1 to 64 letters,
+    digits, - and _ (Go's config loader refuses any other), so a command
+    to another id never reaches a gateway.
+    """
+    if not isinstance(gateway, str) or not _NAME.fullmatch(gateway):
+        raise InvalidTopic("gateway", f"gateway id {gateway!r} is no gateway's: a gateway's id (its configuration's id:) "
+                                      "is 1 to 64 letters, digits, - and _", "want 1 to 64 letters, digits, - and _ "
+                                      "(the id: of the gateway's configuration)")
 
 
 def json_string(s: str) -> str:

@@ -137,6 +137,35 @@ class TestUsage(unittest.TestCase):
                 self.assertEqual(out, "")
 
 
+    def test_bad_topic_flags_exit_64_naming_the_flag(self) -> None:
+        """A gateway id no gateway's configuration can have (the config
+        loader's rule), a prefix that cannot begin topics, a user name too
+        long for the reply topic: bad usage, exit 64, said before anything
+        is sent, naming the flag and what is wanted."""
+        base = ["send", "--broker", "tcp://127.0.0.1:1", "--actuator", "pump", "--token", "1"]
+        cases = [
+            (["--gateway", "si m"], "--gateway 'si m': want 1 to 64 letters, digits, - and _"),
+            (["--gateway", "g" * 65], "want 1 to 64 letters, digits, - and _"),
+            (["--gateway", "gw.1"], "--gateway 'gw.1': want 1 to 64 letters, digits, - and _"),
+            (["--gateway", "si/m"], "--gateway 'si/m': want"),
+            (["--gateway", "gw", "--prefix", "a/+"], "--prefix 'a/+': it has a wildcard (+ #); want the gateway's mqtt.topic_prefix"),
+            (["--gateway", "gw", "--prefix", "/site"], "--prefix '/site': it has an empty level"),
+            (["--gateway", "gw", "--prefix", "a\x07"], "--prefix 'a\\x07': character 2 (U+0007) is a control character"),
+            (["--gateway", "gw", "--username", "u" * 300], "--username: user name 'uuuuuuuuuuuuuuuu'… is 300 bytes"),
+            (["--gateway", "gw", "--username", "ops/a"], "--username: user name 'ops/a' cannot be a level of the reply topic"),
+        ]
+        for args, want in cases:
+            with self.subTest(args=args):
+                code, out, err = run_main(*base, *args, "on")
+                self.assertEqual(code, EXIT_USAGE, err)
+                self.assertIn(want, err)
+                self.assertNotIn("client id", err.split(":", 2)[1])  # the flag's fault, named as such
+                self.assertEqual(out, "")
+        code, _, err = run_main(*base, "--gateway", "gw", "--username", "u" * 300, "on")
+        self.assertIn("want a user name of at most", err)
+        self.assertNotIn("reply=", err)  # the library's advice, no flag of the CLI's
+
+
 class TestKeyFile(unittest.TestCase):
     def test_errors(self) -> None:
         with tempfile.TemporaryDirectory() as d:

@@ -127,6 +127,23 @@ class TestReplyTopics(unittest.TestCase):
                 else:
                     self.assertEqual(make(), v["reply"])
 
+    def test_long_user_name_is_blamed(self) -> None:
+        """A reply topic too long: the level that makes it so is named, the
+        user name when it is the longer, not the client id."""
+        t = Topics("gw")
+        for client_id, username, why in [("ctl-1", "u" * 300, "username"), ("c" * 300, "ops", "client_id"),
+                                         ("c" * 240, "", "client_id")]:
+            with self.subTest(why=why, username=len(username)):
+                with self.assertRaises(InvalidTopic) as cm:
+                    t.reply(client_id, username)
+                self.assertEqual(cm.exception.why, why, str(cm.exception))
+                what = "user name" if why == "username" else "client id"
+                self.assertTrue(str(cm.exception).startswith(f"{what} "), str(cm.exception))
+                self.assertIn(f"want a {what} of at most", str(cm.exception))
+        with self.assertRaises(InvalidTopic) as cm:
+            Client("tcp://127.0.0.1:1", "gw", username="u" * 300, password="p", connect_timeout=0.1)
+        self.assertEqual(cm.exception.why, "username")
+
     def test_client_refuses_before_connecting(self) -> None:
         """Client() checks the reply topic before it makes a connection:
         the broker's address is one nothing listens on, and the error is
