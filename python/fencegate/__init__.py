@@ -11,7 +11,7 @@ commands (:meth:`Client.send`), which return the gateway's answer or raise
 
 from .client import DEFAULT_RESEND, MAX_RESEND, Client
 from .errors import (AheadError, AnswerError, BrokerError, EtcdError, FailedError, FencegateError, KeyFileError, LeaseLost,
-                     OutputError, RejectedError, StaleError, Timeout)
+                     OutputError, RejectedError, StaleError, Timeout, UnknownActuator)
 from .heartbeat import Heartbeat
 from .lease import Etcd, Lease, acquire, check_fence, lock_name
 from .seq import Seq
@@ -21,7 +21,7 @@ from .wire import ActuatorState, Answer, Command, Fence, InvalidCommand, Invalid
 __all__ = [
     "Client", "DEFAULT_RESEND", "MAX_RESEND",
     "AheadError", "AnswerError", "BrokerError", "EtcdError", "FailedError", "FencegateError", "KeyFileError", "LeaseLost",
-    "OutputError", "RejectedError", "StaleError", "Timeout", "InvalidCommand", "InvalidTopic", "parse_duty",
+    "OutputError", "RejectedError", "StaleError", "Timeout", "UnknownActuator", "InvalidCommand", "InvalidTopic", "parse_duty",
     "Heartbeat", "Etcd", "Lease", "acquire", "check_fence", "lock_name", "Seq", "Signer", "read_private_key",
     "ActuatorState", "Answer", "Command", "Fence", "Topics",
 ]

@@ -9,7 +9,8 @@ token and writes what happens as JSON lines on stdout, flushed at once::
     {"event":"reread","state":"off","fence":{"token":"N","seq":"M"}}      (after a stale answer)
 
 then releases its lease and exits: 0 applied or duplicate, 3 stale, 4
-rejected, 5 failed, 64 bad usage, 1 anything else (one line on stderr
+rejected (or an actuator the gateway does not have, said before any lease
+is taken), 5 failed, 64 bad usage, 1 anything else (one line on stderr
 saying what and why). An applied or duplicate answer whose state is not
 the one asked (a later command, a failed drive) exits 0 too, with a line
 on stderr that says so.
@@ -26,7 +27,7 @@ import sys
 from typing import Any, Dict, NoReturn, Optional, Sequence
 
 from .client import Client
-from .errors import FailedError, FencegateError, OutputError, RejectedError, StaleError
+from .errors import FailedError, FencegateError, OutputError, RejectedError, StaleError, UnknownActuator
 from .lease import Lease, acquire
 from .signing import Signer
 from .wire import (MAX_TOKEN, Answer, Command, Fence, InvalidCommand, InvalidTopic, check_gateway_id, check_prefix,
@@ -50,13 +51,16 @@ as the gateway records it now).
 With --etcd the token comes from an etcd lock on the actuator's fence scope,
 which the gateway publishes (the lock key's create_revision); once the lease
 is lost, the command is not sent again, and the lock is released before the
-program exits. With --token N the command goes under a
-token you give. "fence" sends a fence-only command: it raises the scope's
-fence and drives nothing. With --key and --signer the command is signed, as
-a gateway that requires signed commands wants.
+program exits. An actuator the gateway does not have (its
+retained states name those it has) is said at once, before any lease. With
+--token N the command goes under a token you give. "fence" sends a
+fence-only command: it raises the scope's fence and drives nothing. With
+--key and --signer the command is signed, as a gateway that requires signed
+commands wants.
 
-Exit codes: 0 applied or duplicate, 3 stale, 4 rejected, 5 failed, 64 bad
-usage, 1 anything else (broker or etcd unreachable, no answer)."""
+Exit codes: 0 applied or duplicate, 3 stale, 4 rejected (or no such
+actuator), 5 failed, 64 bad usage, 1 anything else (broker or etcd
+unreachable, no answer)."""
 
 
 class _UsageError(Exception):
@@ -179,7 +183,11 @@ def _send(a: argparse.Namespace) -> int:
             if a.etcd:
                 # The lease is the scope's, as the gateway says: actuators
                 # that share a scope share one lease and one fence.
-                scope = client.scope(a.actuator, a.timeout)
+                try:
+                    scope = client.scope(a.actuator, a.timeout)
+                except UnknownActuator as e:
+                    print(f"fencegate send: {e}", file=sys.stderr)
+                    return EXIT_REJECTED
                 lease = acquire(a.etcd, a.gateway, scope, ttl=a.ttl, wait=a.timeout)
                 token = lease.token
                 _emit({"event": "granted", "token": str(token), "scope": scope})

@@ -26,14 +26,14 @@ from dataclasses import replace
 from typing import Callable, Dict, List, Optional
 
 from .connection import Connection, Security
-from .errors import BrokerError, FailedError, FencegateError, OutputError, RejectedError, StaleError, Timeout
+from .errors import BrokerError, FailedError, FencegateError, OutputError, RejectedError, StaleError, Timeout, UnknownActuator
 from .lease import Lease
 from .signing import Signer
-from .wire import (APPLIED, DEFAULT_PREFIX, DUPLICATE, FAILED, REJECTED, STALE, STATUS_ONLINE,
+from .wire import (APPLIED, DEFAULT_PREFIX, DUPLICATE, FAILED, REJECTED, STALE, STATUS_OFFLINE, STATUS_ONLINE,
                    ActuatorState, Answer, Command, InvalidCommand, Topics, WireError, answers, check_base, output_as_asked,
                    check_command, encode_request, parse_answer, parse_state)
 
-__all__ = ["Client", "prepare", "DEFAULT_RESEND", "MAX_RESEND", "MAX_PAYLOAD"]
+__all__ = ["Client", "prepare", "DEFAULT_RESEND", "MAX_RESEND", "MAX_PAYLOAD", "SETTLE"]
 
 #: How long an unanswered command waits before it is published again, at first.
 DEFAULT_RESEND = 1.0
@@ -41,6 +41,10 @@ DEFAULT_RESEND = 1.0
 MAX_RESEND = 8.0
 #: The largest command payload the gateway accepts, in bytes.
 MAX_PAYLOAD = 1024
+#: How long after the last retained message (a state or the status) the
+#: gateway's retained states are taken as all there are, in seconds. The
+#: broker sends them together right after the subscription.
+SETTLE = 0.25
 
 
 def prepare(gateway: str, c: Command, reply: str = "", signer: Optional[Signer] = None) -> bytes:
@@ -109,6 +113,10 @@ class Client:
         self._cv = threading.Condition()
         self._states: Dict[str, ActuatorState] = {}
         self._status = ""
+        # The retained status was delivered, and when the last retained
+        # message came: once they are a while ago, the states are all in.
+        self._status_retained = False
+        self._last_retained = 0.0
         self._waiters: Dict[str, List[_Waiter]] = {}
         # Counts the moments a resend is worth it at once: the gateway came
         # online, or this client subscribed again after a reconnect.
@@ -160,6 +168,9 @@ class Client:
                 if s == STATUS_ONLINE and self._status != s and not retained:
                     self._retry += 1
                 self._status = s
+                if retained:
+                    self._status_retained = True
+                    self._last_retained = time.monotonic()
                 self._cv.notify_all()
             return
         if topic == self.reply:
@@ -182,6 +193,8 @@ class Client:
                 return
             with self._cv:
                 self._states[name] = st
+                if retained:
+                    self._last_retained = time.monotonic()
                 self._cv.notify_all()
 
     # -- states and status
@@ -236,21 +249,37 @@ class Client:
         if not names:
             return (f"no actuator {actuator!r} on gateway {self.gateway!r}, which has published the state of none "
                     "(has it been online?)")
-        return f"no actuator {actuator!r} on gateway {self.gateway!r}; its actuators are {', '.join(names)}"
+        said = f"no actuator {actuator!r} on gateway {self.gateway!r}; its actuators are {', '.join(names)}"
+        if self.status == STATUS_OFFLINE:
+            said += " (as it published them when it was last online: it is offline now)"
+        return said
 
     def scope(self, actuator: str, timeout: float = 10.0) -> str:
         """The fence scope of ``actuator``, from its retained state.
 
         Lock this name in the lease service, never the actuator's: actuators
         that share a scope share one fence, so they share one lease.
+
+        Raises :class:`~fencegate.errors.UnknownActuator` at once (within
+        :data:`SETTLE` s of the last retained message) when the gateway's
+        retained states have come, its status with them, and none is the
+        actuator's; waits up to ``timeout`` s for a state while there are
+        none (a gateway that has never been online).
         """
-        try:
-            st = self.wait_state(actuator, None, timeout)
-        except Timeout:
-            if self.actuators():
-                raise FencegateError(self.unknown(actuator)) from None
-            raise FencegateError(f"no state for actuator {actuator!r} from gateway {self.gateway!r} within {timeout:g}s "
-                                 "(is the name right, and has the gateway been online?)") from None
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while (st := self._states.get(actuator)) is None:
+                now = time.monotonic()
+                settled = self._last_retained + SETTLE - now if self._status_retained and self._states else timeout
+                if settled <= 0:
+                    raise UnknownActuator(self.unknown(actuator), actuator, sorted(self._states))
+                left = deadline - now
+                if left <= 0 or self._closed:
+                    if self._states:
+                        raise UnknownActuator(self.unknown(actuator), actuator, sorted(self._states))
+                    raise FencegateError(f"no state for actuator {actuator!r} from gateway {self.gateway!r} within {timeout:g}s "
+                                         "(is the name right, and has the gateway been online?)")
+                self._cv.wait(min(left, settled))
         if not st.scope:
             raise FencegateError(f"gateway {self.gateway!r} does not say which fence scope {actuator!r} belongs to "
                                  "(a gateway older than this client); upgrade the gateway")

@@ -4,7 +4,8 @@ Outcomes first: a stale, rejected or failed answer is raised as
 :class:`StaleError`, :class:`RejectedError` or :class:`FailedError`, each
 carrying the gateway's :class:`~fencegate.wire.Answer`, and an applied or
 duplicate one that says the output is not as asked as :class:`OutputError`;
-no answer in time is a :class:`Timeout`. Then the faults of the parts around: the broker
+no answer in time is a :class:`Timeout`, and a name the gateway has no
+actuator of an :class:`UnknownActuator`. Then the faults of the parts around: the broker
 (:class:`BrokerError`), etcd (:class:`EtcdError`), a lease that is gone
 (:class:`LeaseLost`), a key file (:class:`KeyFileError`). Every one of them
 is a :class:`FencegateError`, whose message says what and why in words a
@@ -13,13 +14,13 @@ person can act on: print it, no traceback needed.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 from .wire import Answer, Fence, InvalidCommand
 
 __all__ = [
     "FencegateError", "AnswerError", "StaleError", "OutputError", "RejectedError", "FailedError",
-    "Timeout", "BrokerError", "EtcdError", "AheadError", "LeaseLost", "KeyFileError", "InvalidCommand", "redact_url",
+    "Timeout", "UnknownActuator", "BrokerError", "EtcdError", "AheadError", "LeaseLost", "KeyFileError", "InvalidCommand", "redact_url",
 ]
 
 
@@ -122,6 +123,15 @@ class Timeout(FencegateError):
     """
 
     answer: Optional[Answer] = None
+
+
+class UnknownActuator(FencegateError):
+    """The gateway has no actuator of that name: its retained states name
+    the ones it has (``actuators``). Nothing was sent; correct the name."""
+
+    def __init__(self, message: str, actuator: str, actuators: List[str]) -> None:
+        super().__init__(message)
+        self.actuator, self.actuators = actuator, actuators
 
 
 class BrokerError(FencegateError):

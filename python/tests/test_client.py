@@ -16,8 +16,8 @@ from unittest import mock
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package beside tests/, wherever this runs from
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # fakes.py
 
-from fencegate import Answer, Client, Command, Heartbeat, LeaseLost, Seq, StaleError, Timeout
-from fencegate.cli import main
+from fencegate import Answer, Client, Command, Heartbeat, LeaseLost, Seq, StaleError, Timeout, UnknownActuator
+from fencegate.cli import EXIT_REJECTED, main
 from fencegate.lease import Etcd, Lease
 from fakes import RecordingConnection, answer_for, offline_client, scripted_gateway
 
@@ -161,6 +161,33 @@ class TestResend(unittest.TestCase):
         self.assertNotEqual(c.id, c2.id)
         self.assertEqual(json.loads(payload)["reply"], "fencegate/gw/reply/unit")
 
+    def test_unknown_actuator_at_once(self) -> None:
+        """scope() says at once that the gateway has no such actuator once
+        its retained states and status have come; without a retained
+        status it waits (the states may still be coming)."""
+        cl, _ = offline_client()
+        cl._message("fencegate/gw/pump/state", b'{"actuator":"pump","scope":"pump","state":"off","fence":{"token":3,"seq":0}}', True)
+        t = threading.Timer(0.2, lambda: cl._message("fencegate/gw/valve/state",
+                                                     b'{"actuator":"valve","scope":"valve","fence":{"token":1,"seq":0}}', False))
+        t.start()
+        self.assertEqual(cl.scope("valve", timeout=5), "valve")  # a live state, before any retained status
+        start = time.monotonic()
+        with self.assertRaises(UnknownActuator):
+            cl.scope("pmup", timeout=0.5)
+        self.assertGreaterEqual(time.monotonic() - start, 0.5, "no retained status yet: it waits")
+        cl._message("fencegate/gw/status", b"online", True)
+        start = time.monotonic()
+        with self.assertRaises(UnknownActuator) as cm:
+            cl.scope("pmup", timeout=10)
+        self.assertLess(time.monotonic() - start, 2)
+        self.assertEqual(str(cm.exception), "no actuator 'pmup' on gateway 'gw'; its actuators are pump, valve")
+        self.assertEqual((cm.exception.actuator, cm.exception.actuators), ("pmup", ["pump", "valve"]))
+        cl._message("fencegate/gw/status", b"offline", False)
+        with self.assertRaises(UnknownActuator) as cm:
+            cl.scope("pmup", timeout=10)
+        self.assertIn("its actuators are pump, valve (as it published them when it was last online: it is offline now)",
+                      str(cm.exception))
+
     def test_states(self) -> None:
         cl: Client = self.cl
         t = threading.Timer(0.1, lambda: cl._message("fencegate/gw/fan/state",
@@ -177,19 +204,31 @@ class TestCLI(unittest.TestCase):
     """python3 -m fencegate send --etcd, on a RecordingConnection and a lease the test plays."""
 
     def send(self, lost_at_grant: bool, *args: str) -> Tuple[int, str, RecordingConnection]:
+        code, _, err, conn = self.run_send(lost_at_grant, *args)
+        return code, err, conn
+
+    def run_send(self, lost_at_grant: bool, *args: str, actuator: str = "pump") -> Tuple[int, str, str, RecordingConnection]:
+        """main(send --etcd ...): its exit code, stdout, stderr and connection.
+        self.acquired counts the leases it acquired."""
         conn = RecordingConnection()
         lease = Lease(Etcd("http://127.0.0.1:1"), "1", 10, "gw", "pump")
         lease.token = 7
         lease.release = lambda: None  # type: ignore[assignment]
         if lost_at_grant:
             lease._set_lost("expired while stopped")
+        self.acquired = 0
+
+        def acquire(*a: Any, **k: Any) -> Lease:
+            self.acquired += 1
+            return lease
 
         def connection(*a: Any) -> RecordingConnection:
             on_message, on_ready = a[4], a[5]
 
-            def open_(timeout: float) -> None:  # the gateway's retained state comes at once
+            def open_(timeout: float) -> None:  # the gateway's retained state and status come at once
                 on_message("fencegate/gw/pump/state",
                            b'{"actuator":"pump","scope":"pump","state":"off","fence":{"token":3,"seq":0}}', True)
+                on_message("fencegate/gw/status", b"online", True)
             conn.open = open_  # type: ignore[assignment]
 
             def gateway(topic: str, payload: bytes) -> None:
@@ -199,11 +238,12 @@ class TestCLI(unittest.TestCase):
             conn.gateway = gateway
             return conn
 
-        err = io.StringIO()
-        with mock.patch("fencegate.client.Connection", connection), mock.patch("fencegate.cli.acquire", lambda *a, **k: lease), \
-                mock.patch("fencegate.cli.os.kill"), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-            code = main(["send", "--gateway", "gw", "--actuator", "pump", "--etcd", "http://127.0.0.1:1", "--timeout", "1", *args, "on"])
-        return code, err.getvalue(), conn
+        out, err = io.StringIO(), io.StringIO()
+        with mock.patch("fencegate.client.Connection", connection), mock.patch("fencegate.cli.acquire", acquire), \
+                mock.patch("fencegate.cli.os.kill"), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["send", "--gateway", "gw", "--actuator", actuator, "--etcd", "http://127.0.0.1:1", "--timeout", "1",
+                         *args, "on"])
+        return code, out.getvalue(), err.getvalue(), conn
 
     def test_not_resent_after_the_lease_is_lost(self) -> None:
         code, err, conn = self.send(False)
@@ -216,6 +256,17 @@ class TestCLI(unittest.TestCase):
         code, err, conn = self.send(True, "--stop-after-grant")
         self.assertEqual(code, 1, err)
         self.assertGreaterEqual(len(conn.published), 1, err)
+
+    def test_unknown_actuator_at_once(self) -> None:
+        """The gateway's retained states name its actuators: a name among
+        none of them is said at once (not after --timeout), with exit 4,
+        before any lease is acquired."""
+        start = time.monotonic()
+        code, out, err, conn = self.run_send(False, "--timeout", "10", actuator="pmup")
+        self.assertLess(time.monotonic() - start, 3, "waited for the timeout")
+        self.assertEqual(code, EXIT_REJECTED, err)
+        self.assertEqual(err, "fencegate send: no actuator 'pmup' on gateway 'gw'; its actuators are pump\n")
+        self.assertEqual((out, self.acquired, conn.published), ("", 0, []))
 
 
 class TestHeartbeat(unittest.TestCase):

@@ -388,6 +388,18 @@ class TestDriver(unittest.TestCase):
         self.assertGreaterEqual(int(ev[2]["fence"]["token"]), newer)  # type: ignore[index]
         self.assertIn(ev[2]["state"], ("on", "off"))
 
+    def test_unknown_actuator_at_once(self) -> None:
+        """The gateway's retained states name its actuators: a name none of
+        them has is said at once, exit 4, not after --timeout 30 s."""
+        start = time.monotonic()
+        p = _driver("--actuator", "pmup", "--holder", holder("pmup"), "--timeout", "30", "on")
+        out, err = p.communicate(timeout=60)
+        self.assertLess(time.monotonic() - start, 10, "waited for --timeout")
+        self.assertEqual(p.returncode, 4, err)
+        self.assertEqual(out, "")
+        self.assertEqual(err, f"fencegate send: no actuator 'pmup' on gateway '{GATEWAY}'; its actuators are "
+                              "door, fan, heater, pump, valve\n")
+
 
 if __name__ == "__main__":
     unittest.main()
