@@ -7,10 +7,12 @@ token and writes what happens as JSON lines on stdout, flushed at once::
     {"event":"granted","token":"N","scope":"S"}
     {"event":"answer","outcome":"...","reason":"...","fence":{"token":"N","seq":"M"},"state":"on"}
     {"event":"reread","state":"off","fence":{"token":"N","seq":"M"}}      (after a stale answer)
+    {"event":"lost","token":"N","reason":"..."}      (the lease was lost before the command was sent)
 
 then releases its lease and exits: 0 applied or duplicate, 3 stale, 4
 rejected (or an actuator the gateway does not have, said before any lease
-is taken), 5 failed, 64 bad usage, 1 anything else (one line on stderr
+is taken), 5 failed, 6 the lease was lost before the command was sent:
+nothing was sent, 64 bad usage, 1 anything else (one line on stderr
 saying what and why). An applied or duplicate answer whose state is not
 the one asked (a later command, a failed drive) exits 0 too, with a line
 on stderr that says so.
@@ -27,31 +29,35 @@ import sys
 from typing import Any, Dict, NoReturn, Optional, Sequence
 
 from .client import Client
-from .errors import FailedError, FencegateError, OutputError, RejectedError, StaleError, UnknownActuator
+from .errors import FailedError, FencegateError, LeaseLost, OutputError, RejectedError, StaleError, UnknownActuator
 from .lease import Lease, acquire
 from .signing import Signer
 from .wire import (MAX_TOKEN, Answer, Command, Fence, InvalidCommand, InvalidTopic, check_gateway_id, check_prefix,
                    format_duty, parse_duty)
 
-__all__ = ["main", "EXIT_OK", "EXIT_STALE", "EXIT_REJECTED", "EXIT_FAILED", "EXIT_OTHER", "EXIT_USAGE"]
+__all__ = ["main", "EXIT_OK", "EXIT_STALE", "EXIT_REJECTED", "EXIT_FAILED", "EXIT_LEASE_LOST", "EXIT_OTHER", "EXIT_USAGE"]
 
 EXIT_OK = 0
 EXIT_OTHER = 1
 EXIT_STALE = 3
 EXIT_REJECTED = 4
 EXIT_FAILED = 5
+#: The lease was lost before the command was sent: nothing was sent.
+EXIT_LEASE_LOST = 6
 EXIT_USAGE = 64
 
 _SEND_ABOUT = """\
 Sends one tokenized command to a fencegate gateway and prints what happens
 as JSON lines on stdout: "granted" (the lease and its token), "answer" (the
 gateway's answer) and, after a stale answer, "reread" (the actuator's state
-as the gateway records it now).
+as the gateway records it now); "lost" (its token and why) when the lease
+was lost before the command was sent.
 
 With --etcd the token comes from an etcd lock on the actuator's fence scope,
-which the gateway publishes (the lock key's create_revision); once the lease
-is lost, the command is not sent again, and the lock is released before the
-program exits. An actuator the gateway does not have (its
+which the gateway publishes (the lock key's create_revision); a lease lost
+before the command was sent sends nothing (the event "lost", exit 6); once
+the lease is lost, the command is not sent again, and the lock is released
+before the program exits. An actuator the gateway does not have (its
 retained states name those it has) is said at once, before any lease. With
 --token N the command goes under a token you give. "fence" sends a
 fence-only command: it raises the scope's fence and drives nothing. With
@@ -59,7 +65,8 @@ fence-only command: it raises the scope's fence and drives nothing. With
 commands wants.
 
 Exit codes: 0 applied or duplicate, 3 stale, 4 rejected (or no such
-actuator), 5 failed, 64 bad usage, 1 anything else (broker or etcd
+actuator), 5 failed, 6 the lease was lost before the command was sent:
+nothing was sent, 64 bad usage, 1 anything else (broker or etcd
 unreachable, no answer)."""
 
 
@@ -96,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--stop-after-grant", action="store_true",
                    help="with --etcd: stop this process (SIGSTOP) after the grant and before the command is built; "
                         "when continued (SIGCONT), send at once, without checking the lease (for the pause test)")
+    t.add_argument("--stop-under-lease", action="store_true",
+                   help="with --etcd: stop as --stop-after-grant does, but when continued send under the lease, as a "
+                        "controller does: if it was lost meanwhile, send nothing and exit 6")
     c = s.add_argument_group("the command")
     c.add_argument("--id", default="", help="the command's id (default: generated)")
     c.add_argument("--duty", default=None, metavar="PERCENT",
@@ -156,8 +166,11 @@ def _check(a: argparse.Namespace) -> None:
         raise _UsageError("give either --etcd URL or --token N")
     if a.token < 0 or a.token > MAX_TOKEN:
         raise _UsageError(f"--token {a.token} is not from 1 to 2^63-1")
-    if a.stop_after_grant and not a.etcd:
-        raise _UsageError("--stop-after-grant goes with --etcd")
+    for flag, given in (("--stop-after-grant", a.stop_after_grant), ("--stop-under-lease", a.stop_under_lease)):
+        if given and not a.etcd:
+            raise _UsageError(f"{flag} goes with --etcd")
+    if a.stop_after_grant and a.stop_under_lease:
+        raise _UsageError("give --stop-after-grant (send without the lease's guard) or --stop-under-lease (send under it), not both")
     if a.ttl <= 0:
         raise _UsageError(f"--ttl {a.ttl} must be a positive number of seconds")
     if a.timeout <= 0:
@@ -191,7 +204,7 @@ def _send(a: argparse.Namespace) -> int:
                 lease = acquire(a.etcd, a.gateway, scope, ttl=a.ttl, wait=a.timeout)
                 token = lease.token
                 _emit({"event": "granted", "token": str(token), "scope": scope})
-                if a.stop_after_grant:
+                if a.stop_after_grant or a.stop_under_lease:
                     os.kill(os.getpid(), signal.SIGSTOP)
             if (a.state == "duty") != (a.duty is not None):
                 raise InvalidCommand("duty", "duty and --duty go together: send duty --duty PERCENT to a set-point output")
@@ -204,6 +217,12 @@ def _send(a: argparse.Namespace) -> int:
             # the client, refuses it.
             try:
                 answer = client.send(cmd, timeout=a.timeout, lease=None if a.stop_after_grant else lease)
+            except LeaseLost as e:
+                # Raised before the first publish only: nothing was sent.
+                why = lease.lost_reason if lease is not None and lease.lost_reason else str(e)
+                _emit({"event": "lost", "token": str(token), "reason": why})
+                print(f"fencegate send: {e}; nothing was sent", file=sys.stderr)
+                return EXIT_LEASE_LOST
             except StaleError as e:
                 _emit(_answer_event(e.answer))
                 if lease is not None:

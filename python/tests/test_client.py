@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package besi
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # fakes.py
 
 from fencegate import Answer, Client, Command, Heartbeat, LeaseLost, Seq, StaleError, Timeout, UnknownActuator
-from fencegate.cli import EXIT_REJECTED, main
+from fencegate.cli import EXIT_LEASE_LOST, EXIT_REJECTED, main
 from fencegate.lease import Etcd, Lease
 from fakes import RecordingConnection, answer_for, offline_client, scripted_gateway
 
@@ -256,6 +256,19 @@ class TestCLI(unittest.TestCase):
         code, err, conn = self.send(True, "--stop-after-grant")
         self.assertEqual(code, 1, err)
         self.assertGreaterEqual(len(conn.published), 1, err)
+
+    def test_lease_lost_before_the_send_sends_nothing(self) -> None:
+        # Lost while stopped (--stop-under-lease), or before the send
+        # without a stop: the event "lost", exit 6, nothing published.
+        for args in (["--stop-under-lease"], []):
+            with self.subTest(args=args):
+                code, out, err, conn = self.run_send(True, *args)
+                self.assertEqual(code, EXIT_LEASE_LOST, err)
+                self.assertEqual(conn.published, [])
+                self.assertEqual([json.loads(line) for line in out.splitlines()],
+                                 [{"event": "granted", "token": "7", "scope": "pump"},
+                                  {"event": "lost", "token": "7", "reason": "expired while stopped"}])
+                self.assertIn("nothing was sent", err)
 
     def test_unknown_actuator_at_once(self) -> None:
         """The gateway's retained states name its actuators: a name among

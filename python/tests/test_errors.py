@@ -165,6 +165,21 @@ class TestUsage(unittest.TestCase):
         self.assertIn("want a user name of at most", err)
         self.assertNotIn("reply=", err)  # the library's advice, no flag of the CLI's
 
+    def test_stop_flags(self) -> None:
+        base = ["send", "--gateway", "gw", "--actuator", "pump", "--broker", "tcp://127.0.0.1:1"]
+        for args, want in [(["--token", "1", "--stop-under-lease"], "--stop-under-lease goes with --etcd"),
+                           (["--etcd", "http://127.0.0.1:1", "--stop-under-lease", "--stop-after-grant"],
+                            "give --stop-after-grant (send without the lease's guard) or --stop-under-lease (send under it), not both")]:
+            with self.subTest(args=args):
+                code, out, err = run_main(*base, *args, "on")
+                self.assertEqual((code, out), (EXIT_USAGE, ""), err)
+                self.assertIn(want, err)
+
+    def test_help_names_exit_6(self) -> None:
+        code, out, _ = run_main("send", "--help")
+        self.assertEqual(code, 0)
+        self.assertIn("6 the lease was lost before the command was sent:\nnothing was sent", out)
+
 
 class TestKeyFile(unittest.TestCase):
     def test_errors(self) -> None:

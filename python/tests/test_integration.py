@@ -388,6 +388,39 @@ class TestDriver(unittest.TestCase):
         self.assertGreaterEqual(int(ev[2]["fence"]["token"]), newer)  # type: ignore[index]
         self.assertIn(ev[2]["state"], ("on", "off"))
 
+    def wait_stopped(self, p: "subprocess.Popen[str]") -> None:
+        deadline = time.monotonic() + 20
+        while not _stopped(p.pid):
+            self.assertIsNone(p.poll(), "the driver ended before it stopped itself")
+            self.assertLess(time.monotonic(), deadline, "the driver did not stop itself after the grant")
+            time.sleep(0.05)
+
+    @unittest.skipUnless(Path("/proc/self/stat").exists(), "needs /proc to see the process stopped")
+    def test_paused_under_lease_sends_nothing(self) -> None:
+        """--stop-under-lease: stopped after its grant (TTL 2 s) while another
+        holder takes the scope, the driver sends under its lease's guard when
+        continued: the lease is lost, so it publishes nothing, says "lost"
+        and exits 6."""
+        me = holder("under-lease")
+        watcher = _Watcher([f"fencegate/{GATEWAY}/valve/set"])
+        self.addCleanup(watcher.close)
+        p = _driver("--actuator", "valve", "--holder", me, "--id", f"{me}-1", "--ttl", "2", "--timeout", "30",
+                    "--stop-under-lease", "on")
+        self.addCleanup(_kill, p)
+        self.wait_stopped(p)
+        with Client(BROKER, GATEWAY) as c, acquire(ETCD, GATEWAY, "valve", ttl=5, wait=WAIT) as l:  # after its lease expired
+            c.send(Command("valve", l.token, holder=holder("newer")), lease=l)
+        os.kill(p.pid, signal.SIGCONT)
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 6, err)
+        ev = _events(out)
+        self.assertEqual([e["event"] for e in ev], ["granted", "lost"], out)
+        self.assertEqual(ev[1]["token"], ev[0]["token"])
+        self.assertIn("etcd", str(ev[1]["reason"]))  # why: no keep-alive answered within the TTL, or the lease is gone
+        self.assertIn("nothing was sent", err)
+        time.sleep(0.5)
+        self.assertEqual([m for m in watcher.messages if me.encode() in m[1]], [], "published under the lost lease")
+
     def test_unknown_actuator_at_once(self) -> None:
         """The gateway's retained states name its actuators: a name none of
         them has is said at once, exit 4, not after --timeout 30 s."""
