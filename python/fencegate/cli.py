@@ -67,7 +67,7 @@ commands wants.
 Exit codes: 0 applied or duplicate, 3 stale, 4 rejected (or no such
 actuator), 5 failed, 6 the lease was lost before the command was sent:
 nothing was sent, 64 bad usage, 1 anything else (broker or etcd
-unreachable, no answer)."""
+unreachable, no answer: also while the gateway is offline)."""
 
 
 class _UsageError(Exception):

@@ -388,6 +388,10 @@ class Client:
             # delivers nothing on a forbidden subscription, without a word.
             return (msg + f", which is online, on reply topic {self.reply}: if the broker has an ACL, it must let the gateway "
                     f"write {self.topics.reply_base}# and this controller read its reply topic (docs/security.md, Broker ACLs)")
+        if st == STATUS_OFFLINE:
+            return (msg + f": gateway {self.gateway} is offline (its status says so). After a crash the broker keeps what "
+                    "was published for it, and it is decided when the gateway is back online; after a clean stop it is "
+                    "not kept: reread the state once the gateway is online")
         return msg + (f" (its status is {st})" if st else " (it has published no status: is the gateway id right, and is it running?)")
 
     @staticmethod

@@ -188,6 +188,15 @@ class TestResend(unittest.TestCase):
         self.assertIn("its actuators are pump, valve (as it published them when it was last online: it is offline now)",
                       str(cm.exception))
 
+    def test_timeout_says_the_gateway_is_offline(self) -> None:
+        cl, conn = offline_client(resend=0.1)
+        cl._message(cl.topics.status, b"offline", True)
+        with self.assertRaises(Timeout) as cm:
+            cl.send(Command("pump", 7, 1, "on", id="r-9"), timeout=0.5)
+        self.assertGreaterEqual(len(conn.published), 2, "not resent while the gateway is offline")
+        self.assertIn("no answer from the gateway gw within 0.5s to command r-9 (pump, token 7 seq 1): gateway gw is offline",
+                      str(cm.exception))
+
     def test_states(self) -> None:
         cl: Client = self.cl
         t = threading.Timer(0.1, lambda: cl._message("fencegate/gw/fan/state",

@@ -254,9 +254,8 @@ def _try(f: Any) -> Any:
         return e
 
 
-@unittest.skipUnless(BROKER and GATEWAY_BIN, "set FENCEGATE_TEST_BROKER and FENCEGATE_TEST_GATEWAY_BIN")
-class TestGatewayRestart(unittest.TestCase):
-    """A gateway of this test's own, stopped and started again."""
+class _OwnGateway(unittest.TestCase):
+    """Tests with a gateway of their own (actuator pump), to stop and start."""
 
     def start(self, config: Path, *flags: str) -> "subprocess.Popen[bytes]":
         p = subprocess.Popen([GATEWAY_BIN, "run", "--config", str(config), *flags], stdout=subprocess.DEVNULL,
@@ -264,13 +263,23 @@ class TestGatewayRestart(unittest.TestCase):
         self.addCleanup(_kill, p)
         return p
 
+    def config(self, d: str, gw_id: str) -> Path:
+        """The configuration of gateway gw_id, its store in d."""
+        config = Path(d, "gateway.yaml")
+        config.write_text(f"id: {gw_id}\nmqtt:\n  broker: {BROKER}\nstore: {d}/fence.db\nboard: sim\nhttp: \"\"\n"
+                          "actuators:\n  - {name: pump, pin: GPIO17}\n")
+        return config
+
+
+@unittest.skipUnless(BROKER and GATEWAY_BIN, "set FENCEGATE_TEST_BROKER and FENCEGATE_TEST_GATEWAY_BIN")
+class TestGatewayRestart(_OwnGateway):
+    """A gateway of this test's own, stopped and started again."""
+
     def test_command_sent_while_the_gateway_is_down(self) -> None:
         """Sent while the gateway is stopped, a command is answered once it is back."""
         with tempfile.TemporaryDirectory() as d:
             gw_id = f"py-gw-{RUN}"
-            config = Path(d, "gateway.yaml")
-            config.write_text(f"id: {gw_id}\nmqtt:\n  broker: {BROKER}\nstore: {d}/fence.db\nboard: sim\nhttp: \"\"\n"
-                              "actuators:\n  - {name: pump, pin: GPIO17}\n")
+            config = self.config(d, gw_id)
             gw = self.start(config, "--init")
             with Client(BROKER, gw_id) as c:
                 c.wait_status("online", 20)
@@ -324,10 +333,11 @@ class TestExample(unittest.TestCase):
         self.assertNotIn(token, [int(kv["create_revision"]) for kv in kvs], "the example left its lock behind")
 
 
-def _driver(*args: str) -> "subprocess.Popen[str]":
-    return subprocess.Popen([sys.executable, "-m", "fencegate", "send", "--broker", BROKER, "--gateway", GATEWAY,
-                             "--etcd", ETCD, *args], cwd=PYTHON_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+def _driver(*args: str, gateway: str = "", token: str = "") -> "subprocess.Popen[str]":
+    """python3 -m fencegate send to GATEWAY (or gateway), under a lease from ETCD (or under token)."""
+    under = ["--token", token] if token else ["--etcd", ETCD]
+    return subprocess.Popen([sys.executable, "-m", "fencegate", "send", "--broker", BROKER, "--gateway", gateway or GATEWAY,
+                             *under, *args], cwd=PYTHON_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _events(out: str) -> List[Dict[str, object]]:
@@ -432,6 +442,59 @@ class TestDriver(unittest.TestCase):
         self.assertEqual(out, "")
         self.assertEqual(err, f"fencegate send: no actuator 'pmup' on gateway '{GATEWAY}'; its actuators are "
                               "door, fan, heater, pump, valve\n")
+
+
+@unittest.skipUnless(BROKER and ETCD and GATEWAY_BIN, "set FENCEGATE_TEST_BROKER, FENCEGATE_TEST_ETCD and FENCEGATE_TEST_GATEWAY_BIN")
+class TestDriverOwnGateway(_OwnGateway):
+    """python3 -m fencegate send against a gateway of the test's own."""
+
+    def test_fence_above_every_revision(self) -> None:
+        """A fence no holder of this etcd raised (a token typed by hand,
+        above every revision): stale, exit 3, the "above every revision"
+        error, and no second lease."""
+        with tempfile.TemporaryDirectory() as d:
+            gw_id = f"py-ahead-{RUN}"
+            self.start(self.config(d, gw_id), "--init")
+            ahead = 1 << 62
+            with Client(BROKER, gw_id) as c:
+                c.wait_status("online", 20)
+                self.assertEqual(c.send(Command("pump", ahead, holder=holder("by-hand"))).outcome, "applied")
+            p = _driver("--actuator", "pump", "--holder", holder("ahead"), "--ttl", "5", "--timeout", "30", "on",
+                        gateway=gw_id)
+            out, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 3, err)
+            ev = _events(out)
+            self.assertEqual([e["event"] for e in ev], ["granted", "answer", "reread"], out)
+            self.assertEqual((ev[1]["outcome"], ev[1]["fence"]), ("stale", {"token": str(ahead), "seq": "0"}))
+            self.assertIn(f"the gateway's fence token {ahead} is above every revision this etcd has issued", err)
+            self.assertIn("retrying will not help", err)
+            prefix = (lock_name(gw_id, "pump") + "/").encode()
+            end = prefix[:-1] + bytes([prefix[-1] + 1])
+            kvs = Etcd(ETCD).call("kv/range", {"key": base64.b64encode(prefix).decode(),
+                                               "range_end": base64.b64encode(end).decode()}).get("kvs") or []
+            self.assertEqual(kvs, [], "a lock left behind (acquired again?)")
+
+    def test_gateway_offline(self) -> None:
+        """To a gateway that is offline (stopped cleanly): resent until
+        --timeout, then exit 1 with a message that says it is offline."""
+        with tempfile.TemporaryDirectory() as d:
+            gw_id = f"py-offline-{RUN}"
+            gw = self.start(self.config(d, gw_id), "--init")
+            with Client(BROKER, gw_id) as c:
+                c.wait_status("online", 20)
+                gw.terminate()
+                gw.wait(20)
+                c.wait_status("offline", 10)
+            me = holder("offline")
+            watcher = _Watcher([f"fencegate/{gw_id}/pump/set"])
+            self.addCleanup(watcher.close)
+            p = _driver("--actuator", "pump", "--holder", me, "--timeout", "2.5", "on", gateway=gw_id, token="5")
+            out, err = p.communicate(timeout=30)
+            self.assertEqual(p.returncode, 1, err)
+            self.assertEqual(out, "")
+            self.assertIn(f"within 2.5s to command", err)
+            self.assertIn(f"gateway {gw_id} is offline", err)
+            self.assertGreaterEqual(len([m for m in watcher.messages if me.encode() in m[1]]), 2, "not resent (at 0 and 1 s)")
 
 
 if __name__ == "__main__":
