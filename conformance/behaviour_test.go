@@ -15,10 +15,10 @@ import (
 
 // Exit codes of the drivers (README.md, "The drivers").
 const (
-	exitOK    = 0
-	exitOther = 1
-	exitStale = 3
-	exitLost  = 6
+	exitOK      = 0
+	exitStale   = 3
+	exitTimeout = 6
+	exitLost    = 8
 )
 
 // TestBehaviour: what a controller does where it matters most, the same
@@ -55,7 +55,7 @@ func TestBehaviour(t *testing.T) {
 // lease; B takes over and switches the output off; A continues. Its
 // library checks the lease before it publishes: A publishes nothing,
 // neither under its old token nor under a new lease it might take by
-// itself, says so (event lost, exit 6), and the output shows B's effect.
+// itself, says so (event lost, exit 8), and the output shows B's effect.
 func leaseLost(t *testing.T, g *gateway, w *watcher, a, b language) {
 	actuator := "lost-" + a.name
 	holderA := testenv.ID(t, "A")
@@ -70,7 +70,7 @@ func leaseLost(t *testing.T, g *gateway, w *watcher, a, b language) {
 	testenv.Resume(A.cmd.Process)
 	code, ev := A.wait(t, 60*time.Second)
 	if code != exitLost || ev["lost"].Event != "lost" || ev["lost"].Token != tokA.Token {
-		t.Fatalf("A (%s): exit %d, events %v; want exit 6 and a lost event with its token %s\n%s", a.name, code, ev, tokA.Token, A.output())
+		t.Fatalf("A (%s): exit %d, events %v; want exit 8 and a lost event with its token %s\n%s", a.name, code, ev, tokA.Token, A.output())
 	}
 	time.Sleep(500 * time.Millisecond) // anything A published is delivered by now
 	if p := w.by(holderA, actuator, resumed); len(p) != 0 {
@@ -124,7 +124,7 @@ func fenceAhead(t *testing.T, g *gateway, w *watcher, l language) {
 // Gateway offline (stopped cleanly: the broker keeps nothing for it): a
 // controller resends its command while its lease is held and at once
 // when the gateway is back online, and is answered; one whose wait ends
-// first says the gateway is offline (exit 1), and nothing it published
+// first says the gateway is offline (exit 6), and nothing it published
 // moves the output when the gateway comes back.
 func gatewayOffline(t *testing.T, g *gateway, w *watcher, l language) {
 	actuator := "offline-" + l.name
@@ -146,8 +146,8 @@ func gatewayOffline(t *testing.T, g *gateway, w *watcher, l language) {
 	holder := testenv.ID(t, "gone")
 	d = startDriver(t, l, g, actuator, holder, testenv.ID(t, "d"), "off", "--timeout", "4")
 	code, _ := d.wait(t, 40*time.Second)
-	if code != exitOther || !strings.Contains(d.stderr.String(), "offline") {
-		t.Fatalf("%s, gateway offline for longer than the wait: exit %d; want 1 and an error that says the gateway is offline\n%s", l.name, code, d.output())
+	if code != exitTimeout || !strings.Contains(d.stderr.String(), "offline") {
+		t.Fatalf("%s, gateway offline for longer than the wait: exit %d; want 6 and an error that says the gateway is offline\n%s", l.name, code, d.output())
 	}
 	gaveUp := time.Now()
 	g.start(t)

@@ -28,7 +28,9 @@ const (
 	exitStale    = 3
 	exitRejected = 4
 	exitFailed   = 5
-	exitLost     = 6 // the lease was lost before the command was sent: nothing was sent
+	exitTimeout  = 6 // no answer within --timeout
+	exitOutput   = 7 // applied or duplicate, but the output is not as asked
+	exitLost     = 8 // the lease was lost before the command was sent: nothing was sent
 	exitUsage    = 64
 )
 
@@ -107,6 +109,7 @@ func drive(ctx context.Context, broker, gw, etcdURL, actuator, holder, id string
 		se *client.StaleError
 		re *client.RejectedError
 		fe *client.FailedError
+		oe *client.OutputError
 	)
 	if r.Outcome != "" {
 		emit(map[string]any{"event": "answer", "outcome": r.Outcome, "reason": r.Reason, "fence": pair(r.Fence), "state": r.State.String()})
@@ -130,6 +133,10 @@ func drive(ctx context.Context, broker, gw, etcdURL, actuator, holder, id string
 		return exitRejected, nil
 	case errors.As(err, &fe):
 		return exitFailed, nil
+	case errors.As(err, &oe):
+		return exitOutput, err
+	case errors.Is(err, client.ErrTimeout):
+		return exitTimeout, err
 	case err != nil:
 		return exitError, err
 	}

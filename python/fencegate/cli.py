@@ -9,13 +9,14 @@ token and writes what happens as JSON lines on stdout, flushed at once::
     {"event":"reread","state":"off","fence":{"token":"N","seq":"M"}}      (after a stale answer)
     {"event":"lost","token":"N","reason":"..."}      (the lease was lost before the command was sent)
 
-then releases its lease and exits: 0 applied or duplicate, 3 stale, 4
-rejected (or an actuator the gateway does not have, said before any lease
-is taken), 5 failed, 6 the lease was lost before the command was sent:
-nothing was sent, 64 bad usage, 1 anything else (one line on stderr
-saying what and why). An applied or duplicate answer whose state is not
-the one asked (a later command, a failed drive) exits 0 too, with a line
-on stderr that says so.
+then releases its lease and exits, with the codes of Go's gateway send: 0
+applied or duplicate, 3 stale, 4 rejected (or an actuator the gateway does
+not have, said before any lease is taken), 5 failed, 6 no answer within
+--timeout (also while the gateway is offline), 7 applied or duplicate but
+the output is not as asked (a later command, a failed drive; a line on
+stderr says so), 8 the lease was lost before the command was sent: nothing
+was sent, 64 bad usage, 1 anything else (one line on stderr saying what
+and why).
 """
 
 from __future__ import annotations
@@ -29,21 +30,26 @@ import sys
 from typing import Any, Dict, NoReturn, Optional, Sequence
 
 from .client import Client
-from .errors import FailedError, FencegateError, LeaseLost, OutputError, RejectedError, StaleError, UnknownActuator
+from .errors import FailedError, FencegateError, LeaseLost, OutputError, RejectedError, StaleError, Timeout, UnknownActuator
 from .lease import Lease, acquire
 from .signing import Signer
 from .wire import (MAX_TOKEN, Answer, Command, Fence, InvalidCommand, InvalidTopic, check_gateway_id, check_prefix,
                    format_duty, parse_duty)
 
-__all__ = ["main", "EXIT_OK", "EXIT_STALE", "EXIT_REJECTED", "EXIT_FAILED", "EXIT_LEASE_LOST", "EXIT_OTHER", "EXIT_USAGE"]
+__all__ = ["main", "EXIT_OK", "EXIT_STALE", "EXIT_REJECTED", "EXIT_FAILED", "EXIT_TIMEOUT", "EXIT_OUTPUT", "EXIT_LEASE_LOST",
+           "EXIT_OTHER", "EXIT_USAGE"]
 
 EXIT_OK = 0
 EXIT_OTHER = 1
 EXIT_STALE = 3
 EXIT_REJECTED = 4
 EXIT_FAILED = 5
+#: No answer within --timeout.
+EXIT_TIMEOUT = 6
+#: Applied or duplicate, but the output is not as the command asked.
+EXIT_OUTPUT = 7
 #: The lease was lost before the command was sent: nothing was sent.
-EXIT_LEASE_LOST = 6
+EXIT_LEASE_LOST = 8
 EXIT_USAGE = 64
 
 _SEND_ABOUT = """\
@@ -55,7 +61,7 @@ was lost before the command was sent.
 
 With --etcd the token comes from an etcd lock on the actuator's fence scope,
 which the gateway publishes (the lock key's create_revision); a lease lost
-before the command was sent sends nothing (the event "lost", exit 6); once
+before the command was sent sends nothing (the event "lost", exit 8); once
 the lease is lost, the command is not sent again, and the lock is released
 before the program exits. An actuator the gateway does not have (its
 retained states name those it has) is said at once, before any lease. With
@@ -64,10 +70,11 @@ fence-only command: it raises the scope's fence and drives nothing. With
 --key and --signer the command is signed, as a gateway that requires signed
 commands wants.
 
-Exit codes: 0 applied or duplicate, 3 stale, 4 rejected (or no such
-actuator), 5 failed, 6 the lease was lost before the command was sent:
-nothing was sent, 64 bad usage, 1 anything else (broker or etcd
-unreachable, no answer: also while the gateway is offline)."""
+Exit codes (as gateway send's): 0 applied or duplicate, 3 stale, 4 rejected
+(or no such actuator), 5 failed, 6 no answer within --timeout (also while
+the gateway is offline), 7 applied or duplicate but the output is not as
+asked, 8 the lease was lost before the command was sent: nothing was sent,
+64 bad usage, 1 anything else (broker or etcd unreachable)."""
 
 
 class _UsageError(Exception):
@@ -105,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
                         "when continued (SIGCONT), send at once, without checking the lease (for the pause test)")
     t.add_argument("--stop-under-lease", action="store_true",
                    help="with --etcd: stop as --stop-after-grant does, but when continued send under the lease, as a "
-                        "controller does: if it was lost meanwhile, send nothing and exit 6")
+                        "controller does: if it was lost meanwhile, send nothing and exit 8")
     c = s.add_argument_group("the command")
     c.add_argument("--id", default="", help="the command's id (default: generated)")
     c.add_argument("--duty", default=None, metavar="PERCENT",
@@ -254,7 +261,10 @@ def _send(a: argparse.Namespace) -> int:
                 # output is otherwise now, for the person who reads this.
                 _emit(_answer_event(e.answer))
                 print(f"fencegate send: {e}", file=sys.stderr)
-                return EXIT_OK
+                return EXIT_OUTPUT
+            except Timeout as e:
+                print(f"fencegate send: {e}", file=sys.stderr)
+                return EXIT_TIMEOUT
             _emit(_answer_event(answer))
             return EXIT_OK
         finally:

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package besi
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # fakes.py
 
 from fencegate import Answer, Client, Command, Heartbeat, LeaseLost, Seq, StaleError, Timeout, UnknownActuator
-from fencegate.cli import EXIT_LEASE_LOST, EXIT_REJECTED, main
+from fencegate.cli import EXIT_LEASE_LOST, EXIT_REJECTED, EXIT_TIMEOUT, main
 from fencegate.lease import Etcd, Lease
 from fakes import RecordingConnection, answer_for, offline_client, scripted_gateway
 
@@ -256,19 +256,19 @@ class TestCLI(unittest.TestCase):
 
     def test_not_resent_after_the_lease_is_lost(self) -> None:
         code, err, conn = self.send(False)
-        self.assertEqual(code, 1, err)
+        self.assertEqual(code, EXIT_TIMEOUT, err)
         self.assertEqual(len(conn.published), 1, "published again after the lease was lost")
         self.assertIn("the lease was lost meanwhile", err)
 
     def test_stop_after_grant_sends_without_the_lease(self) -> None:
         # The pause test: the gateway's fence, not the client, must refuse it.
         code, err, conn = self.send(True, "--stop-after-grant")
-        self.assertEqual(code, 1, err)
+        self.assertEqual(code, EXIT_TIMEOUT, err)
         self.assertGreaterEqual(len(conn.published), 1, err)
 
     def test_lease_lost_before_the_send_sends_nothing(self) -> None:
         # Lost while stopped (--stop-under-lease), or before the send
-        # without a stop: the event "lost", exit 6, nothing published.
+        # without a stop: the event "lost", exit 8, nothing published.
         for args in (["--stop-under-lease"], []):
             with self.subTest(args=args):
                 code, out, err, conn = self.run_send(True, *args)

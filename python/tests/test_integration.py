@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package besi
 from fencegate import (Answer, Client, Command, Etcd, Lease, LeaseLost, RejectedError, Signer, StaleError,  # noqa: E402
                        acquire, lock_name)
 from fencegate.connection import Connection, Security  # noqa: E402
+from fencegate.cli import EXIT_LEASE_LOST, EXIT_TIMEOUT  # noqa: E402
 
 BROKER = os.environ.get("FENCEGATE_TEST_BROKER", "")
 ETCD = os.environ.get("FENCEGATE_TEST_ETCD", "")
@@ -422,7 +423,7 @@ class TestDriver(unittest.TestCase):
             c.send(Command("valve", l.token, holder=holder("newer")), lease=l)
         os.kill(p.pid, signal.SIGCONT)
         out, err = p.communicate(timeout=30)
-        self.assertEqual(p.returncode, 6, err)
+        self.assertEqual(p.returncode, EXIT_LEASE_LOST, err)
         ev = _events(out)
         self.assertEqual([e["event"] for e in ev], ["granted", "lost"], out)
         self.assertEqual(ev[1]["token"], ev[0]["token"])
@@ -476,7 +477,7 @@ class TestDriverOwnGateway(_OwnGateway):
 
     def test_gateway_offline(self) -> None:
         """To a gateway that is offline (stopped cleanly): resent until
-        --timeout, then exit 1 with a message that says it is offline."""
+        --timeout, then exit 6 (no answer) with a message that says it is offline."""
         with tempfile.TemporaryDirectory() as d:
             gw_id = f"py-offline-{RUN}"
             gw = self.start(self.config(d, gw_id), "--init")
@@ -490,7 +491,7 @@ class TestDriverOwnGateway(_OwnGateway):
             self.addCleanup(watcher.close)
             p = _driver("--actuator", "pump", "--holder", me, "--timeout", "2.5", "on", gateway=gw_id, token="5")
             out, err = p.communicate(timeout=30)
-            self.assertEqual(p.returncode, 1, err)
+            self.assertEqual(p.returncode, EXIT_TIMEOUT, err)
             self.assertEqual(out, "")
             self.assertIn(f"within 2.5s to command", err)
             self.assertIn(f"gateway {gw_id} is offline", err)
