@@ -52,17 +52,20 @@ class Etcd {
       // AbortSignal.timeout takes whole milliseconds only: a fraction
       // (a deadline from performance.now()) throws a RangeError.
       const signals = [signal, timeoutMs > 0 ? AbortSignal.timeout(Math.ceil(timeoutMs)) : undefined].filter(Boolean);
+      const either = anySignal(signals);
       let res, text;
       try {
         res = await fetch(url, {
           method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' },
-          signal: anySignal(signals),
+          signal: either.signal,
         });
         text = await res.text();
       } catch (e) {
         if (signal && signal.aborted) throw abortError(signal);
         reasons.push(explain.network(this.endpoints[i], e, 'etcd'));
         continue;
+      } finally {
+        either.done();
       }
       let answer;
       try {
@@ -88,19 +91,24 @@ class Etcd {
   }
 }
 
-// anySignal aborts when one of signals does (AbortSignal.any, which Node
-// 18 lacks).
+// anySignal returns a signal that aborts when one of signals does
+// (AbortSignal.any, which Node 18 lacks), and done, which takes its
+// listeners off signals again: a long-lived signal (a node's, until it
+// closes) must not gather one per call.
 function anySignal(signals) {
-  if (signals.length <= 1) return signals[0];
+  if (signals.length <= 1) return { signal: signals[0], done: () => {} };
   const c = new AbortController();
+  const listening = [];
   for (const s of signals) {
     if (s.aborted) {
       c.abort(s.reason);
       break;
     }
-    s.addEventListener('abort', () => c.abort(s.reason), { once: true });
+    const on = () => c.abort(s.reason);
+    s.addEventListener('abort', on, { once: true });
+    listening.push([s, on]);
   }
-  return c.signal;
+  return { signal: c.signal, done: () => listening.forEach(([s, on]) => s.removeEventListener('abort', on)) };
 }
 
 function abortError(signal) {

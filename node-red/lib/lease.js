@@ -23,6 +23,32 @@ class LostError extends Error {
   }
 }
 
+// AheadError: the gateway's fence was not raised by a holder of this etcd,
+// so no token this etcd grants can pass it until its revision does (Go's
+// lease.AheadError, Python's fencegate.AheadError). fence and revision are
+// BigInts; held, if not 0n, is the token of a lock this holder still holds
+// at or below the fence. summary is the first clause, for a status.
+class AheadError extends Error {
+  constructor(fence, revision, held = 0n) {
+    let what = `is above every revision this etcd has issued (its current revision is ${revision})`;
+    if (held && revision >= fence) {
+      what = `is at or above the token ${held} that this etcd has just granted to the lock this holder still holds, ` +
+        `so no newer holder of this etcd raised it (this etcd handed out token ${held} again)`;
+    }
+    const summary = `the gateway's fence token ${fence} ${what}`;
+    super(`${summary}: the fence's tokens did not come from this etcd: they were typed by hand (gateway send --token N), ` +
+      'or came from another lease service, or etcd was reset or restored from an older backup. No token from this etcd ' +
+      'can pass the fence until its revision does; retrying will not help. Tokens typed by hand: go on typing them, above ' +
+      'the fence, and take a scope\'s tokens from one source only. An etcd restored from a backup: restore it again with ' +
+      'etcdutl snapshot restore --bump-revision (see docs/controllers.md, "Restoring etcd")');
+    this.name = 'AheadError';
+    this.summary = summary;
+    this.fence = fence;
+    this.revision = revision;
+    this.held = held;
+  }
+}
+
 // Lease is a held lock: token (BigInt), key, id (the etcd lease, a decimal
 // string). It emits 'lost' (with a reason) once if etcd says the lease is
 // gone, or once the TTL has passed since the last answered keep-alive was
@@ -41,6 +67,26 @@ class Lease extends EventEmitter {
 
   get lost() {
     return this.keeper.lost;
+  }
+
+  // held says whether the lock is still this lease's: its key is there,
+  // under this lease, and the lease is not lost.
+  async held() {
+    if (this.lost) return false;
+    const kv = await ownKey(this.etcd, this.key, this.id);
+    return kv !== undefined && !this.lost;
+  }
+
+  // checkFence is the package's checkFence for a stale answer to a command
+  // under this lease's token, before the lease is released (Go's
+  // Lease.CheckFence). It also throws an AheadError if the fence is at or
+  // above this token while the lock is still held: no holder of this etcd
+  // can have been granted a newer token meanwhile (after a restore without
+  // --bump-revision, etcd hands out its old tokens again).
+  async checkFence(fence) {
+    await checkFence(this.etcd, fence);
+    if (fence < this.token || !(await this.held())) return;
+    throw new AheadError(fence, await revision(this.etcd), this.token);
   }
 
   // release unlocks and revokes the lease, within a few seconds; a lease
@@ -194,13 +240,12 @@ async function acquire(etcd, { gateway, scope, ttl = 10, signal, onWaiting } = {
     const lease = new Lease(etcd, keeper, key, 0n);
     let kv;
     try {
-      const r = await etcd.call('/v3/kv/range', { key: b64(key) });
-      kv = r.kvs && r.kvs[0];
+      kv = await ownKey(etcd, key, keeper.id);
     } catch (e) {
       await lease.release().catch(() => {});
       throw e;
     }
-    if (!kv || String(kv.lease) !== keeper.id || keeper.lost) {
+    if (!kv || keeper.lost) {
       await lease.release().catch(() => {});
       throw new LostError();
     }
@@ -212,6 +257,23 @@ async function acquire(etcd, { gateway, scope, ttl = 10, signal, onWaiting } = {
     lease.token = rev;
     return lease;
   }
+}
+
+// ownKey returns the lock key's etcd record if it is there under lease id,
+// undefined if not.
+async function ownKey(etcd, key, id) {
+  const r = await etcd.call('/v3/kv/range', { key: b64(key) });
+  const kv = r.kvs && r.kvs[0];
+  return kv && String(kv.lease) === id ? kv : undefined;
+}
+
+// checkFence throws an AheadError if fence (a BigInt: a gateway's fence
+// token, as a stale answer reports it) is above etcd's current revision:
+// then no newer holder of this etcd raised it, and acquiring the lease
+// again cannot produce a token that passes it (Go's lease.CheckFence).
+async function checkFence(etcd, fence) {
+  const rev = await revision(etcd);
+  if (fence > rev) throw new AheadError(fence, rev);
 }
 
 // revision returns etcd's current revision (a BigInt): every token it ever
@@ -227,4 +289,4 @@ function abortError() {
   return e;
 }
 
-module.exports = { acquire, revision, lockName, Lease, Keeper, LostError, PREFIX };
+module.exports = { acquire, revision, checkFence, lockName, Lease, Keeper, LostError, AheadError, PREFIX };
