@@ -13,7 +13,10 @@ const leases = require('../lib/lease');
 const { TimeoutError } = require('../lib/connection');
 
 const REREAD_MS = 5000; // how long a stale answer's reread waits for a state as new as its fence
+const LOST_REREAD_MS = 1000; // how long a lost lease's report waits for a state newer than its token
+const UNKNOWN_MS = 5000; // how long the actuator's retained state may take before its name is taken for unknown
 const MAX_BACKOFF_MS = 10000;
+const MAX_AGE_S = 30; // Max age unless set: no message waits longer than this to be sent
 
 // command reads msg.payload: "on", "off", true, false, {pulse: ms},
 // {duty: percent} (a set-point output; 0 is off) or "reset" (a fence-only
@@ -55,15 +58,26 @@ module.exports = function (RED) {
     node.actuator = (n.actuator || '').trim();
     node.holder = (n.holder || '').trim() || `node-red@${os.hostname()}`;
     node.timeoutMs = (Number(n.timeout) > 0 ? Number(n.timeout) : 30) * 1000;
-    node.maxAgeMs = (Number(n.maxAge) > 0 ? Number(n.maxAge) : 0) * 1000; // 0: a kept message waits as long as it takes
-    // afterGrant, if a test sets it, is called with {token, scope, key,
-    // lease} (the lock key, the etcd lease id) after each grant, before the
-    // first command under it. Undefined in production.
+    node.maxAgeMs = (Number(n.maxAge) > 0 ? Number(n.maxAge) : MAX_AGE_S) * 1000;
+    // Hooks for tests, undefined in production (no flow can set them):
+    // afterGrant is called with {token, scope, key, lease, hold} (the lock
+    // key, the etcd lease id, the Lease) after each grant, before the
+    // node's first lease check under it; beforePublish with {token, seq}
+    // after the node's last lease check before a command is published, and
+    // right before it is: a pause there is one that only the gateway's
+    // fence can catch.
     node.afterGrant = undefined;
+    node.beforePublish = undefined;
 
     const config = RED.nodes.getNode(n.gateway);
-    const queue = []; // messages not yet sent: {msg, send, done, cmd, at}
+    // The messages not yet sent: {msg, send, done, cmd, at, timer}. While a
+    // lease is held they are all bound to it: taken while it was held, or
+    // kept for it while the node waited for it. A message bound to a lease
+    // that is lost is never sent, under it or a later one (see reportLost).
+    const queue = [];
     const stop = new AbortController(); // aborted on close
+    node.stopSignal = stop.signal; // (tests count its listeners)
+    const closing = aborted(stop.signal);
     // lease is the lease held, while commands may be sent under it; it
     // carries fenced (its fence-only command was applied) and withdraw
     // (aborted when the holding ends: nothing is published under it after).
@@ -71,9 +85,10 @@ module.exports = function (RED) {
     let scope = '';
     let seq = 0n;
     let busy = false; // a command is waiting for its answer
-    let endLease = null; // resolves the current holding's wait: why it ended
+    let endLease = null; // resolves the current holding's wait: {why, settled}
     let lastStatus = { fill: 'grey', shape: 'ring', text: 'starting' };
-    let ahead = ''; // a fence no lease from this etcd can pass, until a command passes
+    let halted = null; // the AheadError that stopped the node: no lease is requested again
+    let unknown = ''; // while the gateway has no actuator of this name: why
 
     const status = (fill, shape, text) => {
       lastStatus = { fill, shape, text };
@@ -104,17 +119,46 @@ module.exports = function (RED) {
     conn.on('problem', onProblem);
     conn.on('ready', onReady);
 
-    const out = (item, fields) => {
+    // take takes item out of the queue, if it is there; takeAll takes
+    // them all.
+    const take = (item) => {
+      const i = queue.indexOf(item);
+      if (i >= 0) queue.splice(i, 1);
+      clearTimeout(item.timer);
+    };
+    const takeAll = () => {
+      const all = queue.splice(0);
+      all.forEach(take);
+      return all;
+    };
+
+    // out sends item's message on with fields; with err, Node-RED reports
+    // the error with the message too (a catch node gets it).
+    const out = (item, fields, err) => {
+      take(item);
       Object.assign(item.msg, { actuator: node.actuator, scope }, fields);
       item.send(item.msg);
-      item.done();
+      item.done(err);
+    };
+
+    // refuse sends item on unsent: outcome refused, the reason, and the
+    // error (reported with the message), with the actuator's state as the
+    // gateway last published it.
+    const refuse = (item, reason, err) => {
+      out(item, { outcome: 'refused', reason, error: err.message, ...stateFields(conn.states.get(node.actuator)) }, err);
+    };
+
+    const tooOld = (item) => performance.now() - item.at > node.maxAgeMs;
+    const drop = (item) => {
+      const kept = Math.round((performance.now() - item.at) / 1000);
+      out(item, { outcome: 'dropped', error: `kept ${kept} s waiting for ${lease ? 'its turn' : 'the lease'}, longer than max age ${node.maxAgeMs / 1000} s: not sent` });
     };
 
     // supersede emits every queued message but the newest: only the newest
     // is sent once a lease is granted.
     const supersede = () => {
       while (queue.length > 1) {
-        out(queue.shift(), { outcome: 'superseded' });
+        out(queue[0], { outcome: 'superseded' });
       }
     };
 
@@ -126,31 +170,39 @@ module.exports = function (RED) {
         done(e);
         return;
       }
-      queue.push({ msg, send, done, cmd, at: Date.now() });
+      const item = { msg, send, done, cmd, at: performance.now() };
+      if (halted) return refuse(item, 'fence-ahead', halted);
+      if (unknown) return refuse(item, 'unknown-actuator', new Error(unknown));
+      queue.push(item);
+      item.timer = setTimeout(() => drop(item), node.maxAgeMs);
       if (!lease) supersede();
       pump();
     });
 
+    // mayPublish is the lease check, the last step before a command under
+    // held is published: the holding has not ended, and the lease's
+    // deadline has not passed (lost reads it now; a lease past it is lost
+    // at once, and its 'lost' handler reports the messages bound to it).
+    function mayPublish(held, c) {
+      if (lease !== held || held.lost || stop.signal.aborted) return false;
+      if (typeof node.beforePublish === 'function') node.beforePublish({ token: String(c.token), seq: String(c.seq) });
+      return true;
+    }
+
     // pump raises the fence of a new lease, or sends the next queued
     // message, if a lease is held and no command waits for its answer.
-    // Until the command is published it runs without a pause (no await): a
-    // test that stops the process in afterGrant sees the command go out at
-    // once when it continues.
-    function pump(afterGrant) {
-      if (busy || !lease || stop.signal.aborted) return;
-      if (lease.lost && !afterGrant) return; // lost reads the lease's deadline now
+    // From the lease check to the publish it runs without a pause (no
+    // await).
+    function pump() {
+      if (busy || !lease || halted || stop.signal.aborted) return;
       const held = lease;
       if (!held.fenced) {
-        raiseFence(held, afterGrant);
+        raiseFence(held);
         return;
       }
+      while (queue.length > 0 && tooOld(queue[0])) drop(queue[0]);
       if (queue.length === 0) return;
-      const item = queue.shift();
-      if (node.maxAgeMs > 0 && Date.now() - item.at > node.maxAgeMs) {
-        out(item, { outcome: 'dropped', error: `kept ${Math.round((Date.now() - item.at) / 1000)} s waiting for the lease, longer than max age ${node.maxAgeMs / 1000} s: not sent` });
-        pump();
-        return;
-      }
+      const item = queue[0];
       let c;
       try {
         c = conn.prepare({
@@ -158,11 +210,14 @@ module.exports = function (RED) {
           token: held.token, seq, holder: node.holder, ...item.cmd,
         });
       } catch (e) {
+        take(item);
         status('red', 'ring', `refused before sending: ${e.message}`);
         item.done(e);
         pump();
         return;
       }
+      if (!mayPublish(held, c)) return;
+      take(item);
       seq++;
       busy = true;
       const asked = c.pulseMs > 0n ? `pulse ${c.pulseMs} ms` : c.duty !== undefined ? `duty ${wire.formatDuty(c.duty)}%` : c.reset ? 'reset' : c.state;
@@ -187,22 +242,21 @@ module.exports = function (RED) {
     // again, as after any stale answer. Any other answer, or none: the
     // fence is not known to be raised, the messages waiting go out with
     // that outcome, unsent, and the next message tries the fence again.
-    // afterGrant (a test's pause after the grant) lets the command go out
-    // even if the lease was lost meanwhile: the gateway must refuse it.
-    function raiseFence(held, afterGrant) {
+    function raiseFence(held) {
       let c;
       try {
         c = conn.prepare({ actuator: node.actuator, token: held.token, seq: 0n, holder: node.holder });
       } catch (e) {
         status('red', 'ring', `refused before sending: ${e.message}`);
         node.error(`${node.actuator}: the fence-only command under token ${held.token}: ${e.message}`);
-        for (const item of queue.splice(0)) item.done(e);
+        for (const item of takeAll()) item.done(e);
         return;
       }
+      if (!mayPublish(held, c)) return;
       busy = true;
       status('green', 'ring', `token ${held.token}: raising the fence`);
-      conn.send(c, { timeoutMs: node.timeoutMs, mayResend: () => mayResend(held), withdraw: afterGrant ? undefined : held.withdraw.signal })
-        .then((a) => fenceAnswered(c, held, a), (e) => fenceUnanswered(c, e))
+      conn.send(c, { timeoutMs: node.timeoutMs, mayResend: () => mayResend(held), withdraw: held.withdraw.signal })
+        .then((a) => fenceAnswered(c, held, a), (e) => fenceUnanswered(c, held, e))
         .catch((e) => node.error(`${node.actuator}: ${e.message}`))
         .finally(() => {
           busy = false;
@@ -210,38 +264,37 @@ module.exports = function (RED) {
         });
     }
 
+    // bound returns the messages bound to held, taken out of the queue:
+    // all of them while it is the lease held, none once its holding ended
+    // (they went then, and those queued since wait for the next lease).
+    const bound = (held) => (lease === held ? takeAll() : []);
+
     async function fenceAnswered(c, held, a) {
       const act = wire.decide(c, a).action;
       if (act === 'done' || act === 'reread') {
         held.fenced = true;
         if (lease === held) seq = 1n;
-        ahead = '';
         status('green', 'dot', `token ${c.token}: holding the lease, fence raised`);
         return;
       }
-      const waiting = queue.splice(0);
       const fields = answerFields(c, a);
       if (act === 'reacquire') {
-        await staleAnswer(c, held, a, fields, waiting);
+        await staleAnswer(c, held, a, fields, []);
         return;
       }
       const text = `${a.outcome}${a.reason ? ` (${a.reason})` : ''}: ${a.error || 'no reason given'}`;
       status('red', 'ring', `fence-only command ${text}`);
       node.warn(`${node.actuator}: the fence-only command under token ${c.token} was ${text}; the messages waiting are not sent`);
       fields.error = `not sent: the fence-only command under token ${c.token} before it was ${text}`;
-      for (const item of waiting) out(item, { ...fields });
+      for (const item of bound(held)) out(item, { ...fields });
     }
 
-    function fenceUnanswered(c, e) {
-      const waiting = queue.splice(0);
-      if (stop.signal.aborted) {
-        for (const item of waiting) item.done();
-        return;
-      }
+    function fenceUnanswered(c, held, e) {
+      if (stop.signal.aborted) return; // closed: the close handler let the messages go
       const text = e instanceof TimeoutError ? e.message : `cannot send: ${e.message}`;
       status('red', 'ring', `fence-only command: ${text}`);
       node.warn(`${node.actuator}: the fence-only command under token ${c.token}: ${text}; the messages waiting are not sent`);
-      for (const item of waiting) {
+      for (const item of bound(held)) {
         out(item, { outcome: 'timeout', error: `not sent: the fence-only command under token ${c.token} before it: ${text}`, token: String(c.token) });
       }
     }
@@ -259,32 +312,91 @@ module.exports = function (RED) {
       return fields;
     }
 
-    // staleAnswer stops acting under the stale token now, rereads the
-    // state, sends items on with the answer and the reread state (the
-    // lease is acquired again meanwhile), and says so if the fence is
-    // above everything etcd has issued.
-    async function staleAnswer(c, held, a, fields, items) {
-      if (lease === held && endLease) endLease('stale');
-      status('red', 'ring', `stale: fence ${a.fence.token}${a.state ? ` (${a.state})` : ''}`);
-      let reread;
-      try {
-        reread = await conn.waitState(node.actuator, (s) => wire.comparePairs(s.fence, a.fence) >= 0, { timeoutMs: REREAD_MS, signal: stop.signal });
-      } catch (e) {
-        reread = undefined;
+    // stateFields are a message's fields for a retained state s as reread:
+    // state, fence, reread (and duty), none without s.
+    function stateFields(s) {
+      if (!s) return {};
+      const f = { state: s.state, fence: wire.pairString(s.fence), reread: { state: s.state, fence: wire.pairString(s.fence) } };
+      if (s.duty !== undefined) f.duty = wire.formatDuty(s.duty);
+      return f;
+    }
+
+    // reread resolves with the actuator's retained state once it satisfies
+    // ok, or after timeoutMs with undefined (orLatest: the latest state).
+    function reread(ok, timeoutMs, orLatest) {
+      return conn.waitState(node.actuator, ok, { timeoutMs, signal: stop.signal })
+        .catch(() => (orLatest ? conn.states.get(node.actuator) : undefined));
+    }
+
+    // endHolding ends held's holding now, if it is the lease held: nothing
+    // more is sent under it. The run loop waits for settled, if given,
+    // before it releases the lease.
+    function endHolding(held, why, settled) {
+      if (lease !== held) return;
+      lease = null;
+      held.withdraw.abort();
+      if (endLease) endLease({ why, settled });
+    }
+
+    // staleAnswer stops acting under the stale token now: the messages
+    // waiting under it go out with the answer, unsent. It rereads the
+    // state and checks, with the lock still held, whether the fence is one
+    // that no lease from this etcd can pass (docs/controllers.md,
+    // "Restoring etcd"): then the node stops (halt). items got the answer.
+    function staleAnswer(c, held, a, fields, items) {
+      const unsent = bound(held);
+      let settle;
+      endHolding(held, 'stale', new Promise((resolve) => {
+        settle = resolve;
+      }));
+      return (async () => {
+        status('red', 'ring', `stale: fence ${a.fence.token}${a.state ? ` (${a.state})` : ''}`);
+        const [s, ahead] = await Promise.all([
+          reread((x) => wire.comparePairs(x.fence, a.fence) >= 0, REREAD_MS, false),
+          held.checkFence(a.fence.token).then(() => null, (e) => (e instanceof leases.AheadError ? e : null)),
+        ]);
+        if (s) Object.assign(fields, { state: s.state, reread: stateFields(s).reread });
+        const notSent = `not sent: a command under token ${c.token} before it was answered stale${a.error ? ` (${a.error})` : ''}`;
+        if (ahead) halt(ahead, items.length + unsent.length > 0);
+        for (const item of items) out(item, ahead ? { ...fields, error: ahead.message } : { ...fields }, ahead || undefined);
+        for (const item of unsent) out(item, { ...fields, error: ahead ? ahead.message : notSent }, ahead || undefined);
+      })().finally(settle);
+    }
+
+    // halt stops the node for good (until it is started again): the
+    // gateway's fence is one no lease from this etcd can pass, and taking
+    // the lease again and again would only spend revisions until one
+    // passes it, which is unsafe (Go's and Python's controllers stop too).
+    // withMessages: the error is reported with them, not alone.
+    function halt(err, withMessages) {
+      if (halted) return;
+      halted = err;
+      status('red', 'ring', `stopped: ${err.summary} (restart the flows to retry)`);
+      if (!withMessages) node.error(`${node.actuator}: ${err.message}`);
+      if (lease) endHolding(lease, 'halted');
+      for (const item of takeAll()) refuse(item, 'fence-ahead', err);
+    }
+
+    // reportLost sends the messages bound to a lost lease on unsent,
+    // outcome lease-lost, with the state as the gateway says it now (as
+    // reread: newer than the lost token, if a newer holder raised it
+    // within a second): they were formed under a lease that is gone, so
+    // the flow decides again.
+    async function reportLost(held, why, items) {
+      if (items.length === 0) return;
+      const s = await reread((x) => x.fence.token > held.token, LOST_REREAD_MS, true);
+      const error = `not sent: the lease of token ${held.token} was lost (${why}) before it was sent; ` +
+        'it is never sent under a later lease: decide again, from msg.state';
+      for (const item of items) {
+        if (stop.signal.aborted) item.done();
+        else out(item, { outcome: 'lease-lost', token: String(held.token), error, ...stateFields(s) });
       }
-      if (reread) {
-        fields.state = reread.state;
-        fields.reread = { state: reread.state, fence: wire.pairString(reread.fence) };
-      }
-      for (const item of items) out(item, { ...fields });
-      await aheadOfEtcd(a.fence.token);
     }
 
     async function answered(item, c, held, a) {
       const fields = answerFields(c, a);
       switch (wire.decide(c, a).action) {
         case 'done': {
-          ahead = '';
           const what = c.pulseMs > 0n ? `pulse ${c.pulseMs} ms` : c.duty !== undefined ? `duty ${wire.formatDuty(c.duty)}%` : c.reset ? 'reset' : `${a.state || c.state || 'fence only'}`;
           status('green', 'dot', `token ${c.token}: ${a.outcome} ${what}`);
           out(item, fields);
@@ -317,25 +429,6 @@ module.exports = function (RED) {
       }
     }
 
-    // aheadOfEtcd says so when a stale answer's fence is above every
-    // revision etcd has issued: no lease from this etcd can pass it
-    // (tokens typed by hand, another lease service, or an etcd restored
-    // from an older backup; see docs/controllers.md, "Restoring etcd").
-    async function aheadOfEtcd(fenceToken) {
-      let rev;
-      try {
-        rev = await leases.revision(config.etcd);
-      } catch (e) {
-        return; // etcd's trouble shows when the lease is requested
-      }
-      if (fenceToken > rev) {
-        const text = `the fence's token ${fenceToken} is above every revision etcd has issued (${rev}): no lease from this etcd can pass it`;
-        node.error(`${node.actuator}: ${text}. The fence's tokens were typed by hand (gateway send --token), came from another lease service, or etcd was restored from an older backup (docs/controllers.md, "Restoring etcd")`);
-        ahead = text;
-        status('red', 'ring', text);
-      }
-    }
-
     function unanswered(item, c, e) {
       if (stop.signal.aborted) {
         item.done(); // closed while it waited: its answer is nobody's now
@@ -347,31 +440,43 @@ module.exports = function (RED) {
       out(item, { outcome: 'timeout', error: text, token: String(c.token) });
     }
 
+    // learnScope waits for the actuator's retained state and returns its
+    // scope. The gateway retains every actuator's state: if this one has
+    // not come after a few seconds while others have, the name is not one
+    // of the gateway's (mistyped): the messages are refused, with the
+    // error, until its state comes.
+    async function learnScope() {
+      status('yellow', 'ring', `waiting for the state of ${node.actuator}`);
+      const hint = setTimeout(() => {
+        const names = [...conn.states.keys()].sort();
+        if (names.length === 0) {
+          status('yellow', 'ring', `no state of ${node.actuator} from gateway ${config.gatewayId} (is it running, with this id and topic prefix?)`);
+          return;
+        }
+        unknown = `no actuator ${node.actuator} on gateway ${config.gatewayId}; its actuators are ${names.join(', ')}`;
+        status('red', 'ring', unknown);
+        const waiting = takeAll();
+        if (waiting.length === 0) node.error(unknown);
+        for (const item of waiting) refuse(item, 'unknown-actuator', new Error(unknown));
+      }, UNKNOWN_MS);
+      try {
+        return (await conn.waitState(node.actuator, (x) => x.scope !== '', { signal: stop.signal })).scope;
+      } finally {
+        clearTimeout(hint);
+        unknown = '';
+      }
+    }
+
     // run learns the scope, then holds the scope's lease, again and again,
-    // until the node closes.
+    // until the node closes or halts.
     async function run() {
       status('grey', 'ring', 'connecting to the broker');
       await conn.whenReady(stop.signal);
-      status('yellow', 'ring', `waiting for the state of ${node.actuator}`);
-      // The gateway retains every actuator's state: one that has not come
-      // after a few seconds is likely misnamed, or the gateway is not there.
-      const hint = setTimeout(() => {
-        const names = [...conn.states.keys()].sort();
-        status('yellow', 'ring', names.length ?
-          `no actuator ${node.actuator} on gateway ${config.gatewayId}; its actuators are ${names.join(', ')}` :
-          `no state of ${node.actuator} from gateway ${config.gatewayId} (is it running, with this id and topic prefix?)`);
-      }, 5000);
-      let s;
-      try {
-        s = await conn.waitState(node.actuator, (x) => x.scope !== '', { signal: stop.signal });
-      } finally {
-        clearTimeout(hint);
-      }
-      scope = s.scope;
+      scope = await learnScope();
       let backoff = 1000;
       let staleBackoff = 1000; // after a holding whose fence-only command was stale
       let lastError = '';
-      while (!stop.signal.aborted) {
+      while (!stop.signal.aborted && !halted) {
         status('yellow', 'ring', 'waiting for lease');
         let held;
         try {
@@ -388,7 +493,7 @@ module.exports = function (RED) {
         }
         backoff = 1000;
         lastError = '';
-        if (stop.signal.aborted) {
+        if (stop.signal.aborted || halted) {
           await held.release().catch(() => {});
           return;
         }
@@ -399,29 +504,24 @@ module.exports = function (RED) {
         held.withdraw = new AbortController();
         held.once('lost', (why) => {
           held.withdraw.abort();
+          if (lease !== held) return; // its holding ended before
           status('red', 'ring', 'lease lost');
-          node.warn(`${node.actuator}: lease of scope ${scope} lost (${why}); no command is sent under token ${held.token}`);
-          if (endLease) endLease('lost');
+          node.warn(`${node.actuator}: lease of scope ${scope} lost (${why}); no command is sent under token ${held.token}, and no message that came under it is sent at all`);
+          endHolding(held, 'lost', reportLost(held, why, takeAll()));
         });
         lease = held;
         seq = 0n; // the fence-only command's; the messages' go from 1
-        if (ahead) status('red', 'ring', `token ${held.token}: ${ahead}`);
-        else status('green', 'dot', `token ${held.token}: holding the lease`);
-        if (typeof node.afterGrant === 'function') {
-          node.afterGrant({ token: String(held.token), scope, key: held.key, lease: held.id });
-          pump(true);
-        } else {
-          pump();
-        }
-        const why = await Promise.race([ended, aborted(stop.signal)]);
+        status('green', 'dot', `token ${held.token}: holding the lease`);
+        if (typeof node.afterGrant === 'function') node.afterGrant({ token: String(held.token), scope, key: held.key, lease: held.id, hold: held });
+        pump();
+        const end = await Promise.race([ended, closing]);
         held.withdraw.abort();
         lease = null;
         endLease = null;
-        supersede();
+        if (end.settled) await end.settled.catch((e) => node.error(`${node.actuator}: ${e.message}`));
         await held.release().catch((e) => node.warn(`${node.actuator}: release the lease of scope ${scope}: ${e.message}`));
-        // A fence no grant passes (one above every revision of this etcd)
-        // answers every fence-only command stale: wait before the next.
-        if (why === 'stale' && !held.fenced) {
+        // A fence-only command answered stale: wait before the next.
+        if (end.why === 'stale' && !held.fenced) {
           await sleep(staleBackoff, stop.signal);
           staleBackoff = Math.min(2 * staleBackoff, MAX_BACKOFF_MS);
         } else {
@@ -442,10 +542,10 @@ module.exports = function (RED) {
       conn.off('problem', onProblem);
       conn.off('ready', onReady);
       config.deregister(node);
-      for (const item of queue.splice(0)) item.done();
+      for (const item of takeAll()) item.done();
       const held = lease;
       lease = null;
-      if (endLease) endLease('closed');
+      if (endLease) endLease({ why: 'closed' });
       // run() releases the lease it holds; wait for it, and at most 6 s.
       Promise.race([running, sleep(6000)])
         .then(() => (held ? held.release().catch(() => {}) : undefined))
@@ -453,20 +553,26 @@ module.exports = function (RED) {
     });
   }
 
+  // sleep resolves after ms, or at once when signal aborts; it leaves no
+  // listener on signal.
   function sleep(ms, signal) {
     return new Promise((resolve) => {
-      const t = setTimeout(resolve, ms);
-      if (signal) signal.addEventListener('abort', () => {
+      const end = () => {
         clearTimeout(t);
+        if (signal) signal.removeEventListener('abort', end);
         resolve();
-      }, { once: true });
+      };
+      const t = setTimeout(end, ms);
+      if (signal) signal.addEventListener('abort', end, { once: true });
     });
   }
 
+  // aborted resolves with {why: 'closed'} once signal aborts (one
+  // listener, for the node's life).
   function aborted(signal) {
     return new Promise((resolve) => {
-      if (signal.aborted) resolve('closed');
-      else signal.addEventListener('abort', () => resolve('closed'), { once: true });
+      if (signal.aborted) resolve({ why: 'closed' });
+      else signal.addEventListener('abort', () => resolve({ why: 'closed' }), { once: true });
     });
   }
 

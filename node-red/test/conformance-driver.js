@@ -5,15 +5,30 @@
 // a flow of a gateway configuration and one fenced output, in a Node-RED
 // runtime (node-red-node-test-helper's), that sends one message and writes
 // the node's grant and answer as JSON lines. The node raises the fence
-// (a fence-only command) before the message; if that is answered stale,
-// the message goes out with that answer, unsent, and so is the answer:
+// (a fence-only command) before the message:
 //
 //   node test/conformance-driver.js --broker URL --gateway ID --etcd URL
 //     --actuator NAME --holder NAME --id ID --ttl SECONDS [--timeout SECONDS]
-//     [--stop-after-grant] [--signer NAME --key PATH.key] on|off
+//     [--stop-after-grant | --stop-under-lease] [--signer NAME --key PATH.key] on|off
 //
-// Exit status: 0 applied or duplicate, 3 stale, 4 rejected, 5 failed, 1
-// anything else (with one line on stderr).
+// --stop-after-grant: the pause test's paused controller. The node raises
+// the fence under its new lease and checks the lease for the message's
+// command; then the process stops itself (SIGSTOP), between the node's
+// last lease check and the publish (a test hook of the node, which no flow
+// reaches). Once continued, it publishes under the token it had, whatever
+// became of the lease: the gateway must refuse it (stale).
+//
+// --stop-under-lease: the process stops itself right after the grant,
+// before the node's lease checks. Once continued, the message goes
+// through the node's lease guard: if the lease was lost meanwhile, nothing
+// is published (not under that token, nor any new one), the driver writes
+// {"event":"lost","token":"<the lost token>","reason":"<why>"} and exits
+// 6; if the lease is still held, it is sent as usual.
+//
+// Exit status: 0 applied or duplicate, 3 stale (and, with the reason on
+// stderr, a fence above every revision etcd has issued: the node stopped),
+// 4 rejected, 5 failed, 6 the lease was lost before the message was sent
+// (nothing sent), 1 anything else (with one line on stderr).
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -32,10 +47,10 @@ function fail(text) {
   process.exit(1);
 }
 
-const USAGE = 'usage: conformance-driver.js --broker URL --gateway ID --etcd URL --actuator NAME --holder NAME --id ID --ttl SECONDS [--timeout SECONDS] [--stop-after-grant] [--signer NAME --key PATH.key] on|off';
+const USAGE = 'usage: conformance-driver.js --broker URL --gateway ID --etcd URL --actuator NAME --holder NAME --id ID --ttl SECONDS [--timeout SECONDS] [--stop-after-grant | --stop-under-lease] [--signer NAME --key PATH.key] on|off';
 
 function parseArgs(argv) {
-  const o = { timeout: 30, stopAfterGrant: false };
+  const o = { timeout: 30, stopAfterGrant: false, stopUnderLease: false };
   const valued = { '--broker': 'broker', '--gateway': 'gateway', '--etcd': 'etcd', '--actuator': 'actuator', '--holder': 'holder',
     '--id': 'id', '--ttl': 'ttl', '--timeout': 'timeout', '--signer': 'signer', '--key': 'key' };
   const rest = [];
@@ -44,6 +59,7 @@ function parseArgs(argv) {
     let v;
     if (a.startsWith('--') && a.includes('=')) [a, v] = [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)];
     if (a === '--stop-after-grant') o.stopAfterGrant = true;
+    else if (a === '--stop-under-lease') o.stopUnderLease = true;
     else if (valued[a]) {
       if (v === undefined) {
         if (i + 1 >= argv.length) fail(`${a} needs a value; ${USAGE}`);
@@ -60,10 +76,12 @@ function parseArgs(argv) {
     if (o[k] !== undefined && !(Number(o[k]) > 0)) fail(`--${k} ${o[k]}: want a number of seconds above 0`);
   }
   if (!!o.signer !== !!o.key) fail('--signer and --key go together');
+  if (o.stopAfterGrant && o.stopUnderLease) fail('--stop-after-grant and --stop-under-lease: one or the other');
   return o;
 }
 
 const EXIT = { applied: 0, duplicate: 0, stale: 3, rejected: 4, failed: 5 };
+const EXIT_LOST = 6;
 
 async function main() {
   const o = parseArgs(process.argv.slice(2));
@@ -80,10 +98,10 @@ async function main() {
   ];
   const credentials = o.key ? { 'driver-gateway': { signingKey: readKey(o.key) } } : {};
 
-  let finishing = false;
+  let finishing = null; // the exit code, once finishing
   const finish = async (code, why) => {
-    if (finishing) return;
-    finishing = true;
+    if (finishing !== null) return;
+    finishing = code;
     if (why) process.stderr.write(`conformance-driver: ${why}\n`);
     // Closing the flow releases the lease (unlock and revoke).
     await Promise.race([helper.unload(), new Promise((r) => setTimeout(r, 8000))]).catch(() => {});
@@ -99,9 +117,13 @@ async function main() {
   });
   out.on('call:error', (call) => {
     // An error about the message itself (refused before sending, say).
-    if (call.args[1]) finish(1, String(call.args[0] && call.args[0].message ? call.args[0].message : call.args[0]));
+    if (!call.args[1]) return;
+    const e = call.args[0];
+    if (e && e.name === 'AheadError') finish(EXIT.stale, e.message); // the node stopped: no lease can pass the fence
+    else finish(1, String(e && e.message ? e.message : e));
   });
   let granted = false;
+  let stopBeforePublish = false;
   const waitForGrant = setTimeout(() => finish(1, `no lease of ${o.actuator}'s scope within ${o.timeout}s (${lastStatus || 'no status'})`),
     Number(o.timeout) * 1000);
   out.afterGrant = (g) => {
@@ -109,9 +131,24 @@ async function main() {
     granted = true;
     clearTimeout(waitForGrant);
     event({ event: 'granted', token: g.token, scope: g.scope });
-    if (o.stopAfterGrant) process.kill(process.pid, 'SIGSTOP');
+    if (o.stopUnderLease) process.kill(process.pid, 'SIGSTOP');
+    if (o.stopAfterGrant) stopBeforePublish = true;
+  };
+  out.beforePublish = (c) => {
+    // Once the driver is done, nothing more goes out (the node would take
+    // the lease again and raise the fence, say, before the flow closes).
+    if (finishing !== null) process.exit(finishing);
+    if (stopBeforePublish && c.seq !== '0') { // the message's command, not the fence-only one
+      stopBeforePublish = false;
+      process.kill(process.pid, 'SIGSTOP');
+    }
   };
   helper.getNode('driver-answers').on('input', (msg) => {
+    if (msg.outcome === 'lease-lost') {
+      event({ event: 'lost', token: msg.token, reason: msg.error });
+      finish(EXIT_LOST);
+      return;
+    }
     if (msg.outcome in EXIT) {
       const a = msg.answer;
       event({ event: 'answer', outcome: a.outcome, reason: a.reason, fence: a.fence, state: a.state });

@@ -9,6 +9,7 @@
 const assert = require('node:assert');
 const { spawn } = require('node:child_process');
 const path = require('node:path');
+const mqtt = require('mqtt');
 const { env, unique } = require('./env');
 
 const driver = path.join(__dirname, 'conformance-driver.js');
@@ -77,8 +78,10 @@ describe('conformance driver (integration)', function () {
     }
   });
 
+  const args = () => ['--broker', env.broker, '--gateway', env.gateway, '--etcd', env.etcd, '--actuator', 'valve', '--ttl', '2', '--timeout', '60'];
+
   it('a paused holder is answered stale with the new holder\'s fence and rereads its state', async function () {
-    const common = ['--broker', env.broker, '--gateway', env.gateway, '--etcd', env.etcd, '--actuator', 'valve', '--ttl', '2', '--timeout', '60'];
+    const common = args();
     const A = start([...common, '--holder', 'A', '--id', unique('a'), '--stop-after-grant', 'on']);
     started.push(A);
     const granted = await until(A, () => A.lines.find((e) => e.event === 'granted'), 'A granted');
@@ -97,5 +100,50 @@ describe('conformance driver (integration)', function () {
     assert.strictEqual(answer.outcome, 'stale');
     assert.deepStrictEqual(answer.fence, { token: bGrant.token, seq: '1' });
     assert.deepStrictEqual(A.lines.find((e) => e.event === 'reread'), { event: 'reread', state: 'off', fence: { token: bGrant.token, seq: '1' } });
+  });
+
+  it('--stop-under-lease: a lease lost while stopped sends nothing, says lost and exits 6', async function () {
+    const watch = mqtt.connect(env.broker.replace(/^tcp:/, 'mqtt:'), { clientId: unique('watch') });
+    await new Promise((resolve, reject) => {
+      watch.once('connect', resolve);
+      watch.once('error', reject);
+    });
+    const seen = [];
+    watch.on('message', (t, payload) => seen.push(JSON.parse(payload.toString())));
+    await watch.subscribeAsync(`fencegate/${env.gateway}/valve/set`, { qos: 1 });
+    try {
+      const A = start([...args(), '--holder', 'A-under-lease', '--id', unique('a'), '--stop-under-lease', 'on']);
+      started.push(A);
+      const granted = await until(A, () => A.lines.find((e) => e.event === 'granted'), 'A granted');
+      await until(A, () => stopped(A.pid), 'A stopped itself');
+      const B = start([...args(), '--holder', 'B', '--id', unique('b'), 'off']);
+      started.push(B);
+      assert.strictEqual(await B.exited, 0, B.stderrText);
+      const resumed = seen.length;
+      process.kill(A.pid, 'SIGCONT');
+      assert.strictEqual(await A.exited, 6, A.stderrText);
+      const lost = A.lines.find((e) => e.event === 'lost');
+      assert.ok(lost, JSON.stringify(A.lines));
+      assert.strictEqual(lost.token, granted.token);
+      assert.match(lost.reason, /lost/);
+      assert.deepStrictEqual(Object.keys(lost).sort(), ['event', 'reason', 'token']);
+      assert.ok(!A.lines.some((e) => e.event === 'answer'), JSON.stringify(A.lines));
+      await new Promise((r) => setTimeout(r, 500));
+      assert.deepStrictEqual(seen.slice(resumed).filter((c) => c.holder === 'A-under-lease'), [], 'A published after it resumed');
+      assert.deepStrictEqual(seen.filter((c) => c.holder === 'A-under-lease'), [], 'A published nothing at all: it stopped before its fence-only command');
+    } finally {
+      await watch.endAsync();
+    }
+  });
+
+  it('--stop-under-lease: a lease still held when it continues sends normally', async function () {
+    const A = start([...args(), '--ttl', '10', '--holder', 'A', '--id', unique('a'), '--stop-under-lease', 'on']);
+    started.push(A);
+    const granted = await until(A, () => A.lines.find((e) => e.event === 'granted'), 'A granted');
+    await until(A, () => stopped(A.pid), 'A stopped itself');
+    process.kill(A.pid, 'SIGCONT');
+    assert.strictEqual(await A.exited, 0, A.stderrText);
+    assert.deepStrictEqual(A.lines.find((e) => e.event === 'answer'),
+      { event: 'answer', outcome: 'applied', reason: '', fence: { token: granted.token, seq: '1' }, state: 'on' });
   });
 });

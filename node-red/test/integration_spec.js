@@ -6,7 +6,8 @@
 // tests skip.
 
 const assert = require('node:assert');
-const { spawn } = require('node:child_process');
+const { spawn, spawnSync, execFile } = require('node:child_process');
+const { getEventListeners } = require('node:events');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -48,9 +49,9 @@ async function etcdCall(path, body) {
 
 const b64 = (s) => Buffer.from(s).toString('base64');
 
-// raiseFence moves actuator's fence as a newer holder would: to a token
-// that etcd has issued as a revision (so every later grant is above it),
-// and above token. It returns that token.
+// raiseFence moves actuator's fence to a token that etcd has issued as a
+// revision (so every later grant is above it), and above token, without
+// the lock. It returns that token.
 async function raiseFence(actuator, token) {
   const k = b64(`/fencegate-test/${unique('rev')}`);
   let rev;
@@ -67,6 +68,42 @@ async function raiseFence(actuator, token) {
   await c.publishAsync(`fencegate/${env.gateway}/${actuator}/set`, `{"id":"${unique('raise')}","token":${rev},"holder":"a newer holder"}`, { qos: 1 });
   await c.endAsync();
   return rev;
+}
+
+// sendAs sends command c (token as BigInt) on conn and waits for its answer.
+async function sendAs(conn, c) {
+  const a = await conn.send(conn.prepare(c), { timeoutMs: 10000 });
+  assert.strictEqual(a.outcome, 'applied', a.error);
+  return a;
+}
+
+// commandsOn records the commands published on topic (parsed), from now
+// on; end() stops.
+async function commandsOn(topic) {
+  const got = [];
+  const c = mqtt.connect(env.broker.replace(/^tcp:/, 'mqtt:'), { clientId: unique('watch') });
+  await new Promise((resolve, reject) => {
+    c.once('connect', resolve);
+    c.once('error', reject);
+  });
+  c.on('message', (t, payload) => got.push(JSON.parse(payload.toString())));
+  await c.subscribeAsync(topic, { qos: 1 });
+  got.end = () => c.endAsync();
+  return got;
+}
+
+// errorsOf records node's errors; withMessage(n, re) asserts that one,
+// and only one, was reported with the message whose n is n (as a catch
+// node gets it), and that it matches re.
+function errorsOf(node) {
+  const errors = [];
+  node.on('call:error', (call) => errors.push(call.args));
+  errors.withMessage = (n, re) => {
+    const linked = errors.filter(([, m]) => m && m.n === n);
+    assert.strictEqual(linked.length, 1, `node.error with the message, for a catch node: ${errors.map(([e]) => String(e))}`);
+    assert.match(String(linked[0][0].message || linked[0][0]), re);
+  };
+  return errors;
 }
 
 // startGateway starts another gateway (FENCEGATE_TEST_GATEWAY_BIN, sim
@@ -156,36 +193,93 @@ describe('fenced output in Node-RED (integration)', function () {
   });
 
   it('after a stale answer: emits it with the reread state, takes a new lease, never resends', async function () {
-    await helper.load(nodes, flow([{ id: 'out', actuator: 'valve' }]));
+    // A long TTL: the node's keeper asks etcd about its lease only every
+    // 10 s, so it does not see that its lease went before its command does.
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'valve' }], { ttl: 30 }));
     const out = helper.getNode('out');
     const helperNode = helper.getNode('out-out');
     const g = grants(out);
     const first = await g.next();
-    // The raise goes through a connection of its own: the gateway may take
-    // it before the node's fence-only command, or the node's next command
-    // before it, unless the test waits for each.
     const conn = helper.getNode('cfg').connection;
     await conn.waitState('valve', (s) => s.fence.token >= BigInt(first.token), { timeoutMs: 10000 });
-    const raised = await raiseFence('valve', first.token);
-    await conn.waitState('valve', (s) => s.fence.token >= raised, { timeoutMs: 10000 });
-    const answer = nextOutput(helperNode);
-    const regrant = g.next();
-    out.receive({ payload: 'on' });
-    const msg = await answer;
-    assert.strictEqual(msg.outcome, 'stale', JSON.stringify(msg));
-    assert.strictEqual(msg.token, first.token);
-    assert.deepStrictEqual(msg.fence, { token: String(raised), seq: '0' });
-    assert.ok(msg.reread, 'the state was reread');
-    assert.ok(BigInt(msg.reread.fence.token) >= raised);
-    assert.strictEqual(msg.state, msg.reread.state);
+    // A newer holder: the node's lease ends in etcd (revoked, as if it
+    // expired), the test takes the lock and raises the fence with its token.
+    await etcdCall('/v3/lease/revoke', { ID: first.lease });
+    const newer = await leases.acquire(new Etcd(env.etcd), { gateway: env.gateway, scope: 'valve', ttl: 5 });
+    let regrant;
+    try {
+      await sendAs(conn, { actuator: 'valve', token: newer.token, holder: 'a newer holder' });
+      await conn.waitState('valve', (s) => s.fence.token >= newer.token, { timeoutMs: 10000 });
+      const answer = nextOutput(helperNode);
+      regrant = g.next();
+      out.receive({ payload: 'on' });
+      const msg = await answer;
+      assert.strictEqual(msg.outcome, 'stale', JSON.stringify(msg));
+      assert.strictEqual(msg.token, first.token);
+      assert.deepStrictEqual(msg.fence, { token: String(newer.token), seq: '0' });
+      assert.ok(msg.reread, 'the state was reread');
+      assert.ok(BigInt(msg.reread.fence.token) >= newer.token);
+      assert.strictEqual(msg.state, msg.reread.state);
+    } finally {
+      await newer.release();
+    }
     const again = await regrant;
-    assert.ok(BigInt(again.token) > raised, `the new token ${again.token} is above the fence ${raised}`);
+    assert.ok(BigInt(again.token) > newer.token, `the new token ${again.token} is above the fence ${newer.token}`);
     const next = nextOutput(helperNode);
     out.receive({ payload: 'off' });
     const m2 = await next;
     assert.strictEqual(m2.outcome, 'applied', JSON.stringify(m2));
     assert.strictEqual(m2.token, again.token);
     assert.deepStrictEqual(m2.fence, { token: again.token, seq: '1' });
+  });
+
+  it('never sends a message that came while it held a lease it then lost: the message goes out lease-lost', async function () {
+    // Issue 34, 1: the whole Node-RED pauses past its lease; another
+    // controller takes the scope and switches the valve off; Node-RED
+    // resumes, and a message formed before the pause reaches the node
+    // before it has seen its lease go. It must not be sent, under the old
+    // lease or a new one.
+    if (!env.gatewayBin) this.skip();
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'valve', holder: 'nr-paused' }], { ttl: 2 }));
+    const out = helper.getNode('out');
+    const g = grants(out);
+    const first = await g.next();
+    await statusMatching(out, /fence raised$/);
+    const conn = helper.getNode('cfg').connection;
+    const sent = await commandsOn(`fencegate/${env.gateway}/valve/set`);
+    try {
+      const answer = nextOutput(helper.getNode('out-out'));
+      // The message arrives as the process resumes, before the node's timers run.
+      setTimeout(() => out.receive({ payload: 'on', n: 1 }), 0);
+      // The pause: spawnSync blocks this process (its timers, its sockets)
+      // while the other controller waits out the node's lease and commits.
+      const b = spawnSync(env.gatewayBin, ['send', '--broker', env.broker, '--gateway', env.gateway, '--actuator', 'valve',
+        '--etcd', env.etcd, '--ttl', '2', '--holder', 'the new holder', '--timeout', '30s', 'off'], { encoding: 'utf8', timeout: 60000 });
+      assert.strictEqual(b.status, 0, `gateway send: ${b.stdout}${b.stderr}`);
+      const tokenB = BigInt(/granted token (\d+)/.exec(b.stdout + b.stderr)[1]);
+      const resumed = sent.length;
+      const msg = await answer;
+      assert.strictEqual(msg.outcome, 'lease-lost', JSON.stringify(msg));
+      assert.strictEqual(msg.n, 1);
+      assert.strictEqual(msg.token, first.token, 'the token of the lease that was lost');
+      assert.match(msg.error, new RegExp(`^not sent: the lease of token ${first.token} was lost`));
+      assert.strictEqual(msg.state, 'off', 'the state as the new holder left it, reread');
+      assert.deepStrictEqual(msg.fence, { token: String(tokenB), seq: '0' });
+      assert.deepStrictEqual(msg.reread, { state: 'off', fence: { token: String(tokenB), seq: '0' } });
+      await statusMatching(out, /fence raised$/); // a new lease, taken by itself
+      await sleep(500);
+      const afterResume = sent.slice(resumed).filter((c) => c.holder === 'nr-paused');
+      assert.deepStrictEqual(afterResume.filter((c) => c.state !== undefined), [], 'no command with a state from the paused node after it resumed');
+      assert.strictEqual(conn.states.get('valve').state, 'off', 'the valve is as the new holder left it');
+      // A message that comes after the loss is fresh: sent under the new lease.
+      const fresh = nextOutput(helper.getNode('out-out'));
+      out.receive({ payload: 'on', n: 2 });
+      const m2 = await fresh;
+      assert.strictEqual(m2.outcome, 'applied', JSON.stringify(m2));
+      assert.ok(BigInt(m2.token) > tokenB);
+    } finally {
+      await sent.end();
+    }
   });
 
   it('raises the fence right after the grant: an older holder\'s late command is refused', async function () {
@@ -355,27 +449,126 @@ describe('fenced output in Node-RED (integration)', function () {
     assert.strictEqual(msg.state, 'on');
   });
 
-  it('says so when the fence is above every revision etcd has issued', async function () {
-    // On a gateway of its own: the fence it leaves behind passes no token.
+  it('stops, and takes no lease again, when the fence is above every revision etcd has issued', async function () {
+    // Issue 34, 2. On a gateway of its own: the fence it leaves behind passes no token.
     if (!env.gatewayBin) this.skip();
+    this.timeout(120000);
     const gw = await startGateway(this);
-    const rev = BigInt((await etcdCall('/v3/kv/range', { key: b64('/fencegate/locks/'), count_only: true })).header.revision);
-    const typed = rev + 1000000n;
+    const rev = async () => BigInt((await etcdCall('/v3/kv/range', { key: b64('/fencegate/locks/'), count_only: true })).header.revision);
+    const typed = (await rev()) + 1000000000n;
     const conn = new GatewayConnection({ broker: env.broker, gateway: gw });
     conn.start();
     await conn.whenReady();
-    const a = await conn.send(conn.prepare({ actuator: 'pump', token: typed, holder: 'typed by hand' }), { timeoutMs: 10000 });
+    await sendAs(conn, { actuator: 'pump', token: typed, holder: 'typed by hand' });
     await conn.close();
-    assert.strictEqual(a.outcome, 'applied', a.error);
-    await helper.load(nodes, flow([{ id: 'out', actuator: 'pump' }], { gatewayId: gw }));
+    const sent = await commandsOn(`fencegate/${gw}/+/set`);
+    try {
+      await helper.load(nodes, flow([{ id: 'out', actuator: 'pump' }], { gatewayId: gw }));
+      const out = helper.getNode('out');
+      const errors = errorsOf(out);
+      const answer = nextOutput(helper.getNode('out-out'));
+      out.receive({ payload: 'on', n: 1 });
+      const msg = await answer;
+      assert.strictEqual(msg.outcome, 'stale', JSON.stringify(msg));
+      assert.strictEqual(msg.n, 1);
+      assert.strictEqual(msg.fence.token, String(typed));
+      const why = new RegExp(`the gateway's fence token ${typed} is above every revision this etcd has issued`);
+      assert.match(msg.error, why);
+      await statusMatching(out, new RegExp(`^stopped: the gateway's fence token ${typed} is above every revision this etcd has issued`));
+      assert.strictEqual(out.status.getCalls().filter((c) => c.thisValue === out).pop().args[0].fill, 'red');
+      errors.withMessage(1, why);
+      // It stays stopped: no lock requested, no command sent, for 25 s.
+      await sleep(1000); // its lease released
+      const revBefore = await rev();
+      const commandsBefore = sent.length;
+      const later = nextOutput(helper.getNode('out-out'));
+      out.receive({ payload: 'off', n: 2 });
+      const m2 = await later;
+      assert.strictEqual(m2.outcome, 'refused', JSON.stringify(m2));
+      assert.strictEqual(m2.reason, 'fence-ahead');
+      assert.match(m2.error, why);
+      await sleep(25000);
+      assert.strictEqual(await rev(), revBefore, 'etcd\'s revision moved: the node requested a lease again');
+      assert.deepStrictEqual(sent.slice(commandsBefore), [], 'the node sent commands again');
+    } finally {
+      await sent.end();
+    }
+    // The conformance driver stops with the error too: exit 3, the reason on stderr.
+    const d = await new Promise((resolve) => execFile(process.execPath, [path.join(__dirname, 'conformance-driver.js'),
+      '--broker', env.broker, '--gateway', gw, '--etcd', env.etcd, '--actuator', 'pump', '--holder', 'driver', '--ttl', '5', 'on'],
+    { timeout: 60000 }, (err, stdout, stderr) => resolve({ code: err ? err.code : 0, stdout, stderr })));
+    assert.strictEqual(d.code, 3, d.stderr);
+    assert.match(d.stderr, /above every revision/);
+  });
+
+  it('stops when the fence passed its token while it still holds the lock (etcd handed the token out again)', async function () {
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'valve' }]));
     const out = helper.getNode('out');
-    await grants(out).next();
+    const first = await grants(out).next();
+    const conn = helper.getNode('cfg').connection;
+    await conn.waitState('valve', (s) => s.fence.token >= BigInt(first.token), { timeoutMs: 10000 });
+    // Raised by no holder of the lock: the node holds it all along.
+    const raised = await raiseFence('valve', first.token);
+    await conn.waitState('valve', (s) => s.fence.token >= raised, { timeoutMs: 10000 });
     const answer = nextOutput(helper.getNode('out-out'));
     out.receive({ payload: 'on' });
     const msg = await answer;
     assert.strictEqual(msg.outcome, 'stale');
-    assert.strictEqual(msg.fence.token, String(typed));
-    await statusMatching(out, new RegExp(`the fence's token ${typed} is above every revision etcd has issued`));
+    assert.match(msg.error, new RegExp(`the gateway's fence token ${raised} is at or above the token ${first.token} that this etcd has just granted to the lock this holder still holds`));
+    await statusMatching(out, /^stopped: /);
+  });
+
+  it('leaves no abort listener behind after 100 lease cycles', async function () {
+    // Issue 34, 7: each cycle added listeners to the node's long-lived
+    // signal, and Node warned (MaxListenersExceededWarning) after ten.
+    this.timeout(180000);
+    const warnings = [];
+    const onWarning = (w) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      await helper.load(nodes, flow([{ id: 'out', actuator: 'pump' }], { ttl: 2 }));
+      const out = helper.getNode('out');
+      const g = grants(out);
+      let grant = await g.next();
+      const counts = [];
+      for (let i = 1; i <= 100; i++) {
+        // The lease is lost: revoked in etcd, and the keeper asks at once.
+        const next = g.next();
+        await etcdCall('/v3/lease/revoke', { ID: grant.lease });
+        await grant.hold.keeper.tick();
+        grant = await next;
+        counts.push(getEventListeners(out.stopSignal, 'abort').length);
+      }
+      assert.ok(Math.max(...counts) <= 2, `abort listeners on the node's signal after each of 100 cycles: ${counts.join(' ')}`);
+    } finally {
+      process.off('warning', onWarning);
+    }
+    assert.deepStrictEqual(warnings.filter((w) => w.name === 'MaxListenersExceededWarning').map(String), []);
+  });
+
+  it('a mistyped actuator: red status naming the gateway\'s actuators, the error with the message, which goes out refused', async function () {
+    // Issue 34, 8.
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'pmup' }]));
+    const out = helper.getNode('out');
+    const errors = errorsOf(out);
+    const answer = nextOutput(helper.getNode('out-out'));
+    out.receive({ payload: 'on', n: 1 });
+    const msg = await answer;
+    const why = new RegExp(`^no actuator pmup on gateway ${env.gateway}; its actuators are (.+, )?pump(, .+)?$`);
+    assert.strictEqual(msg.outcome, 'refused', JSON.stringify(msg));
+    assert.strictEqual(msg.reason, 'unknown-actuator');
+    assert.match(msg.error, why);
+    assert.strictEqual(msg.n, 1);
+    const st = await statusMatching(out, why);
+    assert.strictEqual(st.fill, 'red');
+    errors.withMessage(1, why);
+    // The next message is refused at once.
+    const t0 = Date.now();
+    const again = nextOutput(helper.getNode('out-out'));
+    out.receive({ payload: 'off', n: 2 });
+    const m2 = await again;
+    assert.strictEqual(m2.outcome, 'refused');
+    assert.ok(Date.now() - t0 < 1000);
   });
 
   it('leaves no lease in etcd when the flow stops', async function () {

@@ -103,6 +103,25 @@ describe('fenced output nodes (no services)', function () {
     assert.strictEqual(msg.outcome, 'superseded');
     assert.strictEqual(msg.actuator, 'pump');
   });
+
+  it('bounds max age: 30 s unless set, a kept message is dropped when it is older, lease or none', async function () {
+    // Issue 34, 1: a message never waits for ever to be sent.
+    for (const [maxAge, ms] of [[undefined, 30000], [0, 30000], ['', 30000], [5, 5000]]) {
+      await helper.load(nodes, flow({ broker: `tcp://127.0.0.1:${await freePort()}` }, { maxAge }));
+      assert.strictEqual(helper.getNode('out').maxAgeMs, ms, `maxAge ${JSON.stringify(maxAge)}`);
+      await helper.unload();
+    }
+    await helper.load(nodes, flow({ broker: `tcp://127.0.0.1:${await freePort()}` }, { maxAge: 1 }));
+    const out = helper.getNode('out');
+    const kept = nextOutput(helper.getNode('seen'), 3000);
+    const t0 = Date.now();
+    out.receive({ payload: 'on', n: 1 });
+    const msg = await kept;
+    assert.strictEqual(msg.outcome, 'dropped', JSON.stringify(msg));
+    assert.strictEqual(msg.n, 1);
+    assert.match(msg.error, /^kept 1 s waiting for the lease, longer than max age 1 s: not sent$/);
+    assert.ok(Date.now() - t0 >= 1000);
+  });
 });
 
 describe('examples/fenced-pump.json', function () {
