@@ -107,11 +107,14 @@ type stoppedSend struct {
 }
 
 // startSend starts gateway send with args (which must include --etcd) and
-// --stop-after-grant. See waitStopped.
+// --stop-after-grant, unless they hold --stop-under-lease. See waitStopped.
 func startSend(t *testing.T, args ...string) *stoppedSend {
 	t.Helper()
 	s := &stoppedSend{out: newOutBuffer(), done: make(chan struct{})}
-	s.cmd = exec.Command(binary, append(args[:len(args):len(args)], "--stop-after-grant")...)
+	if !slices.Contains(args, "--stop-under-lease") {
+		args = append(args[:len(args):len(args)], "--stop-after-grant")
+	}
+	s.cmd = exec.Command(binary, args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/tests/testenv"
 )
@@ -211,4 +213,37 @@ func etcdClient(t *testing.T, url string) *clientv3.Client {
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// TestSendUnderALostLease: gateway send --etcd sends under the lease. One
+// stopped after its grant (--stop-under-lease) for longer than the TTL
+// finds its lease lost when continued, by its own clock: it publishes
+// nothing, says so and exits 8, and the pump's fence never sees its token.
+// (--stop-after-grant, the docs' demonstration of a paused controller,
+// sends anyway, for the gateway's fence to refuse it.)
+func TestSendUnderALostLease(t *testing.T) {
+	etcd := testenv.Etcd(t)
+	broker := testenv.EmbeddedBroker(t)
+	gatewayProc(t, broker)
+	s := startStoppedSend(t, "send", "--broker", broker, "--gateway", gatewayID(t), "--actuator", "pump", "--etcd", etcd,
+		"--ttl", "2", "--stop-under-lease", "on")
+	time.Sleep(4 * time.Second) // twice the TTL: no keep-alive went out meanwhile
+	out, code := s.resume(t)
+	if code != exitLost || strings.Contains(out, `"outcome"`) || !strings.Contains(out, "is lost") {
+		t.Fatalf("gateway send --stop-under-lease, continued after twice its TTL: exit %d; want 8, no answer, and that the lease is lost\n%s", code, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{Broker: broker, GatewayID: gatewayID(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	o, err := c.WaitState(ctx, "pump", func(fence.Output) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Fence.Token == s.token || o.State == fence.StateOn {
+		t.Fatalf("the pump is %s at fence %s after a send under a lost lease (token %d); want nothing of it", o.State, o.Fence, s.token)
+	}
 }

@@ -24,6 +24,7 @@ const (
 	exitFailed   = 5
 	exitTimeout  = 6
 	exitOutput   = 7
+	exitLost     = 8
 )
 
 const sendAbout = `
@@ -40,9 +41,13 @@ signed (see gateway keygen), as a gateway that requires signatures wants.
 The command names this process's reply topic, PREFIX/GATEWAY/reply/CLIENT-ID,
 so that its answer reaches it alone (see docs/protocol.md, Answers).
 
+With --etcd the command is sent under the lease: if it was lost before the
+publish (etcd answered no keep-alive within the TTL), nothing is sent.
+
 Exit codes: 0 applied or duplicate, 3 stale, 4 rejected, 5 failed, 6 no
 answer (timeout), 7 applied or duplicate but the output is not in the state
-asked for (changed since, or a failed drive), 64 bad usage, 1 other errors
+asked for (changed since, or a failed drive), 8 the lease was lost before
+the command was sent (nothing was sent), 64 bad usage, 1 other errors
 (broker or etcd unreachable).`
 
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -63,7 +68,8 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	pulseWidth := fs.Duration("pulse", 0, "with pulse: the pulse's width, whole milliseconds, 1ms to 10m")
 	dutyText := fs.String("duty", "", "with duty: the set-point, percent from 0 to 100 in steps of 0.01 (0 is off)")
 	shared := fs.Bool("shared-answers", false, "name no reply topic: the gateway answers on the actuator's shared result topic, to all its subscribers (for a gateway older than reply topics)")
-	stop := fs.Bool("stop-after-grant", false, "with --etcd: stop this process (SIGSTOP) after the grant and before the publish, to demonstrate a paused controller; continue it with SIGCONT")
+	stop := fs.Bool("stop-after-grant", false, "with --etcd: stop this process (SIGSTOP) after the grant and before the publish, to demonstrate a paused controller; continue it with SIGCONT: the command is sent, for the gateway's fence to refuse")
+	stopUnder := fs.Bool("stop-under-lease", false, "with --etcd: stop as --stop-after-grant does, but when continued send under the lease, as a controller does: if it was lost meanwhile, nothing is sent (exit 8)")
 	pos, err := fs.parseInterspersed(args, stdout, stderr)
 	if err != nil {
 		return err
@@ -105,6 +111,12 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	}
 	if (*token == 0) == (*etcdURL == "") {
 		return usageErr("give either --token N (1 to 2^63-1) or --etcd URL")
+	}
+	if (*stop || *stopUnder) && *etcdURL == "" {
+		return usageErr("--stop-after-grant and --stop-under-lease go with --etcd")
+	}
+	if *stop && *stopUnder {
+		return usageErr("give --stop-after-grant (sent without the lease's check) or --stop-under-lease (sent under it), not both")
 	}
 	if *holder == "" {
 		host, _ := os.Hostname()
@@ -151,7 +163,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		held = l
 		*token = l.Token()
 		fmt.Fprintf(stderr, "granted token %d (lock %s, scope %s)\n", *token, l.Key(), scope)
-		if *stop {
+		if *stop || *stopUnder {
 			// A pause after the grant, before the publish.
 			if err := pauseSelf(stderr); err != nil {
 				return err
@@ -164,7 +176,14 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		Setpoint: setpoint, Duty: duty}
 	sctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	res, err := ctl.Send(sctx, c)
+	var res fence.Result
+	if held != nil && !*stop {
+		res, err = ctl.SendUnder(sctx, held, c)
+	} else {
+		// --stop-after-grant shows a paused controller: its command must
+		// reach the gateway, whose fence refuses it.
+		res, err = ctl.Send(sctx, c)
+	}
 	if res.Outcome != "" {
 		fmt.Fprintf(stdout, "%s\n", wire.EncodeResult(res))
 	}
@@ -177,6 +196,8 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, lease.ErrLost):
+		return &exitError{exitLost, err}
 	case errors.As(err, &se):
 		if held != nil {
 			// A fence above every revision etcd has issued, or one at or
@@ -200,7 +221,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	case errors.As(err, &oe):
 		return &exitError{exitOutput, oe}
 	case errors.Is(err, client.ErrTimeout):
-		return &exitError{exitTimeout, fmt.Errorf("no answer within %v (is the gateway %q online?)", *timeout, *gw)}
+		return &exitError{exitTimeout, fmt.Errorf("no answer within %v: %w", *timeout, err)}
 	}
 	return err
 }
