@@ -61,11 +61,12 @@
 // installed /usr/bin/gateway, so it is on PATH there too. A doc's python3
 // is one with paho-mqtt and cryptography (Debian's, where a pyenv python3
 // comes first on PATH), and its node-red the one make clients installs in
-// node-red/. Files run in parallel. Without namespaces (or without
-// mosquitto, curl, etcd, etcdctl, openssl, chromium, that python3 or
-// Node-RED where a file uses them) the test skips, and fails under
-// CI=true. etcdutl, which Debian 12 lacks, is built from tools/etcdutl
-// when it is not installed.
+// node-red/. Its npm installs from an npm cache that the test fills from
+// the registry first (npmOffline). Files run in parallel. Without
+// namespaces (or without mosquitto, curl, etcd, etcdctl, openssl,
+// chromium, that python3, Node-RED or the npm registry where a file uses
+// them) the test skips, and fails under CI=true. etcdutl, which Debian 12
+// lacks, is built from tools/etcdutl when it is not installed.
 package docs_test
 
 import (
@@ -125,8 +126,8 @@ func sessionMain() int {
 		out.Encode(event{"fail", err.Error()})
 		return 1
 	}
-	var writable []string // the Go caches, shared with every build
-	for _, k := range []string{"GOCACHE", "GOMODCACHE"} {
+	var writable []string // the Go caches, shared with every build, and npm's (npmOffline)
+	for _, k := range []string{"GOCACHE", "GOMODCACHE", "npm_config_cache"} {
 		if v := os.Getenv(k); filepath.IsAbs(v) {
 			if _, err := os.Stat(v); err == nil {
 				writable = append(writable, v)
@@ -306,6 +307,8 @@ func TestDocs(t *testing.T) {
 						env = append(env, envPy+"="+testenv.Python(t))
 					case "node-red":
 						env = withPath(env, testenv.NodeRED(t, repo))
+					case "npm":
+						env = append(env, npmOffline(t, repo)...)
 					default:
 						testenv.Program(t, prog)
 					}
