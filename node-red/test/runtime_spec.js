@@ -1,8 +1,10 @@
 'use strict';
 
-// The package in node-red's own runtime, as a user installs it: loaded
-// from a user directory's node_modules, the example flow deployed through
-// the admin API with a password and a signing key, which must land in the
+// The package in node-red's own runtime: loaded from a user directory's
+// node_modules (a link to this folder, whose node_modules has its
+// dependencies; test/install_spec.js installs it as the docs do, a copy
+// with its dependency beside it), the example flow deployed through the
+// admin API with a password and a signing key, which must land in the
 // encrypted credentials file, never in the flow file or the flows the
 // editor exports. Needs no services.
 
