@@ -65,7 +65,8 @@ module.exports = function (RED) {
     // node's first lease check under it; beforePublish with {token, seq}
     // after the node's last lease check before a command is published, and
     // right before it is: a pause there is one that only the gateway's
-    // fence can catch.
+    // fence can catch. If beforePublish returns false, the command is not
+    // published (the conformance driver sends one command, nothing after).
     node.afterGrant = undefined;
     node.beforePublish = undefined;
 
@@ -185,8 +186,7 @@ module.exports = function (RED) {
     // at once, and its 'lost' handler reports the messages bound to it).
     function mayPublish(held, c) {
       if (lease !== held || held.lost || stop.signal.aborted) return false;
-      if (typeof node.beforePublish === 'function') node.beforePublish({ token: String(c.token), seq: String(c.seq) });
-      return true;
+      return typeof node.beforePublish !== 'function' || node.beforePublish({ token: String(c.token), seq: String(c.seq) }) !== false;
     }
 
     // pump raises the fence of a new lease, or sends the next queued

@@ -23,12 +23,19 @@
 // through the node's lease guard: if the lease was lost meanwhile, nothing
 // is published (not under that token, nor any new one), the driver writes
 // {"event":"lost","token":"<the lost token>","reason":"<why>"} and exits
-// 6; if the lease is still held, it is sent as usual.
+// 8; if the lease is still held, it is sent as usual.
 //
-// Exit status: 0 applied or duplicate, 3 stale (and, with the reason on
-// stderr, a fence above every revision etcd has issued: the node stopped),
-// 4 rejected, 5 failed, 6 the lease was lost before the message was sent
-// (nothing sent), 1 anything else (with one line on stderr).
+// The driver sends one command: the node publishes the fence-only
+// command of its first lease and the message's command, and nothing
+// after these (not the fence of a lease it takes by itself later).
+//
+// Exit status, as gateway send's: 0 applied or duplicate, 3 stale (also
+// when the fence is above every revision etcd has issued: the node
+// stopped, and stderr says so), 4 rejected, 5 failed, 6 no answer within
+// --timeout (stderr says why: the gateway offline, say), 7 applied or
+// duplicate but the output is not as asked, 8 the lease was lost before
+// the message was sent (nothing was sent), 1 anything else (with one line
+// on stderr).
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -80,8 +87,9 @@ function parseArgs(argv) {
   return o;
 }
 
-const EXIT = { applied: 0, duplicate: 0, stale: 3, rejected: 4, failed: 5 };
-const EXIT_LOST = 6;
+const EXIT = { applied: 0, duplicate: 0, stale: 3, rejected: 4, failed: 5, timeout: 6 };
+const EXIT_OUTPUT = 7;
+const EXIT_LOST = 8;
 
 async function main() {
   const o = parseArgs(process.argv.slice(2));
@@ -93,7 +101,9 @@ async function main() {
     { id: 'driver-gateway', type: 'fencegate-gateway', broker: o.broker, gatewayId: o.gateway, prefix: 'fencegate',
       etcd: o.etcd, ttl: Number(o.ttl) || 10, signer: o.signer || '' },
     { id: 'driver-out', z: 'driver-tab', type: 'fencegate-out', gateway: 'driver-gateway', actuator: o.actuator,
-      holder: o.holder || '', timeout: Number(o.timeout), wires: [['driver-answers']] },
+      // The message waits as long as the driver does: for the lock, then
+      // for the fence-only command's answer.
+      holder: o.holder || '', timeout: Number(o.timeout), maxAge: 2 * Number(o.timeout) + 5, wires: [['driver-answers']] },
     { id: 'driver-answers', z: 'driver-tab', type: 'helper' },
   ];
   const credentials = o.key ? { 'driver-gateway': { signingKey: readKey(o.key) } } : {};
@@ -115,33 +125,33 @@ async function main() {
   out.on('call:status', (call) => {
     lastStatus = call.args[0] && call.args[0].text;
   });
+  let ahead = null;
   out.on('call:error', (call) => {
     // An error about the message itself (refused before sending, say).
     if (!call.args[1]) return;
     const e = call.args[0];
-    if (e && e.name === 'AheadError') finish(EXIT.stale, e.message); // the node stopped: no lease can pass the fence
+    if (e && e.name === 'AheadError') ahead = e; // the node stopped; the message follows, with the stale answer
     else finish(1, String(e && e.message ? e.message : e));
   });
-  let granted = false;
+  let granted = '';
   let stopBeforePublish = false;
+  let sent = false; // the message's command was published
   const waitForGrant = setTimeout(() => finish(1, `no lease of ${o.actuator}'s scope within ${o.timeout}s (${lastStatus || 'no status'})`),
     Number(o.timeout) * 1000);
   out.afterGrant = (g) => {
-    if (granted) return; // a later grant (after a stale answer) is the flow's own business
-    granted = true;
+    if (granted) return; // a later grant is the node's own business
+    granted = g.token;
     clearTimeout(waitForGrant);
     event({ event: 'granted', token: g.token, scope: g.scope });
     if (o.stopUnderLease) process.kill(process.pid, 'SIGSTOP');
     if (o.stopAfterGrant) stopBeforePublish = true;
   };
   out.beforePublish = (c) => {
-    // Once the driver is done, nothing more goes out (the node would take
-    // the lease again and raise the fence, say, before the flow closes).
-    if (finishing !== null) process.exit(finishing);
-    if (stopBeforePublish && c.seq !== '0') { // the message's command, not the fence-only one
-      stopBeforePublish = false;
-      process.kill(process.pid, 'SIGSTOP');
-    }
+    if (sent || c.token !== granted || finishing !== null) return false; // one command, under the first lease
+    if (c.seq === '0') return true; // the fence-only command
+    sent = true;
+    if (stopBeforePublish) process.kill(process.pid, 'SIGSTOP');
+    return true;
   };
   helper.getNode('driver-answers').on('input', (msg) => {
     if (msg.outcome === 'lease-lost') {
@@ -149,12 +159,19 @@ async function main() {
       finish(EXIT_LOST);
       return;
     }
+    if (msg.outcome === 'timeout') {
+      finish(EXIT.timeout, msg.error);
+      return;
+    }
     if (msg.outcome in EXIT) {
       const a = msg.answer;
       event({ event: 'answer', outcome: a.outcome, reason: a.reason, fence: a.fence, state: a.state });
       if (a.outcome === 'stale' && msg.reread) event({ event: 'reread', state: msg.reread.state, fence: msg.reread.fence });
-      const missing = a.outcome === 'stale' && !msg.reread ? 'no state as new as the stale answer\'s fence came from the gateway' : '';
-      finish(missing ? 1 : EXIT[a.outcome], missing);
+      if (a.outcome === 'stale' && !msg.reread) finish(1, 'no state as new as the stale answer\'s fence came from the gateway');
+      else if (ahead) finish(EXIT.stale, ahead.message);
+      else if (EXIT[a.outcome] === 0 && (msg.state !== o.state || (msg.actual && msg.actual !== o.state))) {
+        finish(EXIT_OUTPUT, `${a.outcome}, but ${o.actuator} is ${msg.state}${msg.actual ? ` (reads back ${msg.actual})` : ''}, not ${o.state} as asked`);
+      } else finish(EXIT[a.outcome]);
       return;
     }
     finish(1, `${msg.outcome}${msg.error ? `: ${msg.error}` : ''}`);

@@ -61,6 +61,21 @@ function stopped(pid) {
   }
 }
 
+// watchSets records the commands published to valve from now on
+// (parsed, with at: when they came); end() stops.
+async function watchSets() {
+  const c = mqtt.connect(env.broker.replace(/^tcp:/, 'mqtt:'), { clientId: unique('watch') });
+  await new Promise((resolve, reject) => {
+    c.once('connect', resolve);
+    c.once('error', reject);
+  });
+  const seen = [];
+  c.on('message', (t, payload) => seen.push(JSON.parse(payload.toString())));
+  await c.subscribeAsync(`fencegate/${env.gateway}/valve/set`, { qos: 1 });
+  seen.end = () => c.endAsync();
+  return seen;
+}
+
 describe('conformance driver (integration)', function () {
   this.timeout(90000);
   const started = [];
@@ -82,35 +97,38 @@ describe('conformance driver (integration)', function () {
 
   it('a paused holder is answered stale with the new holder\'s fence and rereads its state', async function () {
     const common = args();
-    const A = start([...common, '--holder', 'A', '--id', unique('a'), '--stop-after-grant', 'on']);
-    started.push(A);
-    const granted = await until(A, () => A.lines.find((e) => e.event === 'granted'), 'A granted');
-    await until(A, () => stopped(A.pid), 'A stopped itself');
-    const B = start([...common, '--holder', 'B', '--id', unique('b'), 'off']);
-    started.push(B);
-    assert.strictEqual(await B.exited, 0, B.stderrText);
-    const bGrant = B.lines.find((e) => e.event === 'granted');
-    assert.ok(BigInt(bGrant.token) > BigInt(granted.token));
-    assert.deepStrictEqual(B.lines.find((e) => e.event === 'answer'),
-      { event: 'answer', outcome: 'applied', reason: '', fence: { token: bGrant.token, seq: '1' }, state: 'off' },
-      'B\'s message goes after its fence-only command (seq 0)');
-    process.kill(A.pid, 'SIGCONT');
-    assert.strictEqual(await A.exited, 3, A.stderrText);
-    const answer = A.lines.find((e) => e.event === 'answer');
-    assert.strictEqual(answer.outcome, 'stale');
-    assert.deepStrictEqual(answer.fence, { token: bGrant.token, seq: '1' });
-    assert.deepStrictEqual(A.lines.find((e) => e.event === 'reread'), { event: 'reread', state: 'off', fence: { token: bGrant.token, seq: '1' } });
+    const seen = await watchSets();
+    try {
+      const A = start([...common, '--holder', 'A', '--id', unique('a'), '--stop-after-grant', 'on']);
+      started.push(A);
+      const granted = await until(A, () => A.lines.find((e) => e.event === 'granted'), 'A granted');
+      await until(A, () => stopped(A.pid), 'A stopped itself');
+      const B = start([...common, '--holder', 'B', '--id', unique('b'), 'off']);
+      started.push(B);
+      assert.strictEqual(await B.exited, 0, B.stderrText);
+      const bGrant = B.lines.find((e) => e.event === 'granted');
+      assert.ok(BigInt(bGrant.token) > BigInt(granted.token));
+      assert.deepStrictEqual(B.lines.find((e) => e.event === 'answer'),
+        { event: 'answer', outcome: 'applied', reason: '', fence: { token: bGrant.token, seq: '1' }, state: 'off' },
+        'B\'s message goes after its fence-only command (seq 0)');
+      const resumed = seen.length;
+      process.kill(A.pid, 'SIGCONT');
+      assert.strictEqual(await A.exited, 3, A.stderrText);
+      await new Promise((r) => setTimeout(r, 500));
+      const continued = seen.slice(resumed).filter((c) => c.holder === 'A');
+      assert.deepStrictEqual([...new Set(continued.map((c) => `${c.id} ${c.token}`))], [`${continued[0].id} ${granted.token}`],
+        'after it continued, A published one command (its copies), under its old token: no fence of a new lease');
+      const answer = A.lines.find((e) => e.event === 'answer');
+      assert.strictEqual(answer.outcome, 'stale');
+      assert.deepStrictEqual(answer.fence, { token: bGrant.token, seq: '1' });
+      assert.deepStrictEqual(A.lines.find((e) => e.event === 'reread'), { event: 'reread', state: 'off', fence: { token: bGrant.token, seq: '1' } });
+    } finally {
+      await seen.end();
+    }
   });
 
-  it('--stop-under-lease: a lease lost while stopped sends nothing, says lost and exits 6', async function () {
-    const watch = mqtt.connect(env.broker.replace(/^tcp:/, 'mqtt:'), { clientId: unique('watch') });
-    await new Promise((resolve, reject) => {
-      watch.once('connect', resolve);
-      watch.once('error', reject);
-    });
-    const seen = [];
-    watch.on('message', (t, payload) => seen.push(JSON.parse(payload.toString())));
-    await watch.subscribeAsync(`fencegate/${env.gateway}/valve/set`, { qos: 1 });
+  it('--stop-under-lease: a lease lost while stopped sends nothing, says lost and exits 8', async function () {
+    const seen = await watchSets();
     try {
       const A = start([...args(), '--holder', 'A-under-lease', '--id', unique('a'), '--stop-under-lease', 'on']);
       started.push(A);
@@ -121,7 +139,7 @@ describe('conformance driver (integration)', function () {
       assert.strictEqual(await B.exited, 0, B.stderrText);
       const resumed = seen.length;
       process.kill(A.pid, 'SIGCONT');
-      assert.strictEqual(await A.exited, 6, A.stderrText);
+      assert.strictEqual(await A.exited, 8, A.stderrText);
       const lost = A.lines.find((e) => e.event === 'lost');
       assert.ok(lost, JSON.stringify(A.lines));
       assert.strictEqual(lost.token, granted.token);
@@ -132,7 +150,7 @@ describe('conformance driver (integration)', function () {
       assert.deepStrictEqual(seen.slice(resumed).filter((c) => c.holder === 'A-under-lease'), [], 'A published after it resumed');
       assert.deepStrictEqual(seen.filter((c) => c.holder === 'A-under-lease'), [], 'A published nothing at all: it stopped before its fence-only command');
     } finally {
-      await watch.endAsync();
+      await seen.end();
     }
   });
 

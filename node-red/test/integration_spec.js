@@ -106,6 +106,14 @@ function errorsOf(node) {
   return errors;
 }
 
+// runDriver runs the conformance driver for actuator of gateway gw and
+// resolves with its exit code, stdout and stderr.
+function runDriver(gw, actuator, state, ...flags) {
+  return new Promise((resolve) => execFile(process.execPath, [path.join(__dirname, 'conformance-driver.js'),
+    '--broker', env.broker, '--gateway', gw, '--etcd', env.etcd, '--actuator', actuator, '--holder', 'driver', '--ttl', '5', ...flags, state],
+  { timeout: 60000 }, (err, stdout, stderr) => resolve({ code: err ? err.code : 0, stdout, stderr })));
+}
+
 // startGateway starts another gateway (FENCEGATE_TEST_GATEWAY_BIN, sim
 // board, a store of its own) on the test broker, with one actuator, pump,
 // and returns its id once it takes commands; it stops when test's suite
@@ -494,11 +502,20 @@ describe('fenced output in Node-RED (integration)', function () {
       await sent.end();
     }
     // The conformance driver stops with the error too: exit 3, the reason on stderr.
-    const d = await new Promise((resolve) => execFile(process.execPath, [path.join(__dirname, 'conformance-driver.js'),
-      '--broker', env.broker, '--gateway', gw, '--etcd', env.etcd, '--actuator', 'pump', '--holder', 'driver', '--ttl', '5', 'on'],
-    { timeout: 60000 }, (err, stdout, stderr) => resolve({ code: err ? err.code : 0, stdout, stderr })));
+    const d = await runDriver(gw, 'pump', 'on');
     assert.strictEqual(d.code, 3, d.stderr);
     assert.match(d.stderr, /above every revision/);
+  });
+
+  it('the conformance driver: no answer while the gateway is offline exits 6 and says so', async function () {
+    if (!env.gatewayBin) this.skip();
+    const gw = await startGateway(this);
+    const { p } = started.find((g) => g.id === gw);
+    p.kill('SIGTERM'); // a clean stop: its status is offline, its states stay retained
+    await new Promise((r) => p.once('exit', r));
+    const d = await runDriver(gw, 'pump', 'on', '--timeout', '4');
+    assert.strictEqual(d.code, 6, d.stderr);
+    assert.match(d.stderr, /offline/);
   });
 
   it('stops when the fence passed its token while it still holds the lock (etcd handed the token out again)', async function () {
