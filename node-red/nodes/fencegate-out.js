@@ -512,6 +512,7 @@ module.exports = function (RED) {
         lease = held;
         seq = 0n; // the fence-only command's; the messages' go from 1
         status('green', 'dot', `token ${held.token}: holding the lease`);
+        node.log(`${node.actuator}: lease of scope ${scope} granted: token ${held.token}, lock key ${held.key}`);
         if (typeof node.afterGrant === 'function') node.afterGrant({ token: String(held.token), scope, key: held.key, lease: held.id, hold: held });
         pump();
         const end = await Promise.race([ended, closing]);

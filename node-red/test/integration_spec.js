@@ -181,6 +181,9 @@ describe('fenced output in Node-RED (integration)', function () {
     const g = grants(out);
     const first = await g.next();
     assert.strictEqual(first.scope, 'pump');
+    const logged = out.log.getCalls().filter((c) => c.thisValue === out).map((c) => String(c.args[0]));
+    assert.ok(logged.includes(`pump: lease of scope pump granted: token ${first.token}, lock key ${first.key}`),
+      `the grant is logged with its token and lock key (docs/controllers.md): ${JSON.stringify(logged)}`);
     const answer = nextOutput(helper.getNode('out-out'));
     out.receive({ payload: 'on', topic: 'mine' });
     const msg = await answer;
