@@ -87,4 +87,11 @@ func TestTopLevelUsageListsSendStates(t *testing.T) {
 	if !strings.Contains(send, "on|off|fence|pulse|duty|reset") {
 		t.Errorf("gateway send -h lacks on|off|fence|pulse|duty|reset:\n%s", send)
 	}
+	// The number flags name what they take (a flag.Value of its own says
+	// "value" unless its usage names it).
+	for _, f := range []string{"-token N\n", "-seq N\n"} {
+		if !strings.Contains(send, f) {
+			t.Errorf("gateway send -h lacks %q:\n%s", f, send)
+		}
+	}
 }
