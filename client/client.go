@@ -101,6 +101,7 @@ type Client struct {
 	signer string
 	key    ed25519.PrivateKey
 	resend time.Duration // < 0: never
+	store  *guardedStore // paho's: no replay of a command under a lost lease
 
 	mu      sync.Mutex
 	waiting map[string][]*waiter    // Send and Await calls, by command id, oldest first
@@ -138,7 +139,8 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	cl := &Client{topics: wire.Topics{Prefix: o.Prefix, GatewayID: o.GatewayID},
 		waiting: map[string][]*waiter{}, unread: map[string]fence.Result{},
 		states: map[string]fence.Output{}, inputs: map[string]wire.InputState{}, changed: make(chan struct{}), retry: make(chan struct{}),
-		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000), signer: o.Signer, key: o.Key, resend: o.Resend}
+		prefix: fmt.Sprintf("%s-%d-", o.ClientID, time.Now().UnixNano()%100000), signer: o.Signer, key: o.Key, resend: o.Resend,
+		store: newGuardedStore()}
 	if cl.resend == 0 {
 		cl.resend = DefaultResend
 	}
@@ -164,7 +166,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	opts := mqtt.NewClientOptions().AddBroker(o.Broker).SetClientID(o.ClientID).
 		SetUsername(o.Username).SetPassword(password).SetCleanSession(true).
 		SetAutoReconnect(true).SetMaxReconnectInterval(10 * time.Second).
-		SetConnectTimeout(5 * time.Second).SetOrderMatters(true).
+		SetConnectTimeout(5 * time.Second).SetOrderMatters(true).SetStore(cl.store).
 		SetOnConnectHandler(func(c mqtt.Client) {
 			go func() { // not in paho's connect handler, which must not block
 				tok := c.SubscribeMultiple(subs, cl.receive)
@@ -363,6 +365,10 @@ func (cl *Client) Publish(ctx context.Context, topic string, payload []byte, ret
 // ReplyTopic returns the topic this client's commands name for their
 // answers; "" with SharedAnswers.
 func (cl *Client) ReplyTopic() string { return cl.reply }
+
+// Connected reports whether the connection to the broker is up now (it
+// reconnects by itself after a loss).
+func (cl *Client) Connected() bool { return cl.c.IsConnectionOpen() }
 
 // Close disconnects.
 func (cl *Client) Close() { cl.c.Disconnect(100) }

@@ -88,6 +88,7 @@ func (cl *Client) send(ctx context.Context, g Guard, c fence.Command) (fence.Res
 		if err := g.Check(); err != nil {
 			return fence.Result{}, fmt.Errorf("client: not sent: %w", err)
 		}
+		defer cl.store.guard(payload, g)()
 	}
 	if cl.resend < 0 {
 		if err := wait(ctx, cl.c.Publish(topic, 1, false, payload)); err != nil {
