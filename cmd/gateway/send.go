@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -61,7 +60,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	seq := fs.uintRange("seq", 0, fence.MaxSeq, "sequence number `N` under the token, 0 to 2^63-1")
 	id := fs.String("id", "", "command id (default: generated)")
 	holder := fs.String("holder", "", "holder name for the audit trail (default: gateway-send@HOST)")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer (with --etcd: for the lock too)")
 	etcdURL := fs.String("etcd", "", "obtain the token from an etcd lock at this endpoint (comma-separated list)")
 	ttl := fs.Int("ttl", 10, "with --etcd: lease time to live in seconds")
 	signing := addSignFlags(fs)
@@ -112,6 +111,18 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	if (*token == 0) == (*etcdURL == "") {
 		return usageErr("give either --token N (1 to 2^63-1) or --etcd URL")
 	}
+	if *timeout <= 0 {
+		return usageErr("--timeout %v: want a positive duration, e.g. 10s", *timeout)
+	}
+	if *ttl < 1 {
+		return usageErr("--ttl %d: want whole seconds, at least 1 (etcd raises a TTL below its minimum)", *ttl)
+	}
+	var endpoints []string
+	if *etcdURL != "" {
+		if endpoints, err = etcdEndpoints(*etcdURL); err != nil {
+			return usageErr("%v", err)
+		}
+	}
 	if (*stop || *stopUnder) && *etcdURL == "" {
 		return usageErr("--stop-after-grant and --stop-under-lease go with --etcd")
 	}
@@ -148,14 +159,14 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		if err != nil {
 			return err
 		}
-		etcd, err = clientv3.New(clientv3.Config{Endpoints: strings.Split(*etcdURL, ","), DialTimeout: 5 * time.Second})
+		etcd, err = dialEtcd(endpoints, *timeout)
 		if err != nil {
-			return fmt.Errorf("etcd: %w", err)
+			return err
 		}
 		defer etcd.Close()
 		// The session lives on the command's context: its keep-alive
 		// holds the lock until the answer came, and Release revokes it.
-		l, err := lease.Acquire(ctx, etcd, lease.Options{Gateway: *gw, Scope: scope, TTL: *ttl, Wait: 60 * time.Second})
+		l, err := lease.Acquire(ctx, etcd, lease.Options{Gateway: *gw, Scope: scope, TTL: *ttl, Wait: *timeout})
 		if err != nil {
 			return err
 		}

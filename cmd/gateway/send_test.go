@@ -119,6 +119,16 @@ func TestSendErrorTexts(t *testing.T) {
 		{[]string{"--actuator", "pmup", "--token", "20", "on"}, exitRejected, "gateway: " + unknown + "\n", 2},
 		// etcd is not there: nothing may be asked of it.
 		{[]string{"--actuator", "pmup", "--etcd", "http://127.0.0.1:1", "on"}, exitRejected, "gateway: " + unknown + "\n", 1},
+		// A known actuator, and etcd is not there: said at once (it
+		// waited 60 s whatever --timeout said, then "context deadline
+		// exceeded"), without the etcd client's JSON warnings.
+		{[]string{"--actuator", "pump", "--etcd", "http://127.0.0.1:1", "on"}, exitFailure,
+			"gateway: etcd http://127.0.0.1:1: connection refused: nothing listens at 127.0.0.1:1 (is etcd running? is the URL right?)\n", 1},
+		{[]string{"--actuator", "pump", "--etcd", "127.0.0.1:1", "on"}, exitUsage,
+			`gateway: --etcd "127.0.0.1:1": want etcd's client URL, http://HOST:PORT (or https://), e.g. http://127.0.0.1:2379; several, comma-separated` + hint, 2},
+		{[]string{"--actuator", "pump", "--token", "1", "--timeout", "0s", "on"}, exitUsage, "gateway: --timeout 0s: want a positive duration, e.g. 10s" + hint, 2},
+		{[]string{"--actuator", "pump", "--token", "1", "--timeout", "-1s", "on"}, exitUsage, "gateway: --timeout -1s: want a positive duration", 2},
+		{[]string{"--actuator", "pump", "--etcd", "http://127.0.0.1:1", "--ttl", "0", "on"}, exitUsage, "gateway: --ttl 0: want whole seconds, at least 1", 2},
 	} {
 		start := time.Now()
 		out, code := runCLI(t, append([]string{"send", "--broker", broker, "--gateway", gw}, tt.args...)...)
