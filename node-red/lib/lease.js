@@ -82,7 +82,10 @@ class Lease extends EventEmitter {
   // Lease.CheckFence). It also throws an AheadError if the fence is at or
   // above this token while the lock is still held: no holder of this etcd
   // can have been granted a newer token meanwhile (after a restore without
-  // --bump-revision, etcd hands out its old tokens again).
+  // --bump-revision, etcd hands out its old tokens again). A fence at this
+  // token raised by the holder's own commands is not a fence from
+  // elsewhere: the caller rules that out first (fencegate-out's ownFence:
+  // this token and a seq it sent itself), and calls this for the rest.
   async checkFence(fence) {
     await checkFence(this.etcd, fence);
     if (fence < this.token || !(await this.held())) return;

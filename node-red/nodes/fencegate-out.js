@@ -117,8 +117,15 @@ module.exports = function (RED) {
     // The broker's troubles take the status while they last.
     const onProblem = (text) => node.status({ fill: 'red', shape: 'ring', text });
     const onReady = () => node.status(lastStatus);
+    // The gateway back online: a fence-only command that went unanswered is
+    // sent again, unchanged (the gateway answers a copy duplicate), so that
+    // the fence is known raised without waiting for a message.
+    const onGateway = (s) => {
+      if (s === 'online' && lease && lease.fenceCmd && !lease.fenced && !busy && !halted) raiseFence(lease);
+    };
     conn.on('problem', onProblem);
     conn.on('ready', onReady);
+    conn.on('status', onGateway);
 
     // take takes item out of the queue, if it is there; takeAll takes
     // them all.
@@ -197,7 +204,9 @@ module.exports = function (RED) {
       if (busy || !lease || halted || stop.signal.aborted) return;
       const held = lease;
       if (!held.fenced) {
-        raiseFence(held);
+        // Tried before and not known raised: again (unchanged) only for a
+        // message, never by itself on a timer.
+        if (!held.fenceCmd || queue.length > 0) raiseFence(held);
         return;
       }
       while (queue.length > 0 && tooOld(queue[0])) drop(queue[0]);
@@ -218,6 +227,7 @@ module.exports = function (RED) {
       }
       if (!mayPublish(held, c)) return;
       take(item);
+      held.sentTop = c.seq;
       seq++;
       busy = true;
       const asked = c.pulseMs > 0n ? `pulse ${c.pulseMs} ms` : c.duty !== undefined ? `duty ${wire.formatDuty(c.duty)}%` : c.reset ? 'reset' : c.state;
@@ -241,18 +251,25 @@ module.exports = function (RED) {
     // waiting go out with that answer, unsent, and the lease is acquired
     // again, as after any stale answer. Any other answer, or none: the
     // fence is not known to be raised, the messages waiting go out with
-    // that outcome, unsent, and the next message tries the fence again.
+    // that outcome, unsent, and the next message (or the gateway coming
+    // back online) sends the same fence-only command again: one command per
+    // lease, the same id, token, seq 0 and signature every time, so that
+    // every copy the broker queued is answered duplicate, never stale.
     function raiseFence(held) {
-      let c;
-      try {
-        c = conn.prepare({ actuator: node.actuator, token: held.token, seq: 0n, holder: node.holder });
-      } catch (e) {
-        status('red', 'ring', `refused before sending: ${e.message}`);
-        node.error(`${node.actuator}: the fence-only command under token ${held.token}: ${e.message}`);
-        for (const item of takeAll()) item.done(e);
-        return;
+      let c = held.fenceCmd;
+      if (!c) {
+        try {
+          c = conn.prepare({ actuator: node.actuator, token: held.token, seq: 0n, holder: node.holder });
+        } catch (e) {
+          status('red', 'ring', `refused before sending: ${e.message}`);
+          node.error(`${node.actuator}: the fence-only command under token ${held.token}: ${e.message}`);
+          for (const item of takeAll()) item.done(e);
+          return;
+        }
       }
       if (!mayPublish(held, c)) return;
+      held.fenceCmd = c;
+      if (held.sentTop < 0n) held.sentTop = 0n;
       busy = true;
       status('green', 'ring', `token ${held.token}: raising the fence`);
       conn.send(c, { timeoutMs: node.timeoutMs, mayResend: () => mayResend(held), withdraw: held.withdraw.signal })
@@ -278,6 +295,14 @@ module.exports = function (RED) {
         return;
       }
       const fields = answerFields(c, a);
+      if (act === 'reacquire' && ownFence(held, a)) {
+        // The fence is at a command of this node's own under this token
+        // (a copy of it answered stale): the fence is raised.
+        held.fenced = true;
+        seq = a.fence.seq + 1n;
+        status('green', 'dot', `token ${c.token}: holding the lease, fence raised (at its own ${a.fence.token}/${a.fence.seq})`);
+        return;
+      }
       if (act === 'reacquire') {
         await staleAnswer(c, held, a, fields, []);
         return;
@@ -297,6 +322,22 @@ module.exports = function (RED) {
       for (const item of bound(held)) {
         out(item, { outcome: 'timeout', error: `not sent: the fence-only command under token ${c.token} before it: ${text}`, token: String(c.token) });
       }
+    }
+
+    // ownFence says whether a stale answer's fence is this node's own: at
+    // the token of the lease it still holds, and at a seq it has published
+    // under that lease itself (sentTop: the highest). Only this node sends
+    // under its token while it holds the lock, so such a fence was raised
+    // by one of its own commands, answered stale when a copy came again
+    // (a redelivery beyond the gateway's duplicate window, or a copy under
+    // another id): the scope is still the node's, and it goes on above the
+    // fence (the next seq above the fence's). A fence at its token but
+    // above every seq it sent, or above its token, was raised by another
+    // holder, and halts the node (staleAnswer, lease.checkFence). (A
+    // holder given the same token again by a restored etcd, whose fence is
+    // at a seq this node sent too, cannot be told from this node's own.)
+    function ownFence(held, a) {
+      return lease === held && !held.lost && a.fence.token === held.token && held.sentTop >= 0n && a.fence.seq <= held.sentTop;
     }
 
     function answerFields(c, a) {
@@ -413,6 +454,15 @@ module.exports = function (RED) {
           return;
         }
         case 'reacquire':
+          if (ownFence(held, a)) {
+            // The fence is this node's own command (see ownFence): this
+            // one was not applied now; keep the lease, go on above it.
+            if (seq <= a.fence.seq) seq = a.fence.seq + 1n;
+            status('yellow', 'dot', `token ${c.token}: stale at its own fence ${a.fence.token}/${a.fence.seq}`);
+            node.warn(`${node.actuator}: command under token ${c.token} seq ${c.seq} answered stale at this node's own fence ${a.fence.token}/${a.fence.seq} (a command it sent before, answered again); the lease is kept; send the message again if it is still wanted`);
+            out(item, { ...fields, error: `not applied now: the fence ${a.fence.token}/${a.fence.seq} is at a command this node sent under token ${c.token} itself (this one, or an earlier one, answered again); reread msg.state${a.error ? ` (${a.error})` : ''}` });
+            return;
+          }
           // Stop acting under this token now; the answer goes out once
           // the state is reread, and the lease is acquired again.
           await staleAnswer(c, held, a, fields, [item]);
@@ -501,6 +551,8 @@ module.exports = function (RED) {
           endLease = resolve;
         });
         held.fenced = false;
+        held.fenceCmd = null; // the fence-only command of this lease, once made
+        held.sentTop = -1n; // the highest seq published under this lease
         held.withdraw = new AbortController();
         held.once('lost', (why) => {
           held.withdraw.abort();
@@ -542,6 +594,7 @@ module.exports = function (RED) {
       stop.abort();
       conn.off('problem', onProblem);
       conn.off('ready', onReady);
+      conn.off('status', onGateway);
       config.deregister(node);
       for (const item of takeAll()) item.done();
       const held = lease;

@@ -123,8 +123,20 @@ async function startGateway(test) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fencegate-nr-'));
   const config = path.join(dir, 'gateway.yaml');
   fs.writeFileSync(config, `id: ${id}\nmqtt:\n  broker: ${env.broker}\nstore: ${path.join(dir, 'fence.db')}\nboard: sim\nhttp: ""\nactuators:\n  - {name: pump, pin: GPIO17}\n`);
+  await runGateway({ id, dir, config });
+  return id;
+}
+
+// runGateway starts gateway g ({id, dir, config}: its configuration and
+// store, as startGateway made them, or as a killed one left them) and
+// resolves once it takes commands.
+async function runGateway(g) {
+  const { id, config } = g;
   const p = spawn(env.gatewayBin, ['run', '--config', config, '--init'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  started.push({ p, dir, id });
+  const i = started.indexOf(g);
+  if (i >= 0) started.splice(i, 1);
+  g.p = p;
+  started.push(g);
   let log = '';
   await new Promise((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`gateway ${id} not ready within 20 s:\n${log}`)), 20000);
@@ -139,14 +151,13 @@ async function startGateway(test) {
     p.stderr.on('data', on);
     p.on('exit', (code) => reject(new Error(`gateway ${id} exited ${code}:\n${log}`)));
   });
-  return id;
 }
 
 const started = [];
 
 after(async function () {
   for (const { p, dir } of started.splice(0)) {
-    if (p.exitCode === null) {
+    if (p.exitCode === null && p.signalCode === null) {
       p.kill('SIGTERM');
       await new Promise((r) => p.once('exit', r));
     }
@@ -536,6 +547,91 @@ describe('fenced output in Node-RED (integration)', function () {
     assert.strictEqual(msg.outcome, 'stale');
     assert.match(msg.error, new RegExp(`the gateway's fence token ${raised} is at or above the token ${first.token} that this etcd has just granted to the lock this holder still holds`));
     await statusMatching(out, /^stopped: /);
+  });
+
+  it('a gateway killed as a flow deploys: the fence-only command is resent unchanged, not re-raised by itself, and the node goes on once the gateway is back', async function () {
+    // The broker queues what the node publishes for the crashed gateway's
+    // session; on restart the gateway takes the queue in order. Copies of
+    // one command are answered duplicate; commands under new ids were
+    // answered stale, "equals the fence", and the node stopped.
+    if (!env.gatewayBin) this.skip();
+    this.timeout(120000);
+    const gw = await startGateway(this);
+    const g = started.find((x) => x.id === gw);
+    g.p.kill('SIGKILL');
+    await new Promise((r) => g.p.once('exit', r));
+    const sent = await commandsOn(`fencegate/${gw}/pump/set`);
+    try {
+      await helper.load(nodes, flow([{ id: 'out', actuator: 'pump', timeout: 3 }], { gatewayId: gw }));
+      const out = helper.getNode('out');
+      const errors = errorsOf(out);
+      const first = await grants(out).next();
+      const fenceOnly = () => sent.filter((c) => String(c.token) === first.token && !('seq' in c) && !('state' in c));
+      await sleep(4000); // past Answer within (3 s) once
+      const before = fenceOnly().length;
+      assert.ok(before >= 1, 'the fence-only command was published');
+      await sleep(5000); // and twice
+      assert.strictEqual(fenceOnly().length, before, 'the fence-only command was raised again with no message waiting');
+      await runGateway(g);
+      await statusMatching(out, /fence raised/, 20000);
+      const answer = nextOutput(helper.getNode('out-out'));
+      out.receive({ payload: 'on' });
+      const msg = await answer;
+      assert.strictEqual(msg.outcome, 'applied', JSON.stringify(msg));
+      assert.deepStrictEqual(msg.fence, { token: first.token, seq: '1' });
+      const last = await statusMatching(out, new RegExp(`^token ${first.token}: applied on$`));
+      assert.strictEqual(last.fill, 'green');
+      assert.deepStrictEqual(new Set(fenceOnly().map((c) => c.id)).size, 1, `one fence-only command, sent again unchanged: ${JSON.stringify(fenceOnly())}`);
+      assert.deepStrictEqual(errors.map(([e]) => String(e)), []);
+    } finally {
+      await sent.end();
+    }
+  });
+
+  // copyFirst makes node publish, right after its grant and before its
+  // fence-only command (on its own connection, so in that order), a
+  // fence-only command under its token with seq and holder, under an id of
+  // its own: the gateway answers the node's fence-only command stale.
+  function copyFirst(out, gw, seq, holder) {
+    const got = grants(out);
+    const conn = helper.getNode('cfg').connection;
+    const recorded = out.afterGrant;
+    out.afterGrant = (g) => {
+      conn.client.publish(`fencegate/${gw}/pump/set`, `{"id":"${unique('copy')}","token":${g.token}${seq ? `,"seq":${seq}` : ''},"holder":${JSON.stringify(holder)}}`, { qos: 1 });
+      recorded(g);
+    };
+    return got;
+  }
+
+  it('a stale answer at its own token and a seq it sent itself (its fence-only command under another id) is its own fence: it goes on', async function () {
+    if (!env.gatewayBin) this.skip();
+    const gw = await startGateway(this);
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'pump', holder: 'me' }], { gatewayId: gw }));
+    const out = helper.getNode('out');
+    const errors = errorsOf(out);
+    const first = await copyFirst(out, gw, 0, 'me').next();
+    await statusMatching(out, new RegExp(`^token ${first.token}: holding the lease, fence raised \\(at its own ${first.token}/0\\)$`));
+    const answer = nextOutput(helper.getNode('out-out'));
+    out.receive({ payload: 'on' });
+    const msg = await answer;
+    assert.strictEqual(msg.outcome, 'applied', JSON.stringify(msg));
+    assert.deepStrictEqual(msg.fence, { token: first.token, seq: '1' });
+    await statusMatching(out, new RegExp(`^token ${first.token}: applied on$`));
+    assert.deepStrictEqual(errors.map(([e]) => String(e)), []);
+  });
+
+  it('stops when the fence is at its own token but a seq it never sent (another holder given the same token)', async function () {
+    if (!env.gatewayBin) this.skip();
+    const gw = await startGateway(this);
+    await helper.load(nodes, flow([{ id: 'out', actuator: 'pump', holder: 'me' }], { gatewayId: gw }));
+    const out = helper.getNode('out');
+    const first = await copyFirst(out, gw, 7, 'another holder').next();
+    await statusMatching(out, new RegExp(`^stopped: the gateway's fence token ${first.token} is at or above the token ${first.token}`));
+    const answer = nextOutput(helper.getNode('out-out'));
+    out.receive({ payload: 'on' });
+    const msg = await answer;
+    assert.strictEqual(msg.outcome, 'refused', JSON.stringify(msg));
+    assert.strictEqual(msg.reason, 'fence-ahead');
   });
 
   it('leaves no abort listener behind after 100 lease cycles', async function () {
