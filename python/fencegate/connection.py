@@ -241,8 +241,9 @@ class Connection:
     ``on_ready`` is called (from the network thread) after each connect
     once every subscription is acknowledged; ``on_message(topic, payload,
     retained)`` for each message; ``on_lost`` when the connection drops.
-    paho reconnects by itself; subscriptions are made again each time (a
-    clean session).
+    It reconnects by itself, with a new paho client each time (see
+    :meth:`_new_paho`); subscriptions are made again each time (a clean
+    session).
     """
 
     def __init__(self, broker: str, client_id: str, security: Security, subscriptions: List[str],
@@ -263,26 +264,49 @@ class Connection:
         self._lost_before_connack = False
         self._stop = threading.Event()
         self.connected = False
+        self._client_id = client_id
+        self._tls_ctx = _tls_context(security) if self.tls else None
+        # The paho client of the connection up now (after its CONNACK), or
+        # None: the only one publish() hands a message to.
+        self._live: Optional[Any] = None
+        self._was_up = False
+        self._paho = self._new_paho()
+        self._thread = threading.Thread(target=self._run, name=f"fencegate-mqtt-{client_id}", daemon=True)
+
+    def _new_paho(self) -> Any:
+        """A new paho client, for one connection only.
+
+        Each connection has a paho client of its own, never reconnected:
+        a message handed to paho is sent on that connection or never.
+        paho keeps an unacknowledged QoS 1 publish and sends it again on
+        its own reconnect, even with a clean session (paho 1.6 and 2.x
+        alike: its reconnect sets each one back to be published, and the
+        CONNACK sends them), without asking anyone. A command published
+        under a lease whose deadline passes while the broker is away would
+        then be published again under a lost token. The client's own
+        resend loop publishes again after a reconnect, and checks the
+        lease first. (Dropping them from paho's queue on a disconnect
+        would need paho's private attributes, and a publish racing the
+        disconnect could still slip into the queue.)
+        """
         if PAHO_V2:
             version2 = getattr(paho, "CallbackAPIVersion").VERSION2
-            c = paho.Client(version2, client_id=client_id, clean_session=True, protocol=paho.MQTTv311)
-            c.on_connect = lambda _c, _u, _f, rc, _p: self._connected(_connack_name(rc))
+            c = paho.Client(version2, client_id=self._client_id, clean_session=True, protocol=paho.MQTTv311)
+            c.on_connect = lambda c_, _u, _f, rc, _p: self._connected(c_, _connack_name(rc))
             c.on_subscribe = lambda _c, _u, mid, rcs, _p: self._subscribed(mid, any(r.is_failure for r in rcs))
-            c.on_disconnect = lambda _c, _u, _f, rc, _p: self._disconnected()
+            c.on_disconnect = lambda c_, _u, _f, rc, _p: self._disconnected(c_)
         else:
-            c = paho.Client(client_id=client_id, clean_session=True, protocol=paho.MQTTv311)
-            c.on_connect = lambda _c, _u, _f, rc: self._connected(_connack_name(rc))
+            c = paho.Client(client_id=self._client_id, clean_session=True, protocol=paho.MQTTv311)
+            c.on_connect = lambda c_, _u, _f, rc: self._connected(c_, _connack_name(rc))
             c.on_subscribe = lambda _c, _u, mid, granted: self._subscribed(mid, any(q == 128 for q in granted))
-            c.on_disconnect = lambda _c, _u, rc: self._disconnected()
+            c.on_disconnect = lambda c_, _u, rc: self._disconnected(c_)
         c.on_message = lambda _c, _u, m: self._on_message(m.topic, m.payload, bool(m.retain))
         c.on_log = self._log
-        c.reconnect_delay_set(1, 10)
-        if self.tls:
-            c.tls_set_context(_tls_context(security))
-        if security.username:
-            c.username_pw_set(security.username, security.password)
-        self._paho = c
-        self._thread = threading.Thread(target=self._run, name=f"fencegate-mqtt-{client_id}", daemon=True)
+        if self._tls_ctx is not None:
+            c.tls_set_context(self._tls_ctx)
+        if self.security.username:
+            c.username_pw_set(self.security.username, self.security.password)
+        return c
 
     def _log(self, _c: Any, _u: Any, level: int, buf: str) -> None:
         if level == paho.MQTT_LOG_ERR:
@@ -323,33 +347,63 @@ class Connection:
         raise BrokerError(f"subscribe at {self.broker}: no answer from the broker within {timeout:g}s")
 
     def _run(self) -> None:
-        # paho's loop_forever, kept going: paho 1.x lets some TLS errors
-        # (a client certificate the broker refuses after the handshake)
-        # escape its loop, which would end the thread with a traceback.
+        # paho's loop for this connection's client, then a new client for
+        # the next connection (never paho's reconnect: see _new_paho).
+        # paho 1.x lets some TLS errors (a client certificate the broker
+        # refuses after the handshake) escape its loop: a lost connection.
+        c = self._paho
         delay = 1.0
         while not self._stop.is_set():
             try:
-                self._paho.loop_forever(retry_first_connection=True)
-                return
+                while not self._stop.is_set() and c.loop(1.0) == paho.MQTT_ERR_SUCCESS:
+                    pass
             except Exception as e:  # noqa: BLE001 - any fault of the loop is a lost connection
                 self._last_error = f"{type(e).__name__}: {e}"
-                self._disconnected()
-            if self._stop.wait(delay):
+            self._disconnected(c)
+            sock = c.socket()
+            if sock is not None:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+            if self._stop.is_set():
                 return
-            delay = min(delay * 2, 10.0)
-            try:
-                self._paho.reconnect()
-            except Exception as e:  # noqa: BLE001
-                self._last_error = f"{type(e).__name__}: {e}"
+            if self._was_up:
+                delay, self._was_up = 1.0, False  # after a connection, the first retry in a second (as paho's)
+            while True:
+                if self._stop.wait(delay):
+                    return
+                delay = min(delay * 2, 10.0)
+                n = self._new_paho()
+                try:
+                    n.connect(self.host, self.port, keepalive=30)
+                except Exception as e:  # noqa: BLE001
+                    self._last_error = f"{type(e).__name__}: {e}"
+                    s = n.socket()
+                    if s is not None:
+                        s.close()
+                    continue
+                with self._cv:
+                    self._paho = c = n
+                if self._stop.is_set():  # close() may have missed it
+                    try:
+                        c.disconnect()
+                    except Exception:  # noqa: BLE001
+                        pass
+                    return
+                break
 
-    def _connected(self, connack: str) -> None:
+    def _connected(self, c: Any, connack: str) -> None:
         with self._cv:
             self._connack = connack
             self._cv.notify_all()
         if connack != "Success":
             return
+        with self._cv:
+            self._live = c
+            self._was_up = True
         self.connected = True
-        rc, mid = self._paho.subscribe([(t, 1) for t in self._subs])
+        rc, mid = c.subscribe([(t, 1) for t in self._subs])
         with self._cv:
             self._sub_mid = mid
 
@@ -365,8 +419,11 @@ class Connection:
             self._cv.notify_all()
         self._on_ready()
 
-    def _disconnected(self) -> None:
+    def _disconnected(self, c: Any) -> None:
         with self._cv:
+            if c is not self._paho:
+                return  # an old client's, already lost
+            self._live = None
             if self._connack is None:
                 self._lost_before_connack = True
             self.connected = False
@@ -374,17 +431,23 @@ class Connection:
         self._on_lost()
 
     def publish(self, topic: str, payload: bytes) -> bool:
-        """Publish with QoS 1, never retained; False if not connected now
-        (paho keeps the message and sends it once connected: the client
-        does not publish while disconnected)."""
-        info = self._paho.publish(topic, payload, qos=1, retain=False)
+        """Publish with QoS 1, never retained, on the connection up now;
+        False if there is none. A message is sent on that connection or
+        never: it is not published again on a reconnect (see _new_paho)."""
+        with self._cv:
+            c = self._live
+        if c is None:
+            return False
+        info = c.publish(topic, payload, qos=1, retain=False)
         return bool(info.rc == paho.MQTT_ERR_SUCCESS)
 
     def close(self) -> None:
         """Disconnect and stop the network thread."""
         self._stop.set()
+        with self._cv:
+            c = self._paho
         try:
-            self._paho.disconnect()
+            c.disconnect()
         except Exception:  # noqa: BLE001 - closing what may be half open
             pass
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
