@@ -33,7 +33,7 @@ from .client import Client
 from .errors import FailedError, FencegateError, LeaseLost, OutputError, RejectedError, StaleError, Timeout, UnknownActuator
 from .lease import Lease, acquire
 from .signing import Signer
-from .wire import (MAX_TOKEN, Answer, Command, Fence, InvalidCommand, InvalidTopic, check_gateway_id, check_prefix,
+from .wire import (MAX_SEQ, MAX_TOKEN, Answer, Command, Fence, InvalidCommand, InvalidTopic, check_gateway_id, check_prefix,
                    format_duty, parse_duty)
 
 __all__ = ["main", "EXIT_OK", "EXIT_STALE", "EXIT_REJECTED", "EXIT_FAILED", "EXIT_TIMEOUT", "EXIT_OUTPUT", "EXIT_LEASE_LOST",
@@ -106,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     t = s.add_argument_group("the token")
     t.add_argument("--etcd", metavar="URL", help="take the token from an etcd lock on the actuator's scope (etcd's client URL)")
     t.add_argument("--ttl", type=int, default=10, metavar="SECONDS", help="with --etcd: the lease's time to live (default %(default)s)")
-    t.add_argument("--token", type=int, default=0, metavar="N", help="send under this token instead (1 to 2^63-1)")
+    t.add_argument("--token", default=None, metavar="N", help="send under this token instead (1 to 2^63-1)")
     t.add_argument("--stop-after-grant", action="store_true",
                    help="with --etcd: stop this process (SIGSTOP) after the grant and before the command is built; "
                         "when continued (SIGCONT), send at once, without checking the lease (for the pause test)")
@@ -118,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--duty", default=None, metavar="PERCENT",
                    help="with duty: the set-point, percent from 0 to 100 in steps of 0.01 (0 is off)")
     c.add_argument("--holder", default="", metavar="NAME", help="holder name for the audit trail (default: fencegate-py@HOST)")
-    c.add_argument("--seq", type=int, default=0, metavar="N", help="seq under the token (default %(default)s)")
+    c.add_argument("--seq", default="0", metavar="N", help="seq under the token (default %(default)s)")
     c.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
                    help="how long to wait for the scope, the lock and the answer, each (default %(default)s)")
     c.add_argument("--key", metavar="PATH.key", help="sign with this controller's private key (gateway keygen's PATH.key); with --signer")
@@ -156,6 +156,16 @@ def _answer_event(a: Answer) -> Dict[str, Any]:
 _TOPIC_FLAGS = {"gateway": "--gateway", "prefix": "--prefix", "username": "--username"}
 
 
+def _whole(flag: str, s: str, lo: int, hi: int) -> int:
+    """``s`` as Go's flags take a number (strconv.ParseUint, base 10): ASCII
+    digits only, no sign, space or underscore, from ``lo`` to ``hi``."""
+    n = int(s) if s.isascii() and s.isdigit() else -1
+    if n < lo or n > hi:
+        top = "2^63-1" if hi == (1 << 63) - 1 else str(hi)
+        raise _UsageError(f"invalid value {s!r} for {flag}: want a whole number from {lo} to {top}")
+    return n
+
+
 def _check(a: argparse.Namespace) -> None:
     # The rules of the gateway's configuration: a gateway has no other id,
     # and no prefix another (Go's config loader and gateway send alike).
@@ -169,10 +179,11 @@ def _check(a: argparse.Namespace) -> None:
     except InvalidTopic as e:
         raise _UsageError(f"--prefix {a.prefix!r}: {e.problem}; want the gateway's mqtt.topic_prefix "
                           "(levels of printable characters, default fencegate)") from None
-    if (a.token != 0) == bool(a.etcd):
-        raise _UsageError("give either --etcd URL or --token N")
-    if a.token < 0 or a.token > MAX_TOKEN:
-        raise _UsageError(f"--token {a.token} is not from 1 to 2^63-1")
+    if a.token is not None:
+        a.token = _whole("--token", a.token, 1, MAX_TOKEN)
+    a.seq = _whole("--seq", a.seq, 0, MAX_SEQ)
+    if (a.token is not None) == bool(a.etcd):
+        raise _UsageError("give either --etcd URL or --token N (1 to 2^63-1)")
     for flag, given in (("--stop-after-grant", a.stop_after_grant), ("--stop-under-lease", a.stop_under_lease)):
         if given and not a.etcd:
             raise _UsageError(f"{flag} goes with --etcd")

@@ -137,6 +137,25 @@ class TestUsage(unittest.TestCase):
                 self.assertEqual(out, "")
 
 
+    def test_numbers_as_go_takes_them(self) -> None:
+        """--token and --seq: decimal ASCII digits only (Go's ParseUint),
+        in range; exit 64 naming the flag and the range."""
+        base = ["send", "--gateway", "gw", "--actuator", "pump", "--broker", "tcp://127.0.0.1:1"]
+        tok = "for --token: want a whole number from 1 to 2^63-1"
+        seq = "for --seq: want a whole number from 0 to 2^63-1"
+        for args, want in [(["--token", "7_0"], tok), (["--token", "1_000_000_000"], tok), (["--token", "+7"], tok),
+                           (["--token", " 7"], tok), (["--token", "7 "], tok), (["--token", "\u0667"], tok),
+                           (["--token", "0"], tok), (["--token", "-1"], tok), (["--token", "9223372036854775808"], tok),
+                           (["--token", ""], tok),
+                           (["--token", "1", "--seq", "1_0"], seq), (["--token", "1", "--seq", "+1"], seq),
+                           (["--token", "1", "--seq", "-1"], seq), (["--token", "1", "--seq", "\u0661"], seq),
+                           (["--token", "1", "--seq", "9223372036854775808"], seq)]:
+            with self.subTest(args=args):
+                code, out, err = run_main(*base, *args, "on")
+                self.assertEqual((code, out), (EXIT_USAGE, ""), err)
+                self.assertIn(want, err)
+                self.assertNotIn("give either", err)
+
     def test_bad_topic_flags_exit_64_naming_the_flag(self) -> None:
         """A gateway id no gateway's configuration can have (the config
         loader's rule), a prefix that cannot begin topics, a user name too
