@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import socket
@@ -30,8 +31,10 @@ import sys
 from typing import Any, Dict, NoReturn, Optional, Sequence
 
 from .client import Client
-from .errors import FailedError, FencegateError, LeaseLost, OutputError, RejectedError, StaleError, Timeout, UnknownActuator
-from .lease import Lease, acquire
+from .errors import (EtcdError, FailedError, FencegateError, LeaseLost, OutputError, RejectedError, StaleError, Timeout,
+                     UnknownActuator, redact_url)
+from .connection import broker_problem
+from .lease import Etcd, Lease, acquire
 from .signing import Signer
 from .wire import (MAX_SEQ, MAX_TOKEN, Answer, Command, Fence, InvalidCommand, InvalidTopic, check_gateway_id, check_prefix,
                    format_duty, parse_duty)
@@ -191,8 +194,16 @@ def _check(a: argparse.Namespace) -> None:
         raise _UsageError("give --stop-after-grant (send without the lease's guard) or --stop-under-lease (send under it), not both")
     if a.ttl <= 0:
         raise _UsageError(f"--ttl {a.ttl} must be a positive number of seconds")
-    if a.timeout <= 0:
-        raise _UsageError(f"--timeout {a.timeout:g} must be positive")
+    if not math.isfinite(a.timeout) or a.timeout <= 0:
+        raise _UsageError(f"--timeout {a.timeout:g}: want a positive number of seconds")
+    why = broker_problem(a.broker)
+    if why:
+        raise _UsageError(f"--broker {redact_url(a.broker)!r}: {why}")
+    if a.etcd:
+        try:
+            Etcd(a.etcd)
+        except EtcdError as e:
+            raise _UsageError(f"--etcd {redact_url(a.etcd)!r}: {str(e).split(': ', 1)[-1]}") from None
     if bool(a.key) != bool(a.signer):
         raise _UsageError("give both --key and --signer, or neither")
 

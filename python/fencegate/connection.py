@@ -25,7 +25,7 @@ except ImportError as e:  # pragma: no cover - depends on the installation
 
 from .errors import BrokerError, redact_url
 
-__all__ = ["PAHO_V2", "Security", "Connection", "ENV_PASSWORD"]
+__all__ = ["PAHO_V2", "Security", "Connection", "ENV_PASSWORD", "broker_problem"]
 
 #: True on paho-mqtt 2.x, whose callbacks take the VERSION2 signatures.
 PAHO_V2 = hasattr(paho, "CallbackAPIVersion")
@@ -107,18 +107,41 @@ def read_password(path: str, setting: str = "password_file") -> str:
     return s
 
 
+_WANT_URL = "want tcp://HOST:PORT, e.g. tcp://127.0.0.1:1883, or ssl://HOST:PORT for TLS"
+
+
+def broker_problem(url: str) -> str:
+    """What is wrong with broker URL ``url`` and what to write instead
+    ("" if nothing), as Go's mqttsec.BrokerURL says it, without the URL."""
+    if "://" not in url:
+        host, sep, port = url.rpartition(":")
+        if sep and host and "@" not in url and port.isascii() and port.isdigit() and int(port) < 65536:
+            return f"no scheme: want tcp://HOST:PORT: write tcp://{url} (or ssl://{url} for TLS)"
+        return "no scheme: " + _WANT_URL
+    try:
+        u = urllib.parse.urlsplit(url)
+        host = u.hostname
+    except ValueError as e:  # an unclosed [ of an IPv6 address
+        return f"{e}: {_WANT_URL}"
+    scheme = u.scheme.lower()
+    if scheme not in _TLS_SCHEMES | _PLAIN_SCHEMES:
+        return f"scheme {u.scheme!r}: want tcp://HOST:PORT, or ssl://HOST:PORT for TLS (mqtt, mqtts, tls work too)"
+    if not host:
+        return "no host: " + _WANT_URL
+    port = u.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
+    if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        return f"port {port} is not a port (1 to 65535): {_WANT_URL}"
+    return ""
+
+
 def parse_broker(url: str) -> Tuple[str, int, bool]:
     """Host, port and whether TLS, from ``tcp://HOST:PORT`` or ``ssl://HOST:PORT``."""
+    why = broker_problem(url)
+    if why:
+        raise BrokerError(f"broker URL {redact_url(url)!r}: {why}")
     u = urllib.parse.urlsplit(url)
-    scheme = u.scheme.lower()
-    if scheme not in _TLS_SCHEMES | _PLAIN_SCHEMES or not u.hostname:
-        raise BrokerError(f"broker URL {redact_url(url)!r}: want tcp://HOST:PORT, or ssl://HOST:PORT for TLS")
-    tls = scheme in _TLS_SCHEMES
-    try:
-        port = u.port or (8883 if tls else 1883)
-    except ValueError:
-        raise BrokerError(f"broker URL {redact_url(url)!r}: the port is not a number from 1 to 65535") from None
-    return u.hostname, port, tls
+    tls = u.scheme.lower() in _TLS_SCHEMES
+    return u.hostname or "", u.port or (8883 if tls else 1883), tls
 
 
 def _hostport(host: str, port: int) -> str:

@@ -83,7 +83,10 @@ class Etcd:
     """A minimal client of etcd's v3 JSON gateway: POST JSON, get JSON."""
 
     def __init__(self, url: str, timeout: float = 5.0) -> None:
-        u = urllib.parse.urlsplit(url.split(",")[0].strip())
+        try:
+            u = urllib.parse.urlsplit(url.split(",")[0].strip())
+        except ValueError as e:  # an unclosed [ of an IPv6 address
+            raise EtcdError(f"etcd URL {redact_url(url)!r}: {e}: want http://HOST:PORT (etcd's client URL)") from None
         if u.scheme not in ("http", "https") or not u.netloc:
             raise EtcdError(f"etcd URL {redact_url(url)!r}: want http://HOST:PORT (etcd's client URL)")
         if "@" in u.netloc:
@@ -92,6 +95,12 @@ class Etcd:
             # a password in the URL.
             raise EtcdError(f"etcd URL {redact_url(url)!r}: a user name or password in the URL is not supported "
                             "(this client does not log in to etcd): give http://HOST:PORT")
+        try:
+            port = u.port  # a port that is no number from 0 to 65535 raises ValueError
+            if not u.hostname or port == 0:
+                raise ValueError("no host" if not u.hostname else "port 0")
+        except ValueError as e:
+            raise EtcdError(f"etcd URL {redact_url(url)!r}: {e}: want http://HOST:PORT (etcd's client URL)") from None
         self.url = f"{u.scheme}://{u.netloc}"
         self.host = u.netloc
         self.timeout = timeout

@@ -156,6 +156,33 @@ class TestUsage(unittest.TestCase):
                 self.assertIn(want, err)
                 self.assertNotIn("give either", err)
 
+    def test_bad_broker_etcd_timeout_exit_64(self) -> None:
+        base = ["send", "--gateway", "gw", "--actuator", "pump"]
+        for args, want in [
+                (["--broker", "127.0.0.1:1883", "--token", "1"],
+                 "--broker '127.0.0.1:1883': no scheme: want tcp://HOST:PORT: write tcp://127.0.0.1:1883"),
+                (["--broker", "http://x", "--token", "1"], "--broker 'http://x': scheme 'http': want tcp://HOST:PORT"),
+                (["--broker", "tcp://", "--token", "1"], "--broker 'tcp://': no host: want tcp://HOST:PORT"),
+                (["--broker", "tcp://:99999", "--token", "1"], "--broker 'tcp://:99999': "),
+                (["--broker", "tcp://h:99999", "--token", "1"], "port 99999 is not a port (1 to 65535): want tcp://HOST:PORT"),
+                (["--broker", "tcp://[::1", "--token", "1"], "--broker 'tcp://[::1': "),
+                (["--broker", "tcp://u:s3cret@h:0", "--token", "1"], "port 0 is not a port"),
+                (["--broker", "tcp://127.0.0.1:1", "--etcd", "http://x:notaport"], "--etcd 'http://x:notaport': "),
+                (["--broker", "tcp://127.0.0.1:1", "--etcd", "http://x:99999"], "--etcd 'http://x:99999': "),
+                (["--broker", "tcp://127.0.0.1:1", "--etcd", "http://[::1"], "--etcd 'http://[::1': "),
+                (["--broker", "tcp://127.0.0.1:1", "--token", "1", "--timeout", "nan"], "--timeout nan: want a positive number of seconds"),
+                (["--broker", "tcp://127.0.0.1:1", "--token", "1", "--timeout", "inf"], "--timeout inf: want a positive number of seconds"),
+                (["--broker", "tcp://127.0.0.1:1", "--token", "1", "--timeout=-inf"], "--timeout -inf: want a positive number of seconds")]:
+            with self.subTest(args=args):
+                code, out, err = run_main(*base, *args, "on")
+                self.assertEqual((code, out), (EXIT_USAGE, ""), err)
+                self.assertIn(want, err)
+                self.assertNotIn("Traceback", err)
+                self.assertNotIn("s3cret", err)
+                if "--broker" in want:
+                    self.assertIn("want tcp://HOST:PORT", err)
+
+
     def test_bad_topic_flags_exit_64_naming_the_flag(self) -> None:
         """A gateway id no gateway's configuration can have (the config
         loader's rule), a prefix that cannot begin topics, a user name too
