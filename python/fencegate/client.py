@@ -350,9 +350,11 @@ class Client:
                 if publishes == 0:
                     lease.check()  # raises LeaseLost: nothing was published
             elif self._conn.connected:
-                # Never while disconnected: paho would keep the copy and
-                # send it after the reconnect, lease or no lease. The
-                # reconnect resends instead, if the lease is still held.
+                # Never while disconnected, and each connection is a paho
+                # client of its own (connection.py): paho would keep an
+                # unacknowledged copy and send it after the reconnect,
+                # lease or no lease. The reconnect resends instead, if the
+                # lease is still held.
                 self._conn.publish(topic, payload)
                 publishes += 1
             with self._cv:
