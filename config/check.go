@@ -69,15 +69,15 @@ func (c *Config) check() error {
 	pins := map[string]string{}
 	for i := range c.Actuators {
 		a := &c.Actuators[i]
-		where := itemWhere("actuator", i, a.line, a.Name)
-		if msg := names.check(a.Name, a.line, "name is required", true); msg != "" {
-			bad("%s: %s", where, msg)
+		it := itemOf("actuators", "actuator", i, a.Name)
+		if msg := names.check(a.Name, c.lines.of(it.path+".name"), "name is required", true); msg != "" {
+			errs = append(errs, it.errf("%s", msg))
 		}
 		given, g, err := c.resolveOutput(a)
 		if err != nil {
-			bad("%s: %v", where, strings.TrimPrefix(err.Error(), "pinmap: "))
+			errs = append(errs, it.errf("%s", strings.TrimPrefix(err.Error(), "pinmap: ")))
 		} else if other, dup := pins[g]; dup {
-			bad("%s: %s is %s, already used by %q", where, given, pinmap.Describe(g), other)
+			errs = append(errs, it.fieldErrf(a.outputKey(), "%s is %s, already used by %q", given, pinmap.Describe(g), other))
 		} else {
 			pins[g] = a.Name
 			a.output = g
@@ -86,29 +86,30 @@ func (c *Config) check() error {
 			}
 		}
 		if err := a.setpointKind(); err != nil {
-			errs = append(errs, c.specProblem("actuator", i, a.line, a.Name, err))
+			errs = append(errs, it.specProblem(err))
 		} else if boot, err := actuator.ParseBoot(a.Boot); err != nil {
-			errs = append(errs, c.specProblem("actuator", i, a.line, a.Name, err))
+			errs = append(errs, it.specProblem(err))
 		} else {
 			a.Boot = string(boot)
 			if err := actuator.CheckKind(a.spec()); err != nil {
-				errs = append(errs, c.specProblem("actuator", i, a.line, a.Name, err))
+				errs = append(errs, it.specProblem(err))
 			}
 		}
 		if a.Scope != "" && !nameRE.MatchString(a.Scope) {
-			bad("%s: scope %q: use letters, digits, - and _ only", where, a.Scope)
+			errs = append(errs, it.errf("scope %q: use letters, digits, - and _ only", a.Scope))
 		} else {
 			a.Scope = a.scope()
 		}
 	}
 	var locks []fence.Interlock // the interlocks checked so far, together
 	for i, g := range c.Locks() {
+		it := itemOf("interlocks", "interlock", i, g.Name)
 		if g.Name != "" && !nameRE.MatchString(g.Name) {
-			bad("%s: name: use letters, digits, - and _ only", itemWhere("interlock", i, c.Interlocks[i].line, g.Name))
+			errs = append(errs, it.errf("name: use letters, digits, - and _ only"))
 			continue
 		}
 		if err := actuator.CheckInterlocks(c.Specs(), append(locks, g)); err != nil {
-			errs = append(errs, c.specProblem("interlock", i, c.Interlocks[i].line, g.Name, err))
+			errs = append(errs, it.specProblem(err))
 			continue
 		}
 		locks = append(locks, g)
@@ -119,32 +120,52 @@ func (c *Config) check() error {
 	return errors.Join(errs...)
 }
 
-// specProblem is what a check of package actuator found wrong with the
-// i-th item of kind (actuator, interlock, scope) at line: said at the
-// line of the key at fault, if the configuration has it. An error about
-// another item (the interlock a scope's safe state conflicts with) names
-// that item.
-func (c *Config) specProblem(kind string, i, line int, name string, err error) error {
-	var se *actuator.SpecError
-	if !errors.As(err, &se) {
-		return fmt.Errorf("%s: %v", itemWhere(kind, i, line, name), err)
-	}
-	if k, n := se.Item(); n != "" && (k != kind || n != name) {
-		return fmt.Errorf("%s: %s %s: %s", itemWhere(kind, i, line, name), k, n, se.Msg)
-	}
-	if l := c.lines[fmt.Sprintf("%ss[%d].%s", kind, i, se.Field)]; se.Field != "" && l > 0 {
-		line = l
-	}
-	return fmt.Errorf("%s: %s", itemWhere(kind, i, line, name), se.Msg)
+// A located error is check's error about the item at path item
+// (actuators[0]) that subject (actuator "pump") names. Parse puts it at
+// the line of field (requires.input) if given, else of the key its
+// message begins with (pin "GPIO99": ...), else of the item (see
+// walker.fieldPath): one rule for every item's errors.
+type located struct {
+	item, subject, field, msg string
 }
 
-// itemWhere says where the i-th item of the list of kinds is: at its line
-// and name, or, without a line, by its index.
-func itemWhere(kind string, i, line int, name string) string {
-	if line > 0 {
-		return fmt.Sprintf("line %d: %s %q", line, kind, name)
+func (e *located) Error() string { return e.subject + ": " + e.msg }
+
+// item is the i-th item of list (actuators), of kind (actuator), named
+// name: its errors are located.
+type item struct {
+	path, kind, name string
+}
+
+func itemOf(list, kind string, i int, name string) item {
+	return item{fmt.Sprintf("%s[%d]", list, i), kind, name}
+}
+
+func (it item) subject() string { return fmt.Sprintf("%s %q", it.kind, it.name) }
+
+// errf is an error about it, at the key its message begins with.
+func (it item) errf(format string, a ...any) error {
+	return &located{item: it.path, subject: it.subject(), msg: fmt.Sprintf(format, a...)}
+}
+
+// fieldErrf is an error about it's key field (a path below the item:
+// requires.input, scopes[1]).
+func (it item) fieldErrf(field, format string, a ...any) error {
+	return &located{item: it.path, subject: it.subject(), field: field, msg: fmt.Sprintf(format, a...)}
+}
+
+// specProblem is what a check of package actuator found wrong with it:
+// at the key its SpecError names. An error about another item (the
+// interlock a scope's safe state conflicts with) names that item.
+func (it item) specProblem(err error) error {
+	var se *actuator.SpecError
+	if !errors.As(err, &se) {
+		return it.errf("%v", err)
 	}
-	return fmt.Sprintf("%ss[%d]", kind, i)
+	if k, n := se.Item(); n != "" && (k != it.kind || n != it.name) {
+		return it.errf("%s %s: %s", k, n, se.Msg)
+	}
+	return it.fieldErrf(se.Field, "%s", se.Msg)
 }
 
 // nameSet holds the names of a list's items, with the line of each.
@@ -196,18 +217,18 @@ func (c *Config) checkInputs() []error {
 	names := nameSet{}
 	for i := range c.Inputs {
 		in := &c.Inputs[i]
-		where := itemWhere("input", i, in.line, in.Name)
-		if msg := names.check(in.Name, in.line, "name is required", true); msg != "" {
-			errs = append(errs, fmt.Errorf("%s: %s", where, msg))
+		it := itemOf("inputs", "input", i, in.Name)
+		if msg := names.check(in.Name, c.lines.of(it.path+".name"), "name is required", true); msg != "" {
+			errs = append(errs, it.errf("%s", msg))
 		} else if actuators[in.Name] {
-			errs = append(errs, fmt.Errorf("%s: an actuator has this name; an input needs a name of its own", where))
+			errs = append(errs, it.fieldErrf("name", "an actuator has this name; an input needs a name of its own"))
 		}
 		given, g, err := resolveLine(in.Pin, in.Chip, in.Line)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%s: %s", where, strings.TrimPrefix(err.Error(), "pinmap: ")))
+			errs = append(errs, it.errf("%s", strings.TrimPrefix(err.Error(), "pinmap: ")))
 		case lines[g] != "":
-			errs = append(errs, fmt.Errorf("%s: %s is %s, already used by %s (a line is an input or an output)", where, given, pinmap.Describe(g), lines[g]))
+			errs = append(errs, it.errf("%s is %s, already used by %s (a line is an input or an output)", given, pinmap.Describe(g), lines[g]))
 		default:
 			lines[g] = fmt.Sprintf("input %q", in.Name)
 			in.output = g
@@ -218,44 +239,44 @@ func (c *Config) checkInputs() []error {
 		switch in.Pull {
 		case "", "none", "up", "down":
 		default:
-			errs = append(errs, fmt.Errorf("%s: pull %q: want none (the default), up or down", where, in.Pull))
+			errs = append(errs, it.errf("pull %q: want none (the default), up or down", in.Pull))
 		}
 		switch in.Edge {
 		case "", "both", "rising", "falling":
 		default:
-			errs = append(errs, fmt.Errorf("%s: edge %q: want both (the default), rising or falling", where, in.Edge))
+			errs = append(errs, it.errf("edge %q: want both (the default), rising or falling", in.Edge))
 		}
 		if in.Debounce < 0 || in.Debounce > time.Second {
-			errs = append(errs, fmt.Errorf("%s: debounce %v: want 0 to 1s", where, in.Debounce))
+			errs = append(errs, it.errf("debounce %v: want 0 to 1s", in.Debounce))
 		}
 	}
-	level := func(where, key string, l *Level) {
+	level := func(it item, key string, l *Level) {
 		switch {
 		case l == nil:
 		case l.Input == "":
-			errs = append(errs, fmt.Errorf("%s: %s: name the input (input: NAME)", where, key))
+			errs = append(errs, it.fieldErrf(key+".input", "%s: name the input (input: NAME)", key))
 		case names[l.Input] == 0:
-			errs = append(errs, fmt.Errorf("%s: %s: no input %q (inputs: %s)", where, key, l.Input, strings.Join(sortedKeys(names), ", ")))
+			errs = append(errs, it.fieldErrf(key+".input", "%s: no input %q (inputs: %s)", key, l.Input, strings.Join(sortedKeys(names), ", ")))
 		case l.Level != "high" && l.Level != "low":
-			errs = append(errs, fmt.Errorf("%s: %s: level %q: want high or low", where, key, l.Level))
+			errs = append(errs, it.fieldErrf(key+".level", "%s: level %q: want high or low", key, l.Level))
 		}
 	}
 	for i, a := range c.Actuators {
-		level(itemWhere("actuator", i, a.line, a.Name), "requires", a.Requires)
+		level(itemOf("actuators", "actuator", i, a.Name), "requires", a.Requires)
 	}
 	edges := map[string]string{}
 	for _, in := range c.Inputs {
 		edges[in.Name] = in.Edge
 	}
 	for i, s := range c.Scopes {
-		where := itemWhere("scope", i, s.line, s.Name)
-		level(where, "trip", s.Trip)
+		it := itemOf("scopes", "scope", i, s.Name)
+		level(it, "trip", s.Trip)
 		if t := s.Trip; t != nil && names[t.Input] > 0 {
 			// The board reports only the input's edges: the trip level
 			// must be one it reports.
 			if e := edges[t.Input]; (e == "falling" && t.Level == "high") || (e == "rising" && t.Level == "low") {
-				errs = append(errs, fmt.Errorf("%s: trip: input %s reports only %s edges, so it never reports reaching %s: give it edge: both (or %s)",
-					where, t.Input, e, t.Level, map[string]string{"high": "rising", "low": "falling"}[t.Level]))
+				errs = append(errs, it.fieldErrf("trip.level", "trip: input %s reports only %s edges, so it never reports reaching %s: give it edge: both (or %s)",
+					t.Input, e, t.Level, map[string]string{"high": "rising", "low": "falling"}[t.Level]))
 			}
 		}
 	}
@@ -270,23 +291,24 @@ func (c *Config) checkScopes() []error {
 	}
 	seen := map[string]int{}
 	for i, s := range c.Scopes {
-		where := itemWhere("scope", i, s.line, s.Name)
+		it := itemOf("scopes", "scope", i, s.Name)
+		nameLine := max(c.lines.of(it.path+".name"), 1)
 		switch {
 		case s.Name == "":
-			errs = append(errs, fmt.Errorf("%s: name is required (an actuator's scope, or its name if it sets none)", where))
+			errs = append(errs, it.fieldErrf("name", "name is required (an actuator's scope, or its name if it sets none)"))
 		case seen[s.Name] > 0:
-			errs = append(errs, fmt.Errorf("%s: already configured at line %d; put its settings in one entry", where, seen[s.Name]))
+			errs = append(errs, it.fieldErrf("name", "already configured at line %d; put its settings in one entry", seen[s.Name]))
 		case !used[s.Name]:
-			errs = append(errs, fmt.Errorf("%s: no actuator is in this scope (scopes in use: %s); check the spelling", where, strings.Join(sortedKeys(used), ", ")))
+			errs = append(errs, it.fieldErrf("name", "no actuator is in this scope (scopes in use: %s); check the spelling", strings.Join(sortedKeys(used), ", ")))
 		case s.MaxTokenJump > fence.MaxToken:
-			errs = append(errs, fmt.Errorf("%s: max_token_jump %d is above 2^63-1, the largest token, so it limits nothing: leave it out for no limit", where, s.MaxTokenJump))
+			errs = append(errs, it.errf("max_token_jump %d is above 2^63-1, the largest token, so it limits nothing: leave it out for no limit", s.MaxTokenJump))
 		case s.Safe != nil && s.Safe.State != "" && s.Safe.State != "on" && s.Safe.State != "off":
-			errs = append(errs, fmt.Errorf("%s: safe.state %q: want off (the default) or on", where, s.Safe.State))
+			errs = append(errs, it.errf("safe.state %q: want off (the default) or on", s.Safe.State))
 		default:
-			seen[s.Name] = max(s.line, 1)
+			seen[s.Name] = nameLine
 			if s.Safe != nil {
 				if err := actuator.CheckSafe(s.Name, s.Safe.rule(), c.Specs(), c.Locks(), s.Trip != nil); err != nil {
-					errs = append(errs, c.specProblem("scope", i, s.line, s.Name, err))
+					errs = append(errs, it.specProblem(err))
 				}
 			}
 		}

@@ -59,7 +59,7 @@ type Config struct {
 	// Assistant through its MQTT discovery, as read-only entities.
 	HomeAssistant *HomeAssistant `yaml:"home_assistant,omitempty"`
 
-	lines map[string]int // the line of each key, by path (mqtt.tls.ca_file)
+	lines lineMap // the line of each key and item, by path (mqtt.tls.ca_file)
 }
 
 // HomeAssistant configures Home Assistant's MQTT discovery (package hass).
@@ -133,7 +133,6 @@ type Actuator struct {
 	MaxRate  *Percent `yaml:"max_rate,omitempty"`
 	SafeDuty *Percent `yaml:"safe_duty,omitempty"`
 
-	line     int
 	bootDuty fence.Duty // boot: N of a set-point output
 	output   string     // canonical: Pin, the chip line, or the Modbus output
 	poll     time.Duration
@@ -154,6 +153,19 @@ func (c *Config) resolveOutput(a *Actuator) (given, canonical string, err error)
 		return c.modbusOutput(a)
 	}
 	return resolveLine(a.Pin, a.Chip, a.Line)
+}
+
+// outputKey is the key that names a's output, for errors about it.
+func (a *Actuator) outputKey() string {
+	switch {
+	case a.PWM != nil:
+		return "pwm"
+	case a.Modbus != nil:
+		return "modbus"
+	case a.Pin != "":
+		return "pin"
+	}
+	return "chip"
 }
 
 // resolveLine resolves a line named by pin, or by chip and line.
@@ -185,8 +197,6 @@ type Interlock struct {
 	// DeadTime is the least time all members stay off between one going
 	// off and another coming on, e.g. 500ms.
 	DeadTime time.Duration `yaml:"dead_time,omitempty"`
-
-	line int
 }
 
 // ScopeRules configures one fence scope (a scope is named by its actuators'
@@ -202,8 +212,6 @@ type ScopeRules struct {
 	// Trip, if set, is an input level that sends the scope to its safe
 	// state and holds it there until a reset command (actuator.Options.Trips).
 	Trip *Level `yaml:"trip,omitempty"`
-
-	line int
 }
 
 // Input configures one digital input: a header pin (Pin) or a line of
@@ -221,7 +229,6 @@ type Input struct {
 	// default), rising or falling.
 	Edge string `yaml:"edge,omitempty"`
 
-	line   int
 	output string
 }
 

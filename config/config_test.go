@@ -59,7 +59,7 @@ func TestParseValid(t *testing.T) {
 	if got := c.HTTPAddr(); got != "127.0.0.1:8080" {
 		t.Errorf("HTTPAddr() = %q, want %q", got, "127.0.0.1:8080")
 	}
-	want := []Actuator{{Name: "pump", Pin: "GPIO17", Boot: "last", Scope: "pump", line: 9, output: "GPIO17"}}
+	want := []Actuator{{Name: "pump", Pin: "GPIO17", Boot: "last", Scope: "pump", output: "GPIO17"}}
 	if !reflect.DeepEqual(c.Actuators, want) {
 		t.Errorf("Actuators = %+v, want %+v", c.Actuators, want)
 	}
@@ -92,10 +92,10 @@ func TestParseDefaults(t *testing.T) {
 		t.Errorf("Parse left Store = %q, want %q (relative paths are resolved by Load)", c.Store, "fence.db")
 	}
 	want := []Actuator{
-		{Name: "pump", Pin: "GPIO17", Boot: "last", Scope: "pump", line: 7, output: "GPIO17"},
-		{Name: "valve", Pin: "GPIO27", ActiveLow: true, Boot: "off", Scope: "valve", line: 9, output: "GPIO27"},
-		{Name: "fan", Pin: "GPIO18", Boot: "on", Scope: "climate", line: 13, output: "GPIO18"},
-		{Name: "heater", Pin: "GPIO22", Boot: "last", Scope: "climate", line: 17, output: "GPIO22"},
+		{Name: "pump", Pin: "GPIO17", Boot: "last", Scope: "pump", output: "GPIO17"},
+		{Name: "valve", Pin: "GPIO27", ActiveLow: true, Boot: "off", Scope: "valve", output: "GPIO27"},
+		{Name: "fan", Pin: "GPIO18", Boot: "on", Scope: "climate", output: "GPIO18"},
+		{Name: "heater", Pin: "GPIO22", Boot: "last", Scope: "climate", output: "GPIO22"},
 	}
 	if !reflect.DeepEqual(c.Actuators, want) {
 		t.Errorf("Actuators = %+v, want %+v", c.Actuators, want)
@@ -313,7 +313,7 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate actuator name", base + act + "  - name: pump\n    pin: GPIO18\n",
 			[]string{"line 9", `"pump"`, "already used at line 7"}},
 		{"duplicate pin same form", base + act + "  - name: valve\n    pin: GPIO17\n",
-			[]string{"line 9", `"valve"`, "header pin 11", `"pump"`}},
+			[]string{"line 10", `"valve"`, "header pin 11", `"pump"`}},
 		{"duplicate pin PIN11", base + act + "  - name: valve\n    pin: PIN11\n",
 			[]string{`"valve"`, "PIN11", "GPIO17 (header pin 11)", `already used by "pump"`}},
 		{"duplicate pin BCM17", base + act + "  - name: valve\n    pin: BCM17\n",

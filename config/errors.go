@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -42,14 +41,15 @@ type walker struct {
 	// broken holds the paths (id, mqtt.broker, actuators[1].pin) that have
 	// a problem reported; check's errors about them are consequences.
 	broken map[string]bool
-	// lines holds the line of each key present, by path.
-	lines map[string]int
+	// lines holds the line of each key and list item present, by path
+	// (see lineMap).
+	lines lineMap
 	// fit holds what fits found for each anchored value and type.
 	fit map[fitKey]string
 }
 
 func newWalker() *walker {
-	return &walker{broken: map[string]bool{}, lines: map[string]int{}, fit: map[fitKey]string{}}
+	return &walker{broken: map[string]bool{}, lines: lineMap{}, fit: map[fitKey]string{}}
 }
 
 func (w *walker) add(line int, format string, a ...any) {
@@ -131,7 +131,7 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path, in string) {
 				w.add(k.Line, "unknown key %q%s: remove it, or use one of %s", k.Value, inSuffix(in), strings.Join(s.names(), ", "))
 			}
 		default:
-			w.lines[p] = k.Line
+			w.lines[p] = valueLine(k, v)
 			if w.value(v, typ, p, k.Value+inSuffix(in)) {
 				keep = append(keep, k, v)
 			} else {
@@ -202,6 +202,7 @@ func (w *walker) items(v *yaml.Node, elem reflect.Type, p, subject string) {
 	}
 	for i, it := range v.Content {
 		ip := fmt.Sprintf("%s[%d]", p, i)
+		w.lines[ip] = it.Line
 		label := fmt.Sprintf("%s #%d%s", single, i+1, rest)
 		if name := scalarKey(it, "name"); name != "" {
 			label = fmt.Sprintf("%s %q%s", single, name, rest)
@@ -232,6 +233,7 @@ func (w *walker) mapEntries(v *yaml.Node, elem reflect.Type, p, subject string) 
 			continue
 		}
 		first[k.Value] = k
+		w.lines[join(p, k.Value)] = valueLine(k, val)
 		if w.value(val, elem, join(p, k.Value), k.Value+" in "+subject) {
 			keep = append(keep, k, val)
 		} else {
@@ -441,18 +443,12 @@ func (w *walker) notList(v *yaml.Node, elem reflect.Type, subject string) {
 		subject, v.Value, "  "+example)
 }
 
-var (
-	lineSubject  = regexp.MustCompile(`^line (\d+): (.*)$`)
-	actuatorSubj = regexp.MustCompile(`^actuator "(?:[^"\\]|\\.)*": ([a-z_]+)`)
-	controlSubj  = regexp.MustCompile(`^controller "(?:[^"\\]|\\.)*": ([a-z_]+)`)
-	indexSubj    = regexp.MustCompile(`^(actuators\[\d+\]): ([a-z_]+)`)
-)
-
 // checked adds check's errors, less those about a path that already has a
 // problem reported (they are its consequences: a key present but not
-// decoded is not "required"), with the line of their key when they have
-// none.
-func (w *walker) checked(c *Config, err error) {
+// decoded is not "required"), each at the line of what it is about (see
+// lineMap.of): a located error's path, else the key its message begins
+// with (mqtt.broker ...).
+func (w *walker) checked(err error) {
 	var errs []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
@@ -461,48 +457,60 @@ func (w *walker) checked(c *Config, err error) {
 	}
 	for _, e := range errs {
 		p := problem{msg: e.Error()}
-		if m := lineSubject.FindStringSubmatch(p.msg); m != nil {
-			p.line, _ = strconv.Atoi(m[1])
-			p.msg = m[2]
+		var path string
+		var loc *located
+		if errors.As(e, &loc) {
+			path = w.fieldPath(loc)
+		} else {
+			path = w.subject(p.msg)
 		}
-		path := w.subject(c, p)
 		if w.isBroken(path) {
 			continue
 		}
-		if p.line == 0 {
-			p.line = w.lines[path]
-		}
+		p.line = w.lines.of(path)
 		w.probs = append(w.probs, p)
 	}
 }
 
-// subject returns the path a message from check is about, "" if unknown.
-func (w *walker) subject(c *Config, p problem) string {
-	if m := actuatorSubj.FindStringSubmatch(p.msg); m != nil && p.line > 0 {
-		for i := range c.Actuators {
-			if c.Actuators[i].line == p.line || w.lines[fmt.Sprintf("actuators[%d].%s", i, m[1])] == p.line {
-				return fmt.Sprintf("actuators[%d].%s", i, m[1])
-			}
+// fieldPath is the path of the key a located error is about: its field,
+// or, if it names none, the keys its message begins with (pin "GPIO99":
+// ..., modbus: coil 70000: ..., safe.state "x"), as deep as the document
+// has them; the item itself if none.
+func (w *walker) fieldPath(e *located) string {
+	if e.field != "" {
+		return e.item + "." + e.field
+	}
+	path, rest := e.item, e.msg
+	for {
+		key := leadingKey.FindString(rest)
+		if key == "" || (w.lines[path+"."+key] == 0 && !w.broken[path+"."+key]) {
+			return path
+		}
+		path, rest = path+"."+key, rest[len(key):]
+		switch {
+		case strings.HasPrefix(rest, ": "):
+			rest = rest[2:]
+		case strings.HasPrefix(rest, "."):
+			rest = rest[1:]
+		default:
+			return path
 		}
 	}
-	if m := controlSubj.FindStringSubmatch(p.msg); m != nil && p.line > 0 {
-		for i := range c.Controllers {
-			if c.Controllers[i].line == p.line {
-				return fmt.Sprintf("controllers[%d].%s", i, m[1])
-			}
-		}
-	}
-	if m := indexSubj.FindStringSubmatch(p.msg); m != nil {
-		return m[1] + "." + m[2]
-	}
+}
+
+var leadingKey = regexp.MustCompile(`^[a-z_]+`)
+
+// subject returns the path a message from check is about, "" if unknown:
+// the longest key path it begins with.
+func (w *walker) subject(msg string) string {
 	best := ""
 	for k := range w.lines {
-		if len(k) > len(best) && hasPathPrefix(p.msg, k) {
+		if len(k) > len(best) && hasPathPrefix(msg, k) {
 			best = k
 		}
 	}
 	for k := range w.broken {
-		if len(k) > len(best) && hasPathPrefix(p.msg, k) {
+		if len(k) > len(best) && hasPathPrefix(msg, k) {
 			best = k
 		}
 	}
@@ -527,4 +535,36 @@ func (w *walker) isBroken(path string) bool {
 		path = path[:i]
 	}
 	return false
+}
+
+// A lineMap holds the line of each key and list item of a document, by
+// path (mqtt.tls.ca_file, actuators[0], actuators[0].modbus.coil,
+// controllers[1].scopes[0]). It is the one place that decides which line
+// an error names.
+type lineMap map[string]int
+
+// valueLine is the line of key k's value v: where v is written, if it is
+// a single value; else (no value, or a mapping or list below the key) the
+// key's.
+func valueLine(k, v *yaml.Node) int {
+	if (v.Kind == yaml.ScalarNode && !isNull(v) && v.Value != "") || v.Kind == yaml.AliasNode {
+		return v.Line
+	}
+	return k.Line
+}
+
+// of returns the line of path, or, if the document does not have it (a
+// key left out), of the nearest item or key that contains it; 0 if none.
+func (m lineMap) of(path string) int {
+	for path != "" {
+		if l := m[path]; l > 0 {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return 0
+		}
+		path = path[:i]
+	}
+	return 0
 }

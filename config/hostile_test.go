@@ -29,7 +29,7 @@ func TestParseHostileInput(t *testing.T) {
 		{"past 2^64", base + jump + "99999999999999999999999\n",
 			[]int{11}, []string{`is "99999999999999999999999", not a whole number`}},
 		{"past 2^63-1", base + jump + "9223372036854775808\n",
-			[]int{10}, []string{"max_token_jump 9223372036854775808 is above 2^63-1", "leave it out"}},
+			[]int{11}, []string{"max_token_jump 9223372036854775808 is above 2^63-1", "leave it out"}},
 		{"invalid UTF-8", base + "actuators:\n  - name: p\xffump\n    pin: GPIO17\n",
 			[]int{7}, []string{"byte 0xff at column 12 is not UTF-8", "save the file as UTF-8"}},
 		{"nested too deep", base + "actuators: " + strings.Repeat("[", 12000) + strings.Repeat("]", 12000) + "\n",

@@ -111,44 +111,8 @@ func Parse(b []byte) (*Config, error) {
 		// The walker removed what does not decode; this is a bug.
 		return nil, friendly(err)
 	}
-	lines := itemLines(&doc, "actuators")
-	for i := range c.Actuators {
-		if i < len(lines) {
-			c.Actuators[i].line = lines[i]
-		}
-	}
-	lines = itemLines(&doc, "interlocks")
-	for i := range c.Interlocks {
-		if i < len(lines) {
-			c.Interlocks[i].line = lines[i]
-		}
-	}
-	lines = itemLines(&doc, "scopes")
-	for i := range c.Scopes {
-		if i < len(lines) {
-			c.Scopes[i].line = lines[i]
-		}
-	}
-	lines = itemLines(&doc, "inputs")
-	for i := range c.Inputs {
-		if i < len(lines) {
-			c.Inputs[i].line = lines[i]
-		}
-	}
-	lines = itemLines(&doc, "modbus")
-	for i := range c.Modbus {
-		if i < len(lines) {
-			c.Modbus[i].line = lines[i]
-		}
-	}
-	lines = itemLines(&doc, "controllers")
-	for i := range c.Controllers {
-		if i < len(lines) {
-			c.Controllers[i].line = lines[i]
-		}
-	}
 	c.lines = w.lines // check says where a key is wrong
-	w.checked(&c, c.check())
+	w.checked(c.check())
 	if err := w.err(); err != nil {
 		return nil, err
 	}
@@ -186,22 +150,4 @@ func friendly(err error) error {
 		msgs = append(msgs, m)
 	}
 	return errors.New(strings.Join(msgs, "; "))
-}
-
-// itemLines returns the line of each item of the top-level list key.
-func itemLines(root *yaml.Node, key string) []int {
-	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
-		return nil
-	}
-	m := root.Content[0]
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key && m.Content[i+1].Kind == yaml.SequenceNode {
-			var lines []int
-			for _, n := range m.Content[i+1].Content {
-				lines = append(lines, n.Line)
-			}
-			return lines
-		}
-	}
-	return nil
 }

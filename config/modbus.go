@@ -25,7 +25,6 @@ type ModbusBus struct {
 	// (modbusconf.DefaultPoll if not given).
 	Poll time.Duration `yaml:"poll,omitempty"`
 
-	line int
 	link modbusconf.Link
 }
 
@@ -65,17 +64,17 @@ func (c *Config) checkModbus() []error {
 	names := nameSet{}
 	for i := range c.Modbus {
 		b := &c.Modbus[i]
-		where := itemWhere("modbus bus", i, b.line, b.Name)
-		if msg := names.check(b.Name, b.line, "name is required (actuators name the bus by it)", false); msg != "" {
-			errs = append(errs, fmt.Errorf("%s: %s", where, msg))
+		it := itemOf("modbus", "modbus bus", i, b.Name)
+		if msg := names.check(b.Name, c.lines.of(it.path+".name"), "name is required (actuators name the bus by it)", false); msg != "" {
+			errs = append(errs, it.errf("%s", msg))
 		}
 		l, err := b.Conf().Resolve()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %v", where, err))
+			errs = append(errs, it.errf("%v", err))
 		}
 		b.link = l
 		if b.Poll < 0 || (b.Poll > 0 && b.Poll < 100*time.Millisecond) {
-			errs = append(errs, fmt.Errorf("%s: poll %v: want 100ms or more (how often each output is read back; %v if not given)", where, b.Poll, modbusconf.DefaultPoll))
+			errs = append(errs, it.errf("poll %v: want 100ms or more (how often each output is read back; %v if not given)", b.Poll, modbusconf.DefaultPoll))
 		}
 	}
 	return errs

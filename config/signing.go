@@ -18,8 +18,6 @@ type Controller struct {
 	PublicKey string `yaml:"public_key"`
 	// Scopes are the fence scopes whose actuators it may command.
 	Scopes []string `yaml:"scopes"`
-
-	line int
 }
 
 // SignPolicy returns the gateway's signature policy. Call it on a
@@ -88,29 +86,30 @@ func (c *Config) checkSigning() []error {
 	keys := map[string]string{}
 	for i := range c.Controllers {
 		ctl := &c.Controllers[i]
-		where := itemWhere("controller", i, ctl.line, ctl.Name)
-		if msg := names.check(ctl.Name, ctl.line, "name is required (what its commands carry as signer, e.g. ctl-a)", false); msg != "" {
-			bad("%s: %s", where, msg)
+		it := itemOf("controllers", "controller", i, ctl.Name)
+		if msg := names.check(ctl.Name, c.lines.of(it.path+".name"), "name is required (what its commands carry as signer, e.g. ctl-a)", false); msg != "" {
+			errs = append(errs, it.errf("%s", msg))
 		}
 		if ctl.PublicKey == "" {
-			bad("%s: public_key is required: the line gateway keygen --out PATH wrote in PATH.pub", where)
+			errs = append(errs, it.errf("public_key is required: the line gateway keygen --out PATH wrote in PATH.pub"))
 		} else if key, err := sign.ParsePublicKey(ctl.PublicKey); err != nil {
-			bad("%s: public_key: %s", where, strings.TrimPrefix(err.Error(), "sign: "))
+			errs = append(errs, it.errf("public_key: %s", strings.TrimPrefix(err.Error(), "sign: ")))
 		} else if other, dup := keys[string(key)]; dup {
-			bad("%s: public_key is the same as controller %q's; give each controller a key pair of its own (gateway keygen)", where, other)
+			errs = append(errs, it.errf("public_key is the same as controller %q's; give each controller a key pair of its own (gateway keygen)", other))
 		} else {
 			keys[string(key)] = ctl.Name
 		}
 		if len(ctl.Scopes) == 0 {
-			bad("%s: scopes: name at least one fence scope it may command (scopes: %s)", where, strings.Join(scopeNames, ", "))
+			errs = append(errs, it.errf("scopes: name at least one fence scope it may command (scopes: %s)", strings.Join(scopeNames, ", ")))
 		}
 		seen := map[string]bool{}
-		for _, s := range ctl.Scopes {
+		for j, s := range ctl.Scopes {
+			at := fmt.Sprintf("scopes[%d]", j)
 			switch {
 			case seen[s]:
-				bad("%s: scopes: %q is listed twice", where, s)
+				errs = append(errs, it.fieldErrf(at, "scopes: %q is listed twice", s))
 			case !scopes[s]:
-				bad("%s: scopes: no actuator is in scope %q (probably a typo; the scopes are %s)", where, s, strings.Join(scopeNames, ", "))
+				errs = append(errs, it.fieldErrf(at, "scopes: no actuator is in scope %q (probably a typo; the scopes are %s)", s, strings.Join(scopeNames, ", ")))
 			}
 			seen[s] = true
 		}
@@ -122,7 +121,7 @@ func (c *Config) checkSigning() []error {
 		}
 		for i, a := range c.Actuators {
 			if a.RequireSignature && !c.RequireSignature {
-				bad("%s: require_signature is true but no controllers are configured: %s", itemWhere("actuator", i, a.line, a.Name), fix)
+				errs = append(errs, itemOf("actuators", "actuator", i, a.Name).errf("require_signature is true but no controllers are configured: %s", fix))
 			}
 		}
 	}
