@@ -189,7 +189,7 @@ func TestKeyPastedIntoConfig(t *testing.T) {
 	raw := "ed25519:" + strings.TrimPrefix(sign.FormatPublicKey([]byte(key)), "ed25519:")
 	for _, tt := range []struct{ name, value, line string }{
 		{"PEM", strings.TrimSpace(string(pemText)), "line 9: a PEM block (PRIVATE KEY)"},
-		{"base64", raw, `line 8: controller "ctl-a": public_key: not a public key`},
+		{"base64", raw, `line 9: controller "ctl-a": public_key: not a public key`},
 	} {
 		name, value := tt.name, tt.value
 		cfg := writeConfigWith(t, t.TempDir(), gatewayID(t), "tcp://127.0.0.1:1", "", "controllers:\n  - name: ctl-a\n    public_key: "+value+
