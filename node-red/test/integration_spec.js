@@ -558,6 +558,13 @@ describe('fenced output in Node-RED (integration)', function () {
     this.timeout(120000);
     const gw = await startGateway(this);
     const g = started.find((x) => x.id === gw);
+    // "gateway ready" may come before its retained states reach the
+    // broker: kill it only once the pump's is there, which the node
+    // reads its scope from (else it waits for the scope, not a grant).
+    const states = await commandsOn(`fencegate/${gw}/pump/state`);
+    for (let i = 0; states.length === 0 && i < 200; i++) await sleep(50);
+    await states.end();
+    assert.ok(states.length > 0, `no retained state of pump from gateway ${gw}`);
     g.p.kill('SIGKILL');
     await new Promise((r) => g.p.once('exit', r));
     const sent = await commandsOn(`fencegate/${gw}/pump/set`);
