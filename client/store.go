@@ -70,15 +70,11 @@ func (s *guardedStore) Put(key string, m packets.ControlPacket) {
 func (s *guardedStore) Get(key string) packets.ControlPacket {
 	s.mu.Lock()
 	gs := s.keys[key]
+	over := gs != nil && gs.over
 	s.mu.Unlock()
-	if gs != nil {
-		s.mu.Lock()
-		over := gs.over
-		s.mu.Unlock()
-		if over || gs.g.Check() != nil {
-			s.Del(key)
-			return nil
-		}
+	if gs != nil && (over || gs.g.Check() != nil) {
+		s.Del(key)
+		return nil
 	}
 	return s.Store.Get(key)
 }

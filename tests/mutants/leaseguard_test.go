@@ -49,8 +49,8 @@ func init() {
 		name: "replay-under-lost-lease",
 		why:  "paho's store gives back every unacknowledged copy after a reconnect: a command published under a lease while the broker hung goes out again after the lease was lost",
 		file: "client/store.go",
-		old:  `		if over || gs.g.Check() != nil {`,
-		new:  `		if false && (over || gs.g.Check() != nil) {`,
+		old:  `	if gs != nil && (over || gs.g.Check() != nil) {`,
+		new:  `	if false && gs != nil && (over || gs.g.Check() != nil) {`,
 		pkgs: []string{"./client"}, run: "TestNoReplayUnderALostLease",
 	})
 }
