@@ -1,14 +1,12 @@
 package conformance_test
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate/boards"
-	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/tests/testenv"
 )
@@ -88,13 +86,8 @@ func leaseLost(t *testing.T, g *gateway, w *watcher, a, b language) {
 // stops: exit 3, one command published, the output untouched.
 func fenceAhead(t *testing.T, g *gateway, w *watcher, l language) {
 	actuator := "ahead-" + l.name
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, client.Options{Broker: g.Broker, GatewayID: g.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c, done := g.dial(t)
+	defer done()
 	const typed = 1 << 40
 	if _, err := c.Send(ctx, fence.Command{Actuator: actuator, Holder: "by-hand", Fence: fence.Fence{Token: typed}}); err != nil {
 		t.Fatalf("raising the fence by hand: %v", err)

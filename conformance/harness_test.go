@@ -144,15 +144,23 @@ func (g *gateway) stop(t *testing.T) {
 	g.waitStatus(t, "offline")
 }
 
-func (g *gateway) waitStatus(t *testing.T, want string) {
+// dial connects a Go client to the gateway, for the test's own commands
+// and reads, within ctx (30 s); done closes it.
+func (g *gateway) dial(t *testing.T) (ctx context.Context, c *client.Client, done func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	c, err := client.Dial(ctx, client.Options{Broker: g.Broker, GatewayID: g.ID})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	defer c.Close()
+	return ctx, c, func() { c.Close(); cancel() }
+}
+
+func (g *gateway) waitStatus(t *testing.T, want string) {
+	t.Helper()
+	ctx, c, done := g.dial(t)
+	defer done()
 	if err := c.WaitStatus(ctx, want); err != nil {
 		b, _ := os.ReadFile(g.log)
 		t.Fatalf("gateway not %s: %v\n%s", want, err, b)
