@@ -127,13 +127,15 @@ func (d *heldUntil) extend(sent time.Time, ttl time.Duration) {
 // whether it is lost.
 func (d *heldUntil) expired() bool {
 	d.mu.Lock()
-	late := !time.Now().Before(d.at)
-	why := "etcd answered no keep-alive sent within the last " + d.ttl.String()
-	if d.lastErr != "" {
-		why += ": " + d.lastErr
+	var why string
+	if !time.Now().Before(d.at) {
+		why = "etcd answered no keep-alive sent within the last " + d.ttl.String()
+		if d.lastErr != "" {
+			why += ": " + d.lastErr
+		}
 	}
 	d.mu.Unlock()
-	if late {
+	if why != "" {
 		d.lose(why)
 	}
 	select {
