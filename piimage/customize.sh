@@ -25,6 +25,7 @@ ROOT=${1:?the new root}
 
 # The image's own files: owned by root, modes as git cannot keep them.
 cp -r --no-preserve=ownership "$HERE/rootfs/." "$ROOT/"
+chmod 0644 "$ROOT"/usr/lib/fencegate-image/*.sh
 chmod 0755 "$ROOT/usr/lib/fencegate-image/bootconfig" "$ROOT/usr/lib/fencegate-image/growroot" "$ROOT/usr/lib/fencegate-image/fatcheck"
 
 # fencegate, from this tree.

@@ -1,0 +1,118 @@
+# fencegate image: card_site, sourced by bootconfig (docs/site.md).
+#
+# Where the gateway's MQTT goes, decided at every boot from what the Pi
+# holds (the card's files, once applied, are kept in /etc/fencegate):
+#
+# - gateway.yaml's mqtt.broker names this Pi's Mosquitto: it is the
+#   gateway's broker, and with a bridge.txt it also carries the gateway's
+#   topics to and from the site's broker (a Mosquitto bridge, written by
+#   gateway bridge);
+# - it names another broker: the gateway connects there directly, and
+#   this Pi's Mosquitto stays off (mosquitto.service's drop-in skips it
+#   while $MQ_OFF exists).
+#
+# The credentials the Pi presents to the site's broker come in the card's
+# site/ folder (ca.crt, client.crt, client.key, password), are kept in
+# /etc/fencegate/site (the gateway reads them there when it connects
+# directly) and copied for Mosquitto to /etc/mosquitto/bridge.
+SITE=$ETC/site
+BRIDGE=$ETC/bridge.txt
+MQ_OFF=/run/fencegate-image/mosquitto-off
+SITE_FILES="ca.crt client.crt client.key password"
+
+card_site() {
+	site_credentials
+	rm -f "$MQ_OFF"
+	if ! topo=$(gw bridge --config "$USE" --topology 2>&1); then
+		refuse "broker: $topo"
+		return
+	fi
+	case "$topo" in
+	direct*)
+		install -d -m 0755 "${MQ_OFF%/*}"
+		echo "the gateway connects to ${topo#direct } directly" >"$MQ_OFF"
+		rm -f "$MQ/conf.d/bridge.conf"
+		say "broker: the gateway connects to the site's broker ${topo#direct } directly; this Pi's Mosquitto is off"
+		if has bridge.txt || [ -e "$BRIDGE" ]; then
+			refuse "bridge.txt: not used: gateway.yaml's mqtt.broker is the site's broker, so there is nothing to bridge (a bridge is for a gateway on this Pi's Mosquitto, tcp://127.0.0.1:1883); remove bridge.txt or set mqtt.broker back"
+			has bridge.txt && off_card bridge.txt
+			rm -f "$BRIDGE"
+		fi
+		return
+	esac
+	if has bridge.txt; then
+		clean "$CARD/bridge.txt" >"$BRIDGE.new"
+		chmod 0600 "$BRIDGE.new"
+		if out=$(site_bridge "$BRIDGE.new" 2>&1); then
+			mv "$BRIDGE.new" "$BRIDGE"
+			off_card bridge.txt
+		else
+			rm -f "$BRIDGE.new"
+			refuse "bridge.txt is not valid, so the bridge stays as it was: $(echo "$out" | sed "s|$BRIDGE.new|fencegate/bridge.txt (on the card)|g" | tr '\n' ' ')"
+			return
+		fi
+	fi
+	if [ ! -e "$BRIDGE" ]; then
+		rm -f "$MQ/conf.d/bridge.conf"
+		return
+	fi
+	if ! out=$(site_bridge "$BRIDGE" 2>&1); then
+		rm -f "$MQ/conf.d/bridge.conf"
+		refuse "bridge: not started: $(echo "$out" | sed "s|$BRIDGE|/etc/fencegate/bridge.txt (from the card's bridge.txt)|g" | tr '\n' ' ')"
+		return
+	fi
+	say "broker: $out"
+}
+
+# site_bridge FILE writes Mosquitto's bridge.conf from the bridge file FILE
+# and says what it bridges, or fails saying why (nothing written then).
+site_bridge() {
+	install -d -m 0750 -g mosquitto "$MQ/bridge"
+	for f in ca.crt client.crt client.key; do
+		if [ -s "$SITE/$f" ]; then
+			install -m 0640 -o root -g mosquitto "$SITE/$f" "$MQ/bridge/$f"
+		else
+			rm -f "$MQ/bridge/$f"
+		fi
+	done
+	conf=$(mktemp)
+	if ! gw bridge --config "$USE" --site "$1" --credentials "$MQ/bridge" --password-file "$SITE/password" \
+		--host-id "$(head -c 8 /etc/machine-id 2>/dev/null)" >"$conf"; then
+		rm -f "$conf"
+		return 1
+	fi
+	chown root:mosquitto "$conf"
+	chmod 0640 "$conf"
+	mv "$conf" "$MQ/conf.d/bridge.conf"
+	sed -n 's/^# bridge: //p' "$MQ/conf.d/bridge.conf" | head -n 1
+}
+
+# site_credentials takes the card's site/ folder off the card into $SITE.
+# Every file there is taken off, known or not: they are keys and passwords.
+site_credentials() {
+	[ -d "$CARD/site" ] || return 0
+	install -d -m 0750 -g fencegate "$SITE"
+	for f in "$CARD"/site/* "$CARD"/site/.[!.]*; do
+		[ -f "$f" ] || continue
+		n=${f##*/}
+		case " $SITE_FILES " in
+		*" $n "*)
+			clean "$f" >"$SITE/$n"
+			if [ "$n" = password ]; then
+				# One line: the password, without its line end.
+				printf '%s' "$(head -n 1 "$SITE/$n")" >"$SITE/$n.tmp" && mv "$SITE/$n.tmp" "$SITE/$n"
+			fi
+			chown root:fencegate "$SITE/$n"
+			chmod 0640 "$SITE/$n"
+			off_card "site/$n"
+			say "site: $n installed (/etc/fencegate/site/$n)"
+			;;
+		*)
+			off_card "site/$n"
+			refuse "site/$n: not a file the Pi takes ($SITE_FILES); it was removed from the card all the same, since this folder holds keys and passwords"
+			;;
+		esac
+	done
+	rmdir "$CARD/site" 2>/dev/null || true
+}
+
