@@ -67,6 +67,8 @@ Usage:
   gateway keygen --out PATH            make a controller's key pair for signed commands
   gateway acl --config FILE --controller NAME
                                        print the Mosquitto ACL for this gateway and its controllers
+  gateway bridge --config FILE --site bridge.txt
+                                       print the Mosquitto bridge to the site's broker (docs/site.md)
   gateway ha-bridge --gateway ID --etcd URL --actuators A,B
                                        let Home Assistant's switches command actuators, fenced
   gateway bench [--profile P]          measure the gateway on this machine and disk (docs/performance.md)
@@ -169,6 +171,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdKeygen(rest, stdout, stderr)
 	case "acl":
 		return cmdACL(ctx, rest, stdout, stderr)
+	case "bridge":
+		return cmdBridge(ctx, rest, stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "version":
