@@ -389,6 +389,17 @@ func (g *instanceGuard) received(m mqtt.Message) {
 		if g.aliveness(c) == unknown {
 			g.suspect = append(g.suspect, c)
 		}
+	case g.aliveness(c) == ended:
+		// Published after this process claimed the id, but by a process
+		// of this host that has ended: no one serves with it. A broker
+		// handed an old retained claim back: a bridge's site broker
+		// replays its retained claims on every reconnect, and one that
+		// last heard of this gateway before it restarted replays the
+		// previous run's. The broker now keeps that claim: this
+		// process's own goes back on top, so that a process starting
+		// later finds this one.
+		g.l.log.Info("an old claim of an ended process came back (a bridge replaying the site's retained claim?); claiming the id again", "previous", c.String())
+		go g.reclaim()
 	default:
 		// Published after this process claimed the id on this connection:
 		// another process serves the id right now.
@@ -399,6 +410,24 @@ func (g *instanceGuard) received(m mqtt.Message) {
 		if g.markConflict() {
 			go g.found(nil, c)
 		}
+	}
+}
+
+// reclaim publishes this process's claim of its current connection again,
+// retained.
+func (g *instanceGuard) reclaim() {
+	g.mu.Lock()
+	mine := g.l.claim
+	mine.Connection = g.gen
+	g.mu.Unlock()
+	g.l.mu.Lock()
+	c := g.l.client
+	g.l.mu.Unlock()
+	if c == nil {
+		return
+	}
+	if err := await(context.Background(), send(c, g.l.t.Instance(), 1, true, wire.EncodeClaim(mine)), "publish this gateway's claim again on "+g.l.t.Instance()); err != nil {
+		g.l.log.Warn("could not claim the gateway id again", "err", err)
 	}
 }
 

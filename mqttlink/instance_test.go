@@ -283,3 +283,44 @@ func TestLivingThatClaimsAgainIsAConflict(t *testing.T) {
 	// It claims again within its backoff, a few seconds here.
 	stopsWithConflict(t, r, ready, 15*time.Second, "the previous process runs and claimed the id again")
 }
+
+// A claim of a process of this host that has ended, arriving after this
+// process claimed the id, is an old retained claim handed back (a
+// bridge's site broker replays the previous run's claim when the link
+// comes back after a restart): no conflict. The link goes on serving and
+// puts its own claim back on top.
+func TestEndedClaimAfterOwnIsNoConflict(t *testing.T) {
+	broker := testenv.EmbeddedBroker(t)
+	topics := wire.Topics{GatewayID: testenv.ID(t, "replayed")}
+	cmd, previous := child(t, topics, "store-a")
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	r, ready := runLink(t, Options{Broker: broker, Topics: topics, Actuators: []string{"pump"}, Store: "store-a"}, &countHandler{})
+	select {
+	case <-ready:
+	case err := <-r.done:
+		t.Fatalf("Run ended before taking commands: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the link did not take commands within 20 s (status %+v)", r.Status())
+	}
+	retain(t, broker, topics, previous)
+	for deadline := time.Now().Add(20 * time.Second); retainedClaim(t, broker, topics).Instance != r.claim.Instance; time.Sleep(10 * time.Millisecond) {
+		select {
+		case err := <-r.done:
+			t.Fatalf("the link stopped (%v) on the claim of a process that has ended", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the link did not put its own claim back within 20 s (status %+v)", r.Status())
+		}
+	}
+	select {
+	case err := <-r.done:
+		t.Fatalf("the link stopped (%v) on the claim of a process that has ended", err)
+	default:
+	}
+	if st := r.Status(); st.Conflict != "" {
+		t.Fatalf("status says a conflict: %+v", st)
+	}
+}
