@@ -116,6 +116,9 @@ func TestImage(t *testing.T) {
 	// What the card must not hold, anywhere on its boot partition, once
 	// the Pi has taken these files.
 	secrets := []string{password, keyMark}
+	// The site's broker, reached through this Pi's Mosquitto's bridge.
+	site := startSiteBroker(t)
+	secrets = append(secrets, site.putOnCard(t, c)...)
 	for _, s := range secrets {
 		if !c.bootHas(t, s) {
 			t.Fatalf("%q is not on the card's boot partition after mcopy: the scan does not see what a laptop would", s)
@@ -138,6 +141,7 @@ func TestImage(t *testing.T) {
 			noSecretsOnCard(t, c, "after the first boot", secrets)
 			ctl = dialController(ctx, t, pi, password)
 			commands(ctx, t, pi, ctl)
+			site.checkBridge(ctx, t, pi)
 			// The Modbus relay, over the Pi's network.
 			if r := ctl.send(ctx, t, "lamp", floor+1, fence.StateOn); r.Outcome != fence.Applied || !mod.Coil(0) {
 				t.Fatalf("lamp on: %s (%s), coil %v; want applied, on", r.Outcome, r.Error, mod.Coil(0))

@@ -16,9 +16,9 @@ import (
 )
 
 // Certs are PEM files of a small public key infrastructure made for one
-// test: a CA, a server certificate it signed for 127.0.0.1 and localhost,
-// an expired one for the same names, a client certificate, and a second CA
-// with a client certificate of its own. Each key file is next to its
+// test: a CA, a server certificate it signed for 127.0.0.1, localhost and
+// 10.0.2.2, an expired one for the same names, a client certificate, and a
+// second CA with a client certificate of its own. Each key file is next to its
 // certificate (0600).
 type Certs struct {
 	Dir string
@@ -51,11 +51,13 @@ func MakeCerts(t testing.TB) *Certs {
 	now := time.Now()
 	server := func(name string, notBefore, notAfter time.Time) (string, string) {
 		return mk.leaf(name, ca, caKey, &x509.Certificate{
-			Subject:     pkix.Name{CommonName: "broker"},
-			NotBefore:   notBefore,
-			NotAfter:    notAfter,
-			DNSNames:    []string{"localhost"},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+			Subject:   pkix.Name{CommonName: "broker"},
+			NotBefore: notBefore,
+			NotAfter:  notAfter,
+			DNSNames:  []string{"localhost"},
+			// 10.0.2.2: the host, as the emulated Pi reaches it
+			// (QEMU's user network).
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.2.2")},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		})
 	}

@@ -23,6 +23,7 @@ SITE_FILES="ca.crt client.crt client.key password"
 card_site() {
 	site_credentials
 	rm -f "$MQ_OFF"
+	[ -e "$USE" ] || return 0 # no configuration yet: bootconfig says so
 	if ! topo=$(gw bridge --config "$USE" --topology 2>&1); then
 		refuse "broker: $topo"
 		return
@@ -76,7 +77,9 @@ site_bridge() {
 		fi
 	done
 	conf=$(mktemp)
-	if ! gw bridge --config "$USE" --site "$1" --credentials "$MQ/bridge" --password-file "$SITE/password" \
+	# As root: Mosquitto's copies of the credentials are not the
+	# gateway user's to read, and their presence decides the bridge.
+	if ! /usr/bin/gateway bridge --config "$USE" --site "$1" --credentials "$MQ/bridge" --password-file "$SITE/password" \
 		--host-id "$(head -c 8 /etc/machine-id 2>/dev/null)" >"$conf"; then
 		rm -f "$conf"
 		return 1
