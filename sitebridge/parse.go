@@ -71,7 +71,7 @@ func Parse(r io.Reader, name string) (Site, error) {
 			continue
 		}
 		key, value, ok := strings.Cut(line, ":")
-		if !ok {
+		if !ok || strings.ContainsAny(strings.TrimSpace(key), " \t") {
 			return Site{}, fmt.Errorf("%s: %q is not \"key: value\" (broker, username, client_id), nor \"off\"", at, clip(line))
 		}
 		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
