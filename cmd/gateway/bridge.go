@@ -27,7 +27,9 @@ another broker itself.
 
 --site FILE reads a bridge file (the image card's bridge.txt: broker,
 username, client_id) and prints the Mosquitto bridge that carries the
-gateway's topics to and from that broker, each the way the gateway uses it;
+gateway's topics to and from that broker, each the way the gateway uses it
+(its first line, "# bridge: ...", says so in a sentence; "# bridge: off"
+alone for a file that turns the bridge off);
 --credentials DIR is where Mosquitto finds the site's CA (ca.crt) and this
 Pi's client certificate (client.crt, client.key), --password-file the
 password of the bridge's user.
@@ -92,7 +94,9 @@ bridge's user USER.`)
 		return configErr(err)
 	}
 	if s.Off {
-		return configErr(fmt.Errorf("%s says off: there is no bridge to write", *site))
+		// Said, not written: the caller removes the bridge it had.
+		fmt.Fprintln(stdout, "# bridge: off")
+		return nil
 	}
 	if *passFile != "" {
 		b, err := os.ReadFile(*passFile)

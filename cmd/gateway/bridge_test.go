@@ -96,7 +96,7 @@ func TestBridgeCommand(t *testing.T) {
 	}{
 		{[]string{"--config", cfg("tls://site.lan:8883"), "--site", site}, exitConfig, "not this machine's Mosquitto: a bridge carries"},
 		{[]string{"--config", cfg("tcp://127.0.0.1:1883"), "--site", write("bad.txt", "broker: tcp://b\npassword: x\n")}, exitConfig, "bad.txt line 2: the password does not go in bridge.txt"},
-		{[]string{"--config", cfg("tcp://127.0.0.1:1883"), "--site", write("off.txt", "off\n")}, exitConfig, "says off"},
+		{[]string{"--config", cfg("tcp://127.0.0.1:1883"), "--site", write("off.txt", "off\n")}, 0, "# bridge: off\n"},
 		{[]string{"--config", cfg("tcp://127.0.0.1:1883"), "--site", filepath.Join(dir, "none.txt")}, exitConfig, "no such file"},
 		{[]string{"--config", cfg("tcp://127.0.0.1:1883")}, exitUsage, "give one of --topology"},
 		{[]string{"--config", cfg("tcp://127.0.0.1:1883"), "--topology", "--site", site}, exitUsage, "give one of"},

@@ -62,6 +62,11 @@ card_site() {
 		refuse "bridge: not started: $(echo "$out" | sed "s|$BRIDGE|/etc/fencegate/bridge.txt (from the card's bridge.txt)|g" | tr '\n' ' ')"
 		return
 	fi
+	if [ "$out" = off ]; then
+		rm -f "$MQ/conf.d/bridge.conf" "$BRIDGE"
+		say "broker: no bridge to the site's broker (bridge.txt said off)"
+		return
+	fi
 	say "broker: $out"
 }
 
