@@ -62,11 +62,11 @@ lint:
 	$(GO) vet -tags imagetest ./piimage
 
 ## fuzz: a short run (FUZZTIME) of each fuzz target: the command decoder, the topic parser, the configuration
-##       loader, the card's bridge file; their seed corpora (testdata/fuzz) run with every go test. A failure writes its input there. Then the
+##       loader, the card's bridge and Wi-Fi files; their seed corpora (testdata/fuzz) run with every go test. A failure writes its input there. Then the
 ##       hostile commands through the real brokers (TestHostileCommands) with HOSTILE_CASES cases per broker (make test:
 ##       1000); it prints its seed, FENCEGATE_HOSTILE_SEED=N replays it.
 FUZZTIME      ?= 5s
-FUZZ          ?= ./wire:FuzzDecodeCommand ./wire:FuzzTopics ./config:FuzzParse ./sitebridge:FuzzParse
+FUZZ          ?= ./wire:FuzzDecodeCommand ./wire:FuzzTopics ./config:FuzzParse ./sitebridge:FuzzParse ./wifi:FuzzParse
 HOSTILE_CASES ?= 10000
 fuzz:
 	@for t in $(FUZZ); do \

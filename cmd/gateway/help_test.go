@@ -20,6 +20,10 @@ func TestHelpNeverActs(t *testing.T) {
 	cfg := writeConfig(t, dir, "tcp://127.0.0.1:1", "127.0.0.1:0")
 	store := filepath.Join(dir, "fence.db")
 	simDir := filepath.Join(dir, "sim")
+	// A valid wifi.txt: gateway wifi without -h would write wpa.conf.
+	if err := os.WriteFile(filepath.Join(dir, "wifi.txt"), []byte("country: DE\nssid: a\nopen: yes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	commands := [][]string{
 		{"run", "--config", cfg, "--init"},
 		{"init", "--config", cfg},
@@ -29,6 +33,7 @@ func TestHelpNeverActs(t *testing.T) {
 		{"sim", "--dir", simDir, "--http", "127.0.0.1:0", "--mqtt", "127.0.0.1:0"},
 		{"sim", "scenario", "paused-controller", "--sim", "http://127.0.0.1:1"},
 		{"keygen", "--out", filepath.Join(dir, "ctl")},
+		{"wifi", "--from", filepath.Join(dir, "wifi.txt"), "--out", filepath.Join(dir, "wpa.conf")},
 		{"bench", "--profile", "single", "--store-dir", filepath.Join(dir, "bench")},
 		{"version"},
 	}
@@ -61,7 +66,7 @@ func TestHelpNeverActs(t *testing.T) {
 						t.Errorf("gateway %s lists the test-only flag --%s", strings.Join(argv, " "), hidden)
 					}
 				}
-				for _, p := range []string{store, simDir, filepath.Join(dir, "ctl.key"), filepath.Join(dir, "ctl.pub"), filepath.Join(dir, "bench")} {
+				for _, p := range []string{store, simDir, filepath.Join(dir, "ctl.key"), filepath.Join(dir, "ctl.pub"), filepath.Join(dir, "bench"), filepath.Join(dir, "wpa.conf")} {
 					if _, err := os.Stat(p); err == nil {
 						t.Fatalf("gateway %s created %s", strings.Join(argv, " "), p)
 					}

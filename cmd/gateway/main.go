@@ -12,6 +12,7 @@
 //	gateway inspect --store fence.db             print fences and the audit trail (read-only)
 //	gateway keygen --out ctl-a                   make a controller's key pair (ctl-a.key, ctl-a.pub) for signed commands
 //	gateway acl --config gateway.yaml --controller ctl-a   print the Mosquitto ACL for the gateway and its controllers
+//	gateway wifi --from wifi.txt --out FILE      check a card's wifi.txt and write wpa_supplicant's configuration for it
 //	gateway bench [--profile P]                  measure the gateway on this machine and disk, against its floors
 //	gateway version
 //
@@ -69,6 +70,8 @@ Usage:
                                        print the Mosquitto ACL for this gateway and its controllers
   gateway bridge --config FILE --site bridge.txt
                                        print the Mosquitto bridge to the site's broker (docs/site.md)
+  gateway wifi --from wifi.txt [--out FILE]
+                                       check a card's wifi.txt; write wpa_supplicant's configuration (docs/site.md)
   gateway ha-bridge --gateway ID --etcd URL --actuators A,B
                                        let Home Assistant's switches command actuators, fenced
   gateway bench [--profile P]          measure the gateway on this machine and disk (docs/performance.md)
@@ -171,6 +174,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdKeygen(rest, stdout, stderr)
 	case "acl":
 		return cmdACL(ctx, rest, stdout, stderr)
+	case "wifi":
+		return cmdWiFi(ctx, rest, stdout, stderr)
 	case "bridge":
 		return cmdBridge(ctx, rest, stdout, stderr)
 	case "bench":
