@@ -80,7 +80,11 @@ SECONDS=0
 step "root file system: Debian $SUITE arm64 (packages cached in $CACHE)"
 packages=linux-image-arm64,raspi-firmware,initramfs-tools,zstd,systemd-sysv,udev,kmod,dbus,
 packages+=systemd-timesyncd,iproute2,openssh-server,avahi-daemon,mosquitto,mosquitto-clients,
-packages+=adduser,fdisk,e2fsprogs,dosfstools,gpiod,less,nano
+packages+=adduser,fdisk,e2fsprogs,dosfstools,gpiod,less,nano,
+# Wi-Fi from the card's wifi.txt (docs/site.md): wpa_supplicant, the Pi
+# radios' firmware (Broadcom's, from non-free-firmware) and the regulatory
+# database the kernel reads for the country wifi.txt names.
+packages+=wpasupplicant,firmware-brcm80211,wireless-regdb
 # Documentation, manual pages and translations stay out (copyright files
 # stay): a smaller card and less to unpack under emulation.
 talk=--quiet

@@ -26,7 +26,8 @@ ROOT=${1:?the new root}
 # The image's own files: owned by root, modes as git cannot keep them.
 cp -r --no-preserve=ownership "$HERE/rootfs/." "$ROOT/"
 chmod 0644 "$ROOT"/usr/lib/fencegate-image/*.sh
-chmod 0755 "$ROOT/usr/lib/fencegate-image/bootconfig" "$ROOT/usr/lib/fencegate-image/growroot" "$ROOT/usr/lib/fencegate-image/fatcheck"
+chmod 0755 "$ROOT/usr/lib/fencegate-image/bootconfig" "$ROOT/usr/lib/fencegate-image/growroot" "$ROOT/usr/lib/fencegate-image/fatcheck" \
+  "$ROOT/usr/lib/fencegate-image/netstatus"
 
 # fencegate, from this tree.
 cp "${IMAGE_DEB:?}" "$ROOT/tmp/fencegate.deb"
@@ -41,10 +42,14 @@ rm "$ROOT/tmp/fencegate.deb"
 # display's own driver when it loads; networkd's persistent storage keeps
 # state the card's network (DHCP on one port) does not need.
 in_root systemctl disable --quiet e2scrub_reap.service e2scrub_all.timer
+# wpasupplicant's D-Bus service (for NetworkManager) would be one more
+# wpa_supplicant at every boot; the image runs wpa_supplicant@wlan0 alone,
+# when wlan0 appears and a wifi.txt was applied (80-fencegate-wifi.rules).
+in_root systemctl disable --quiet wpa_supplicant.service
 in_root systemctl mask --quiet systemd-pstore.service modprobe@efi_pstore.service modprobe@drm.service \
   systemd-networkd-persistent-storage.service
 in_root systemctl enable --quiet systemd-networkd.service systemd-timesyncd.service fencegate-fatcheck.service \
-  fencegate-growroot.service fencegate-bootconfig.service mosquitto.service ssh.service fencegate.service
+  fencegate-growroot.service fencegate-bootconfig.service fencegate-netstatus.service mosquitto.service ssh.service fencegate.service
 
 # The initramfs, once; raspi-firmware's hook then copies the kernel, the
 # initramfs and the device trees to /boot/firmware and writes cmdline.txt

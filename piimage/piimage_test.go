@@ -17,7 +17,7 @@ func TestScriptsParse(t *testing.T) {
 	for _, s := range []struct{ shell, path string }{
 		{"bash", "build.sh"}, {"bash", "customize.sh"},
 		{"sh", "rootfs/usr/lib/fencegate-image/bootconfig"}, {"sh", "rootfs/usr/lib/fencegate-image/growroot"},
-		{"sh", "rootfs/usr/lib/fencegate-image/fatcheck"},
+		{"sh", "rootfs/usr/lib/fencegate-image/fatcheck"}, {"sh", "rootfs/usr/lib/fencegate-image/netstatus"},
 		// Sourced by bootconfig, not run: parsed, and not executable.
 		{"sh", "rootfs/usr/lib/fencegate-image/shred.sh"}, {"sh", "rootfs/usr/lib/fencegate-image/wifi.sh"},
 		{"sh", "rootfs/usr/lib/fencegate-image/site.sh"}, {"sh", "rootfs/usr/lib/fencegate-image/cardfiles.sh"},

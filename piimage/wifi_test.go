@@ -1,0 +1,217 @@
+//go:build linux
+
+package piimage
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/tests/testenv"
+	"github.com/fencegate/fencegate/wifi"
+)
+
+var gatewayOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// gatewayBinary builds cmd/gateway once for the tests that run the
+// image's scripts with it.
+func gatewayBinary(t *testing.T) string {
+	t.Helper()
+	gatewayOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "piimage-gateway")
+		if err != nil {
+			gatewayOnce.err = err
+			return
+		}
+		gatewayOnce.path = filepath.Join(dir, "gateway")
+		gatewayOnce.err = testenv.GoBuild("gateway.test", gatewayOnce.path, "../cmd/gateway")
+	})
+	if gatewayOnce.err != nil {
+		t.Fatal(gatewayOnce.err)
+	}
+	return gatewayOnce.path
+}
+
+// testCACert returns a self-signed CA certificate, as PEM.
+func testCACert(t *testing.T) []byte {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "corp CA"}, IsCA: true, BasicConstraintsValid: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// wifiRun is one run of card_wifi: the card's folder, the Pi's files and
+// what it said.
+type wifiRun struct {
+	folder, conf, net string
+	status, stderr    string
+	systemctl         string // the arguments systemctl was called with
+}
+
+// runCardWiFi runs bootconfig's card_wifi, as bootconfig sources it, on
+// folder, with the gateway built from this tree, a stub systemctl, and a
+// network-interface folder that has wlan0 if wlan0 is true.
+func runCardWiFi(t *testing.T, folder string, wlan0 bool) *wifiRun {
+	t.Helper()
+	lib, err := filepath.Abs(imageLib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := &wifiRun{folder: folder, conf: filepath.Join(dir, "etc", "wpa_supplicant-wlan0.conf"), net: filepath.Join(dir, "net")}
+	for _, d := range []string{filepath.Dir(r.conf), r.net, filepath.Join(dir, "bin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if wlan0 {
+		os.Mkdir(filepath.Join(r.net, "wlan0"), 0o755)
+	}
+	calls := filepath.Join(dir, "systemctl.calls")
+	stub := "#!/bin/sh\necho \"$@\" >>" + calls + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "bin", "systemctl"), []byte(stub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	status := filepath.Join(dir, "status")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", `set -u
+eval "$(sed -n '/^say() {/p; /^refuse() {/p; /^has() {/p; /^clean() {/p; /^off_card() {/,/^}/p' "$1/bootconfig")"
+for f in say refuse has clean off_card; do command -v $f >/dev/null || { echo "no $f in bootconfig" >&2; exit 3; }; done
+. "$1/shred.sh"
+. "$1/wifi.sh"
+. "$1/cardfiles.sh"
+card_wifi`, "sh", lib)
+	cmd.Env = append(os.Environ(), "CARD="+folder, "STATUS_NEW="+status, "PATH="+filepath.Join(dir, "bin")+":"+os.Getenv("PATH"),
+		"FENCEGATE_WPA_CONF="+r.conf, "FENCEGATE_NET="+r.net, "FENCEGATE_GATEWAY="+gatewayBinary(t))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("card_wifi: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	b, _ := os.ReadFile(status)
+	r.status, r.stderr = string(b), stderr.String()
+	c, _ := os.ReadFile(calls)
+	r.systemctl = string(c)
+	return r
+}
+
+// TestCardWiFi: bootconfig's card_wifi writes wpa_supplicant's
+// configuration from the card's wifi.txt, says so, and takes wifi.txt
+// (and the CA file it names) off the card, applied or refused; it
+// restarts wpa_supplicant@wlan0 only for a new configuration on a Pi that
+// has wlan0.
+func TestCardWiFi(t *testing.T) {
+	const pass = "card-wifi-secret-1"
+	cert := testCACert(t)
+	for _, tt := range []struct {
+		name    string
+		files   map[string]string
+		wlan0   bool
+		status  []string // each in status.txt
+		conf    []string // each in the configuration; nil: none written
+		left    []string // the folder's files after it
+		restart bool
+	}{
+		{"personal, no radio", map[string]string{"wifi.txt": "\xEF\xBB\xBFcountry: DE\r\nssid: greenhouse\r\npassphrase: " + pass + "\r\n"}, false,
+			[]string{`Wi-Fi: "greenhouse", country DE, WPA2-Personal (the network: line below says whether the Pi joined)`},
+			[]string{"\tssid=" + hex.EncodeToString([]byte("greenhouse")) + "\n", "country=DE\n"}, nil, false},
+		{"personal, wlan0", map[string]string{"wifi.txt": "country: DE\nssid: greenhouse\npassphrase: " + pass + "\n"}, true,
+			[]string{`Wi-Fi: "greenhouse", country DE, WPA2-Personal`}, []string{"psk="}, nil, true},
+		{"refused", map[string]string{"wifi.txt": "country: DE\nssid: greenhouse\npassphrase: " + pass + "\nhidden: maybe\n", "README.txt": "x"}, true,
+			[]string{"ERROR: wifi.txt is not valid, so Wi-Fi stays as it was; the file was removed from the card all the same",
+				"\n  fencegate/wifi.txt, line 4: hidden: want yes or no\n"}, nil, []string{"README.txt"}, false},
+		{"enterprise with its CA", map[string]string{"wifi.txt": "country: GB\nssid: corp\neap: peap\nidentity: me\npassword: " + pass + "\nca: \"Corp-CA.pem\"\n",
+			"Corp-CA.pem": string(cert)}, false,
+			[]string{`Wi-Fi: "corp", country GB, WPA2-Enterprise (PEAP, MSCHAPV2)`}, []string{"eap=PEAP", `ca_cert="`}, nil, false},
+		{"enterprise refused, its CA taken all the same", map[string]string{"wifi.txt": "country: GB\nssid: corp\neap: tls\nidentity: me\npassword: " + pass + "\nca: corp-ca.pem\n",
+			"corp-ca.pem": string(cert)}, false,
+			[]string{"  fencegate/wifi.txt, line 3: eap: want peap or ttls"}, nil, nil, false},
+		{"the broker's ca.crt is left for the broker's part", map[string]string{"wifi.txt": "country: GB\nssid: corp\neap: ttls\nidentity: me\npassword: " + pass + "\nca: CA.CRT\n",
+			"CA.CRT": string(cert)}, false,
+			[]string{`Wi-Fi: "corp", country GB, WPA2-Enterprise (TTLS, MSCHAPV2)`}, []string{"eap=TTLS"}, []string{"CA.CRT"}, false},
+		{"a name that is not a file name is not touched", map[string]string{"wifi.txt": "country: GB\nssid: corp\neap: ttls\nidentity: me\npassword: " + pass + "\nca: ../x\n",
+			"x": "keep"}, false,
+			[]string{"line 6: ca: want the name of a file"}, nil, []string{"x"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			folder := filepath.Join(t.TempDir(), "fencegate")
+			for name, text := range tt.files {
+				put(t, folder, name, text)
+			}
+			r := runCardWiFi(t, folder, tt.wlan0)
+			for _, w := range tt.status {
+				if !strings.Contains(r.status, w) {
+					t.Errorf("status.txt lacks %q:\n%s", w, r.status)
+				}
+			}
+			if strings.Contains(r.status, pass) || r.stderr != "" {
+				t.Errorf("status.txt shows the password, or stderr is not empty (%q):\n%s", r.stderr, r.status)
+			}
+			conf, err := os.ReadFile(r.conf)
+			if tt.conf == nil {
+				if err == nil {
+					t.Errorf("a configuration was written:\n%s", conf)
+				}
+			} else {
+				st, _ := os.Stat(r.conf)
+				if err != nil || st.Mode().Perm() != 0o600 || strings.Contains(string(conf), pass) {
+					t.Fatalf("configuration: %v, mode %v:\n%s", err, st.Mode(), conf)
+				}
+				for _, w := range tt.conf {
+					if !strings.Contains(string(conf), w) {
+						t.Errorf("the configuration lacks %q:\n%s", w, conf)
+					}
+				}
+				if strings.Contains(string(conf), "eap=") {
+					if ca, err := os.ReadFile(wifi.CAPath(r.conf)); err != nil || string(ca) != string(cert) {
+						t.Errorf("the CA file beside the configuration: %v\n%s", err, ca)
+					}
+				}
+			}
+			es, _ := os.ReadDir(folder)
+			var left []string
+			for _, e := range es {
+				left = append(left, e.Name())
+			}
+			if strings.Join(left, " ") != strings.Join(tt.left, " ") {
+				t.Errorf("the folder holds %v after card_wifi; want %v", left, tt.left)
+			}
+			if want := map[bool]string{true: "--no-block restart wpa_supplicant@wlan0.service\n"}[tt.restart]; r.systemctl != want {
+				t.Errorf("systemctl called with %q; want %q", r.systemctl, want)
+			}
+		})
+	}
+	// Without wifi.txt nothing changes, and nothing is said.
+	folder := filepath.Join(t.TempDir(), "fencegate")
+	put(t, folder, "README.txt", "x")
+	if r := runCardWiFi(t, folder, true); r.status != "" || r.systemctl != "" {
+		t.Errorf("without wifi.txt: status %q, systemctl %q; want nothing", r.status, r.systemctl)
+	}
+}
