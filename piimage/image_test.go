@@ -113,9 +113,13 @@ func TestImage(t *testing.T) {
 	// using 1883): the Pi takes it off the card all the same.
 	keyMark := fmt.Sprintf("KEY-%x", rand.Uint64())
 	c.put(t, "broker.key", "-----BEGIN PRIVATE KEY-----\n"+keyMark+"\n"+strings.Repeat("MC4CAQAwBQYDK2VwBCIEIFq0aXlR3sZ8pHk2QvJ0\n", 60)+keyMark+"\n-----END PRIVATE KEY-----\n")
+	// Wi-Fi, on a Pi without a radio (checkWiFi): the passphrase leaves
+	// the card with the file.
+	wifiPass := fmt.Sprintf("wifi-%016x", rand.Uint64())
+	c.put(t, "wifi.txt", wifiText(wifiPass))
 	// What the card must not hold, anywhere on its boot partition, once
 	// the Pi has taken these files.
-	secrets := []string{password, keyMark}
+	secrets := []string{password, keyMark, wifiPass}
 	// The site's broker, reached through this Pi's Mosquitto's bridge.
 	site := startSiteBroker(t)
 	secrets = append(secrets, site.putOnCard(t, c)...)
@@ -135,6 +139,7 @@ func TestImage(t *testing.T) {
 		{"first-boot", func(t *testing.T) {
 			pi.boot(ctx)
 			firstBoot(ctx, t, pi, password)
+			checkWiFi(ctx, t, pi, wifiPass)
 			// Not in the folder, and not on the card either: the Pi
 			// overwrote the files before it removed them, and the zeros
 			// are on the card, not only in the Pi's cache.
