@@ -19,10 +19,8 @@ LOG="$WORK/console.log"
 # quiet keeps the console to warnings, the tests' output and "reboot: Power down".
 APPEND="console=ttyAMA0,115200 panic=-1 quiet ${PIEMU_KERNEL_ARGS:-} FENCEGATE_PIEMU=1 -- -test.v -test.timeout=$((TIMEOUT - 20))s $*"
 start=$(date +%s.%N)
-# -accel tcg,thread=single: raspi3b always has 4 vCPUs; with multi-threaded
-# TCG on few host cores, boot spends ~22 s patching ftrace call sites (each
-# patch is a cross-vCPU TLB flush). Single-threaded TCG boots in ~3 s.
-qemu-system-aarch64 -M raspi3b -accel tcg,thread=single \
+# PIEMU_MACHINE (lib.sh): raspi3b, single-threaded TCG.
+qemu-system-aarch64 "${PIEMU_MACHINE[@]}" \
   -kernel "$KDIR/vmlinuz" -dtb "$WORK/rpi3b.dtb" -initrd "$WORK/initrd.cpio.gz" \
   -append "$APPEND" -nographic -serial stdio -monitor none -no-reboot </dev/null >"$LOG" 2>&1 &
 qpid=$!
