@@ -105,6 +105,8 @@ func TestDependencyDirection(t *testing.T) {
 		// Controllers' packages: no gateway internals.
 		{"client", []string{bbolt, mochi, gpio, mod + "fencelog", mod + "actuator", mod + "boards", mod + "service", mod + "mqttlink"}},
 		{"lease", []string{paho, bbolt, mochi, gpio, mod + "fencelog", mod + "actuator", mod + "service"}},
+		// The image card's bridge file: text in, Mosquitto's configuration out.
+		{"sitebridge", []string{paho, bbolt, mochi, gpio, yaml, modb, mod + "fencelog", mod + "actuator", mod + "boards", mod + "config", mod + "mqttlink", mod + "service"}},
 	}
 	// A positive control, so that an empty listing cannot pass.
 	if got := strings.Join(deps(t, "service"), " "); !strings.Contains(got, paho) || !strings.Contains(got, bbolt) {
