@@ -178,42 +178,12 @@ func (p *pi) boot(ctx context.Context) {
 	t := p.t
 	t.Helper()
 	p.boots++
-	files := map[string]string{}
-	for _, pat := range []string{"vmlinuz-*", "initrd.img-*", "bcm2837-rpi-3-b.dtb", "cmdline.txt"} {
-		out, err := exec.Command("mdir", "-b", "-i", p.card.fat(), "::"+pat).Output()
-		names := strings.Fields(string(out))
-		if err != nil || len(names) == 0 {
-			t.Fatalf("boot partition: no %s (%v)", pat, err)
-		}
-		name := names[len(names)-1]
-		local := filepath.Join(p.dir, strings.TrimPrefix(filepath.Base(name), "::"))
-		if out, err := exec.Command("mcopy", "-n", "-o", "-i", p.card.fat(), name, local).CombinedOutput(); err != nil {
-			t.Fatalf("mcopy %s: %v\n%s", name, err, out)
-		}
-		files[pat] = local
-	}
-	cmdline, err := os.ReadFile(files["cmdline.txt"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The console on QEMU's PL011 (the firmware would choose ttyS1).
-	// QEMU's model of the SoC's watchdog resets the machine the moment it
-	// is armed (it has no countdown), so systemd must not arm it here; on
-	// a Pi it does (RuntimeWatchdogSec, checked in firstBoot).
-	appendLine := strings.TrimSpace(string(cmdline)) + " console=ttyAMA0,115200 systemd.watchdog_sec=off"
+	files := bootFiles(t, p.card.fat(), p.dir)
 	p.ssh, p.mqtt, p.api = testenv.Port(t), testenv.Port(t), testenv.Port(t)
 	p.console = filepath.Join(p.dir, fmt.Sprintf("console-%d.log", p.boots))
-	// The gateway's API listens on the Pi's loopback: tunnel reaches it.
-	fwd := fmt.Sprintf("user,id=net0,hostfwd=tcp:127.0.0.1:%d-:22,hostfwd=tcp:127.0.0.1:%d-:1883", p.ssh, p.mqtt)
-	// -accel tcg,thread=single: raspi3b has 4 vCPUs, and multi-threaded
-	// TCG on two host cores spends its time in cross-vCPU TLB flushes.
-	// -no-reboot: a reboot ends QEMU; boot starts the next one.
-	p.cmd = exec.Command("qemu-system-aarch64", "-M", "raspi3b", "-accel", "tcg,thread=single",
-		"-kernel", files["vmlinuz-*"], "-initrd", files["initrd.img-*"], "-dtb", files["bcm2837-rpi-3-b.dtb"],
-		"-append", appendLine,
-		"-drive", "if=sd,format=raw,file="+p.card.path,
-		"-netdev", fwd, "-device", "usb-net,netdev=net0",
-		"-nographic", "-serial", "file:"+p.console, "-monitor", "none", "-no-reboot")
+	// qemuArgs (qemuargs_test.go), as piimage/qemu.sh boots the image for
+	// users, but for the console, in a file here.
+	p.cmd = exec.Command("qemu-system-aarch64", qemuArgs(files, p.card.path, p.ssh, p.mqtt, "file:"+p.console)...)
 	// Its own group (kill ends it all); and it dies with the test
 	// process, however that ends, so no emulated Pi keeps a core busy.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
