@@ -38,7 +38,7 @@ func checkWiFi(ctx context.Context, t *testing.T, pi *pi, pass string) {
 		"\r\nWi-Fi: no wlan0: this Pi has no radio that Linux found",
 	} {
 		if !strings.Contains(status, want) {
-			t.Errorf("status.txt does not say %q:\n%s", want, status)
+			t.Errorf("status.txt does not say %q:\n%s\nthe radio driver's messages:\n%s", want, status, pi.must("dmesg | grep -i brcm; true"))
 		}
 	}
 	if !regexp.MustCompile(`(?m)^network: .*\b\d+\.\d+\.\d+\.\d+\b.*\r$`).MatchString(status) {
