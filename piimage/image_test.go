@@ -223,6 +223,7 @@ func TestImage(t *testing.T) {
 		}},
 		{"power-cuts", func(t *testing.T) { powerCuts(ctx, t, pi, &ctl, password, cuts(t)) }},
 		{"upgrade", func(t *testing.T) { upgrade(ctx, t, pi, ctl) }},
+		{"site-direct", func(t *testing.T) { site.checkDirect(ctx, t, pi) }},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) { pi.t = t; s.f(t) }) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,10 @@ func startSiteBroker(t *testing.T) *siteBroker {
 		ctlUser: "site-controller", ctlPass: fmt.Sprintf("ctl-%x", rand.Uint64())}
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "passwd")
-	for i, u := range [][2]string{{s.bridgeUser, s.bridgePass}, {s.ctlUser, s.ctlPass}} {
+	// The gateway's own user (for the Pi connecting directly) has the
+	// same password as the bridge's: both come from the card's one
+	// site/password.
+	for i, u := range [][2]string{{s.bridgeUser, s.bridgePass}, {s.ctlUser, s.ctlPass}, {gatewayID, s.bridgePass}} {
 		args := []string{"-b", pw, u[0], u[1]}
 		if i == 0 {
 			args = append([]string{"-c"}, args...)
@@ -53,7 +57,7 @@ func startSiteBroker(t *testing.T) *siteBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acl += fmt.Sprintf("\nuser %s\ntopic write fencegate/%s/+/set\ntopic read fencegate/%s/#\n", s.ctlUser, gatewayID, gatewayID)
+	acl += fmt.Sprintf("\nuser %s\ntopic write fencegate/%s/+/set\ntopic read fencegate/%s/#\n", s.ctlUser, gatewayID, gatewayID) + s.gatewayACL()
 	conf := fmt.Sprintf(`per_listener_settings false
 allow_anonymous false
 password_file %s
@@ -169,5 +173,75 @@ func (s *siteBroker) checkBridge(ctx context.Context, t *testing.T, pi *pi) {
 	}
 	if st, ok := cl.State("pump"); !ok || st.Fence.Token != tok || st.State != fence.StateOn {
 		t.Errorf("the pump's state on the site's broker: %+v (%v); want on at %d", st, ok, tok)
+	}
+}
+
+// gatewayUser is the gateway's own user on the site's broker, for a Pi
+// that connects there directly; its ACL lines are what gateway acl grants
+// a gateway.
+func (s *siteBroker) gatewayACL() string {
+	t := wire.Topics{GatewayID: gatewayID}
+	return fmt.Sprintf("\nuser %s\ntopic readwrite %s\ntopic readwrite %s\ntopic write %s\ntopic write %s\ntopic write %s\ntopic write %s\n",
+		gatewayID, t.SetFilter(), t.Instance(), t.ReplyFilter(), t.ResultFilter(), t.StateFilter(), t.Status())
+}
+
+// checkDirect switches the Pi from the bridge to the site's broker
+// directly, as a user does from the card (a gateway.yaml whose mqtt.broker
+// is the site's, with the files of site/), and checks that this Pi's
+// Mosquitto is off, the bridge gone, and that a controller on the site's
+// broker commands the gateway, fenced, over its own TLS connection.
+func (s *siteBroker) checkDirect(ctx context.Context, t *testing.T, pi *pi) {
+	t.Helper()
+	cfg := pi.must("cat /etc/fencegate/gateway.yaml")
+	local := "  broker: tcp://127.0.0.1:1883\n  username: gateway\n  password_file: /etc/fencegate/mqtt.password\n"
+	if !strings.Contains(cfg, local) {
+		t.Fatalf("the Pi's gateway.yaml has no mqtt lines for its own Mosquitto to replace:\n%s", cfg)
+	}
+	direct := fmt.Sprintf("  broker: tls://10.0.2.2:%d\n  username: %s\n  password_file: /etc/fencegate/site/password\n"+
+		"  tls:\n    ca_file: /etc/fencegate/site/ca.crt\n    cert_file: /etc/fencegate/site/client.crt\n    key_file: /etc/fencegate/site/client.key\n",
+		s.tls, gatewayID)
+	file := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := os.WriteFile(file, []byte(strings.Replace(cfg, local, direct, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The same password for the gateway's own user as the bridge's: the
+	// one site/password the Pi holds.
+	pi.copyTo(t, file, "/boot/firmware/fencegate/gateway.yaml")
+	pi.must("systemctl restart fencegate-bootconfig && systemctl restart mosquitto && systemctl restart fencegate")
+	status := pi.must("cat /boot/firmware/fencegate/status.txt")
+	for _, want := range []string{
+		fmt.Sprintf("broker: the gateway connects to the site's broker tls://10.0.2.2:%d directly; this Pi's Mosquitto is off", s.tls),
+		"broker: the bridge to the site's broker is removed", "gateway.yaml: applied", "the gateway starts",
+	} {
+		if !strings.Contains(status, want) {
+			t.Errorf("status.txt does not say %q:\n%s", want, status)
+		}
+	}
+	if st := pi.must("systemctl is-active mosquitto; ls /etc/mosquitto/conf.d; true"); !strings.HasPrefix(st, "inactive") || strings.Contains(st, "bridge.conf") {
+		t.Errorf("with the gateway on the site's broker, this Pi's Mosquitto is not off, or its bridge is still there:\n%s", st)
+	}
+	pi.waitFor(ctx, "systemctl is-active fencegate", regexp.MustCompile(`^active`))
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cl, err := client.Dial(dctx, client.Options{Broker: fmt.Sprintf("tcp://127.0.0.1:%d", s.plain), GatewayID: gatewayID,
+		Username: s.ctlUser, Password: s.ctlPass, Resend: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("controller on the site's broker: %v", err)
+	}
+	defer cl.Close()
+	if err := cl.WaitStatus(dctx, "online"); err != nil {
+		t.Fatalf("the gateway is not online on the site's broker: %v\n%s", err,
+			pi.must("journalctl -b -u fencegate --no-pager -o short-monotonic | tail -30"))
+	}
+	tok := pi.actuators()["pump"].Fence.Token + 1
+	r, err := cl.Send(dctx, fence.Command{ID: fmt.Sprintf("direct-%d", tok), Holder: "site-controller", Actuator: "pump",
+		Fence: fence.Fence{Token: tok}, State: fence.StateOn})
+	if err != nil || r.Outcome != fence.Applied || pi.gpio("GPIO17") != "out lo" {
+		t.Fatalf("pump on over the direct connection: %s (%v), line %s; want applied, out lo", r.Outcome, err, pi.gpio("GPIO17"))
+	}
+	r, err = cl.Send(dctx, fence.Command{ID: fmt.Sprintf("direct-stale-%d", tok), Holder: "site-controller", Actuator: "pump",
+		Fence: fence.Fence{Token: tok - 1}, State: fence.StateOff})
+	if r.Outcome != fence.Stale || pi.gpio("GPIO17") != "out lo" {
+		t.Fatalf("a stale token over the direct connection: %s (%v), line %s; want stale, out lo", r.Outcome, err, pi.gpio("GPIO17"))
 	}
 }

@@ -34,11 +34,13 @@ card_site() {
 		echo "the gateway connects to ${topo#direct } directly" >"$MQ_OFF"
 		rm -f "$MQ/conf.d/bridge.conf"
 		say "broker: the gateway connects to the site's broker ${topo#direct } directly; this Pi's Mosquitto is off"
-		if has bridge.txt || [ -e "$BRIDGE" ]; then
-			refuse "bridge.txt: not used: gateway.yaml's mqtt.broker is the site's broker, so there is nothing to bridge (a bridge is for a gateway on this Pi's Mosquitto, tcp://127.0.0.1:1883); remove bridge.txt or set mqtt.broker back"
-			has bridge.txt && off_card bridge.txt
-			rm -f "$BRIDGE"
+		if has bridge.txt; then
+			refuse "bridge.txt: not used: gateway.yaml's mqtt.broker is the site's broker, so there is nothing to bridge (a bridge is for a gateway on this Pi's Mosquitto, tcp://127.0.0.1:1883); it was removed from the card"
+			off_card bridge.txt
+		elif [ -e "$BRIDGE" ]; then
+			say "broker: the bridge to the site's broker is removed: the gateway connects there itself now"
 		fi
+		rm -f "$BRIDGE"
 		return
 	esac
 	if has bridge.txt; then
