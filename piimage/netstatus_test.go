@@ -49,6 +49,7 @@ func TestNetstatus(t *testing.T) {
 		active           bool
 		log, dmesg, want string
 		wait             string // FENCEGATE_NETSTATUS_WAIT; "0": the time is up at once
+		ssid             string // the configuration's quoted SSID, if not "greenhouse"
 		quick            bool   // done at once with a wait of 90 s
 	}{
 		{name: "no Wi-Fi", addrs: eth, want: "network: eth0 10.0.2.15 fd00::15", wait: "90", quick: true},
@@ -59,6 +60,8 @@ func TestNetstatus(t *testing.T) {
 			want: "Wi-Fi: no wlan0: the radio (BCM4345/6) did not start", wait: "0"},
 		{name: "joined", wifi: true, wlan0: true, addrs: wlanAddr, state: "COMPLETED", active: true,
 			want: "network: eth0 (no address), wlan0 192.168.1.40\r\nWi-Fi: joined \"greenhouse\" as 192.168.1.40", wait: "90", quick: true},
+		{name: "joined, a name with backslashes", wifi: true, wlan0: true, addrs: wlanAddr, state: "COMPLETED", active: true, ssid: `"g\\h\"\\c"`,
+			want: `Wi-Fi: joined "g\\h\"\\c" as 192.168.1.40`, wait: "0"},
 		{name: "wrong passphrase", wifi: true, wlan0: true, addrs: eth, state: "SCANNING", active: true, log: wrongKey,
 			want: "Wi-Fi: not joined: \"greenhouse\" refused the key: wrong passphrase", wait: "0"},
 		{name: "EAP refused", wifi: true, wlan0: true, state: "DISCONNECTED", active: true, log: eapFailed,
@@ -96,7 +99,11 @@ func TestNetstatus(t *testing.T) {
 			}
 			wpaConf := filepath.Join(dir, "wpa.conf")
 			if tt.wifi {
-				write("wpa.conf", conf)
+				c := conf
+				if tt.ssid != "" {
+					c = strings.Replace(c, `"greenhouse"`, tt.ssid, 1)
+				}
+				write("wpa.conf", c)
 			}
 			const before = "fencegate-bootconfig, ...\r\n\r\nthe gateway starts\r\n"
 			write("fencegate/status.txt", before)
