@@ -7,5 +7,7 @@
 // at every boot. The tests built with -tags imagetest (make image-test,
 // make image-torture) boot the very image build.sh wrote in QEMU's emulated
 // Raspberry Pi 3B: first boot, a clean reboot, power cuts and upgrades.
+// qemu.sh boots the same image there for users, with the same QEMU
+// command (qemuArgs; TestQEMUScript keeps the two the same).
 // docs/raspberry-pi.md is the user's guide to the image.
 package piimage
