@@ -76,8 +76,9 @@ type wifiRun struct {
 
 // runCardWiFi runs bootconfig's card_wifi, as bootconfig sources it, on
 // folder, with the gateway built from this tree, a stub systemctl, and a
-// network-interface folder that has wlan0 if wlan0 is true.
-func runCardWiFi(t *testing.T, folder string, wlan0 bool) *wifiRun {
+// network-interface folder that has wlan0 if wlan0 is true; noEtc: the
+// configuration's folder is missing.
+func runCardWiFi(t *testing.T, folder string, wlan0, noEtc bool) *wifiRun {
 	t.Helper()
 	lib, err := filepath.Abs(imageLib)
 	if err != nil {
@@ -92,6 +93,9 @@ func runCardWiFi(t *testing.T, folder string, wlan0 bool) *wifiRun {
 	}
 	if wlan0 {
 		os.Mkdir(filepath.Join(r.net, "wlan0"), 0o755)
+	}
+	if noEtc {
+		os.Remove(filepath.Dir(r.conf))
 	}
 	calls := filepath.Join(dir, "systemctl.calls")
 	stub := "#!/bin/sh\necho \"$@\" >>" + calls + "\n"
@@ -165,7 +169,7 @@ func TestCardWiFi(t *testing.T) {
 			for name, text := range tt.files {
 				put(t, folder, name, text)
 			}
-			r := runCardWiFi(t, folder, tt.wlan0)
+			r := runCardWiFi(t, folder, tt.wlan0, false)
 			for _, w := range tt.status {
 				if !strings.Contains(r.status, w) {
 					t.Errorf("status.txt lacks %q:\n%s", w, r.status)
@@ -208,10 +212,22 @@ func TestCardWiFi(t *testing.T) {
 			}
 		})
 	}
-	// Without wifi.txt nothing changes, and nothing is said.
+	// The Pi's side fails (no /etc/wpa_supplicant): said, wifi.txt taken
+	// off the card all the same, nothing restarted.
 	folder := filepath.Join(t.TempDir(), "fencegate")
+	put(t, folder, "wifi.txt", "country: DE\nssid: greenhouse\npassphrase: "+pass+"\n")
+	r := runCardWiFi(t, folder, true, true)
+	if !strings.Contains(r.status, "ERROR: Wi-Fi: gateway wifi failed (exit 1), so Wi-Fi stays as it was; wifi.txt was removed") ||
+		!strings.Contains(r.status, "\n  --out ") || strings.Contains(r.status, pass) || r.systemctl != "" {
+		t.Errorf("without /etc/wpa_supplicant: status.txt\n%s\nsystemctl %q", r.status, r.systemctl)
+	}
+	if _, err := os.Stat(filepath.Join(folder, "wifi.txt")); err == nil {
+		t.Error("wifi.txt stayed on the card")
+	}
+	// Without wifi.txt nothing changes, and nothing is said.
+	folder = filepath.Join(t.TempDir(), "fencegate")
 	put(t, folder, "README.txt", "x")
-	if r := runCardWiFi(t, folder, true); r.status != "" || r.systemctl != "" {
+	if r := runCardWiFi(t, folder, true, false); r.status != "" || r.systemctl != "" {
 		t.Errorf("without wifi.txt: status %q, systemctl %q; want nothing", r.status, r.systemctl)
 	}
 }

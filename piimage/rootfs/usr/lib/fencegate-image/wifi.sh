@@ -23,17 +23,27 @@ WIFI_GATEWAY=${FENCEGATE_GATEWAY:-/usr/bin/gateway}
 card_wifi() {
 	has wifi.txt || return 0
 	wf_ca=$(wifi_ca_name)
-	if wf_out=$("$WIFI_GATEWAY" wifi --from "$CARD/wifi.txt" --out "$WIFI_CONF" 2>&1); then
+	wf_out=$("$WIFI_GATEWAY" wifi --from "$CARD/wifi.txt" --out "$WIFI_CONF" 2>&1)
+	wf_rc=$?
+	wf_ok=""
+	case $wf_rc in
+	0)
 		wf_out=${wf_out#*: ok: }
 		say "Wi-Fi: ${wf_out%; wrote *} (the network: line below says whether the Pi joined)"
 		wf_ok=yes
-	else
+		;;
+	78) # the file (or its CA file) is not valid
 		refuse "wifi.txt is not valid, so Wi-Fi stays as it was; the file was removed from the card all the same, since it holds a passphrase: mend it and put it there again:"
+		;;
+	*) # the Pi's side: /etc/wpa_supplicant, the root file system
+		refuse "Wi-Fi: gateway wifi failed (exit $wf_rc), so Wi-Fi stays as it was; wifi.txt was removed from the card all the same, since it holds a passphrase:"
+		;;
+	esac
+	if [ -z "$wf_ok" ]; then
 		# Named as the card's file, one problem a line.
 		printf '%s\n' "$wf_out" | sed -e 's/^gateway: //' -e "s|$CARD/|fencegate/|g" | while IFS= read -r wf_l; do
 			say "  $wf_l"
 		done
-		wf_ok=""
 	fi
 	off_card wifi.txt
 	[ -n "$wf_ca" ] && off_card "$wf_ca"
