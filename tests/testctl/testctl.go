@@ -6,12 +6,14 @@ package testctl
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/fencelog"
 	"github.com/fencegate/fencegate/httpapi"
 	"github.com/fencegate/fencegate/wire"
 )
@@ -125,18 +127,41 @@ func (ctl *Controller) Drain() { ctl.Discard() }
 // its actuators (GET /api/actuators).
 func Actuators(tb testing.TB, addr string) []httpapi.Actuator {
 	tb.Helper()
-	c := http.Client{Timeout: Timeout}
-	resp, err := c.Get("http://" + addr + "/api/actuators")
+	list, err := ReadActuators(addr)
 	if err != nil {
 		tb.Fatalf("testctl: %v", err)
 	}
+	return list
+}
+
+// ReadActuators is Actuators without a test: for a goroutine of its own,
+// or a gateway that may not answer.
+func ReadActuators(addr string) ([]httpapi.Actuator, error) {
+	var list []httpapi.Actuator
+	return list, getJSON(addr, "/api/actuators", &list)
+}
+
+// ReadAudit returns what the gateway's HTTP API at addr (host:port) says of
+// its audit trail (GET /api/audit) for the query q (e.g. "outcome=applied&n=10000").
+func ReadAudit(addr, q string) ([]fencelog.Entry, error) {
+	var list []fencelog.Entry
+	return list, getJSON(addr, "/api/audit?"+q, &list)
+}
+
+// getJSON decodes into v the JSON that a GET of path on the HTTP API at
+// addr answers.
+func getJSON(addr, path string, v any) error {
+	c := http.Client{Timeout: Timeout}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		return err
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		tb.Fatalf("testctl: GET /api/actuators: %s", resp.Status)
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
-	var list []httpapi.Actuator
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		tb.Fatalf("testctl: GET /api/actuators: %v", err)
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %v", path, err)
 	}
-	return list
+	return nil
 }

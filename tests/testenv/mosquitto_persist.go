@@ -11,9 +11,10 @@ import (
 	"time"
 )
 
-// PersistentBroker is a Mosquitto that saves its retained messages and
-// sessions in a directory and can be stopped and started again on the
-// same port, as a broker that is upgraded or crashes.
+// PersistentBroker is a Mosquitto that can be stopped and started again on
+// the same port, as a broker that is upgraded or crashes; one started with
+// persistence (MosquittoPersistent, BrokerOptions.Persistent) saves its
+// retained messages and sessions in a directory across the restart.
 type PersistentBroker struct {
 	URL  string
 	port int
@@ -27,21 +28,64 @@ type PersistentBroker struct {
 // SIGKILL rolls it back to the last clean stop. It is killed when t ends.
 func MosquittoPersistent(t testing.TB) *PersistentBroker {
 	t.Helper()
-	return restartable(t, func(b *PersistentBroker) string {
-		return fmt.Sprintf("persistence true\npersistence_location %s/\nautosave_interval 0\n", b.dir)
-	})
+	return MosquittoWith(t, BrokerOptions{Persistent: true})
 }
 
-// restartable starts a Mosquitto that Stop and Start stop and start again
-// on its port, with the configuration lines that conf returns for it.
-func restartable(t testing.TB, conf func(*PersistentBroker) string) *PersistentBroker {
+// BrokerOptions configure MosquittoWith.
+type BrokerOptions struct {
+	// Users, if not nil, are the only clients allowed (name → password,
+	// through a password file made with mosquitto_passwd); nil allows
+	// anonymous clients.
+	Users map[string]string
+	// ACL is the broker's ACL (Mosquitto's acl_file syntax); "" for none.
+	ACL string
+	// Persistent makes the broker save its retained messages and sessions,
+	// only when it stops cleanly (SIGTERM): a SIGKILL rolls it back to the
+	// last clean stop. Without it a restart keeps nothing.
+	Persistent bool
+	// Conf is more configuration, after the rest: global settings, then
+	// perhaps a bridge's section (which must come last).
+	Conf string
+	// Port is the port to listen on, one reserved with Port (for a
+	// configuration that must name it before the broker starts); 0
+	// reserves one.
+	Port int
+}
+
+// MosquittoWith starts a PersistentBroker, a real Mosquitto that Stop and
+// Start stop and start again on its reserved loopback port (see Port),
+// configured as o says. It is killed when t ends.
+func MosquittoWith(t testing.TB, o BrokerOptions) *PersistentBroker {
 	t.Helper()
-	b := &PersistentBroker{port: Port(t), dir: t.TempDir()}
+	b := &PersistentBroker{port: o.Port, dir: t.TempDir()}
+	if b.port == 0 {
+		b.port = Port(t)
+	}
 	b.URL = fmt.Sprintf("tcp://127.0.0.1:%d", b.port)
-	lines := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\nmax_queued_messages %d\n%s", b.port, QueuedMessages, conf(b))
+	lines := fmt.Sprintf("listener %d 127.0.0.1\nset_tcp_nodelay true\nmax_queued_messages %d\n", b.port, QueuedMessages)
+	if o.Users == nil {
+		lines += "allow_anonymous true\n"
+	} else {
+		pw := filepath.Join(b.dir, "passwd")
+		writePasswd(t, pw, o.Users)
+		lines += fmt.Sprintf("allow_anonymous false\npassword_file %s\n", pw)
+	}
+	if o.ACL != "" {
+		acl := filepath.Join(b.dir, "acl")
+		if err := os.WriteFile(acl, []byte(strings.TrimSpace(o.ACL)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		lines += fmt.Sprintf("acl_file %s\n", acl)
+	}
+	if o.Persistent {
+		lines += fmt.Sprintf("persistence true\npersistence_location %s/\nautosave_interval 0\n", b.dir)
+	} else {
+		lines += "persistence false\n"
+	}
 	if os.Geteuid() == 0 {
 		lines += "user root\n" // as root, Mosquitto becomes user mosquitto, who cannot write here
 	}
+	lines += o.Conf
 	if err := os.WriteFile(filepath.Join(b.dir, "mosquitto.conf"), []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import "testing"
 // restart. It is killed when t ends.
 func MosquittoVolatile(t testing.TB) *PersistentBroker {
 	t.Helper()
-	return restartable(t, func(*PersistentBroker) string { return "persistence false\n" })
+	return MosquittoWith(t, BrokerOptions{})
 }
 
 // Restartable is a kind of restartable broker, for tests that run with each.
