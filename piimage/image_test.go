@@ -123,6 +123,13 @@ func TestImage(t *testing.T) {
 	// The site's broker, reached through this Pi's Mosquitto's bridge.
 	site := startSiteBroker(t)
 	secrets = append(secrets, site.putOnCard(t, c)...)
+	// What a laptop's user gets wrong: Notepad's .txt, and a private key
+	// put where the public one should go. The first stays, said; the
+	// second is a secret and leaves the card.
+	c.put(t, "authorized_keys.txt", pi.publicKey())
+	privMark := fmt.Sprintf("PRIV-%x", rand.Uint64())
+	c.put(t, "id_ed25519", "-----BEGIN OPENSSH PRIVATE KEY-----\n"+privMark+"\n-----END OPENSSH PRIVATE KEY-----\n")
+	secrets = append(secrets, privMark)
 	for _, s := range secrets {
 		if !c.bootHas(t, s) {
 			t.Fatalf("%q is not on the card's boot partition after mcopy: the scan does not see what a laptop would", s)
@@ -241,7 +248,9 @@ func firstBoot(ctx context.Context, t *testing.T, pi *pi, password string) {
 	// when the image job is what keeps CI long.
 	t.Logf("first boot:\n%s", pi.must("systemd-analyze time; systemd-analyze blame | head -12; systemd-analyze critical-chain"))
 	status := pi.must("cat /boot/firmware/fencegate/status.txt")
-	for _, want := range []string{"gateway.yaml: applied", fmt.Sprintf("store: made (floor: %d)", floor), "broker: controllers " + controller, "broker: broker.key installed",
+	for _, want := range []string{"gateway.yaml: applied", fmt.Sprintf("store: made (floor: %d)", floor),
+		`"authorized_keys.txt": not a file the Pi takes, so it stays on the card: did you mean authorized_keys?`,
+		`WARNING: "id_ed25519" is a private key, which must never be on the card: the Pi overwrote and removed it`, "broker: controllers " + controller, "broker: broker.key installed",
 		"SSH: root's authorized keys set (1 keys)", "host name: greenhouse", "the gateway starts"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("status.txt does not say %q:\n%s", want, status)
