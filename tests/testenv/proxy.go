@@ -40,7 +40,9 @@ func NewProxy(t testing.TB, to string) *Proxy {
 	t.Helper()
 	p := &Proxy{Addr: fmt.Sprintf("127.0.0.1:%d", Port(t)), to: to, relays: map[*relay]bool{}}
 	t.Cleanup(p.close)
-	p.Restore(t)
+	if err := p.Restore(); err != nil {
+		t.Fatal(err)
+	}
 	return p
 }
 
@@ -63,13 +65,14 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Restore listens again on the proxy's port, after Cut.
-func (p *Proxy) Restore(t testing.TB) {
-	t.Helper()
+// Restore listens again on the proxy's port, after Cut. Its port is
+// reserved (Port): only a program that did not reserve it can have taken
+// it meanwhile, and then Restore fails.
+func (p *Proxy) Restore() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ln != nil || p.closed {
-		return
+		return nil
 	}
 	var ln net.Listener
 	var err error
@@ -79,10 +82,11 @@ func (p *Proxy) Restore(t testing.TB) {
 		}
 	}
 	if err != nil {
-		t.Fatalf("testenv: proxy to %s: listen again on %s: %v", p.to, p.Addr, err)
+		return fmt.Errorf("testenv: proxy to %s: listen again on %s: %v", p.to, p.Addr, err)
 	}
 	p.ln, p.done = ln, make(chan struct{})
 	go p.serve(ln, p.done)
+	return nil
 }
 
 // Cutting reports whether the link is cut (Cut, not yet Restore).
