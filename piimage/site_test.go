@@ -58,7 +58,10 @@ func startSiteBroker(t *testing.T) *siteBroker {
 		t.Fatal(err)
 	}
 	acl += fmt.Sprintf("\nuser %s\ntopic write fencegate/%s/+/set\ntopic read fencegate/%s/#\n", s.ctlUser, gatewayID, gatewayID) + s.gatewayACL()
+	// user root: a Mosquitto started as root (CI) would otherwise become
+	// user mosquitto, who cannot read the test's files.
 	conf := fmt.Sprintf(`per_listener_settings false
+user root
 allow_anonymous false
 password_file %s
 acl_file %s
