@@ -12,9 +12,11 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o $(BIN) ./cmd/gateway
 
 ## test: every test, with the race detector (CI=true makes missing programs fail instead of skip); the Python and
-##       Node-RED clients' tests and the pause test across languages run in it (package conformance), after make clients
+##       Node-RED clients' tests and the pause test across languages run in it (package conformance), after make clients.
+##       With -trimpath, as make mutants builds (and the go builds the tests run inherit it through GOFLAGS): the
+##       packages compiled here are in the build cache for the mutants, which then compile only what each one changes
 test: clients
-	FENCEGATE_PAHO2=$(PAHO2_PATH) $(GO) test -race -count=1 -timeout 25m $(PKGS)
+	FENCEGATE_PAHO2=$(PAHO2_PATH) GOFLAGS="$(strip $(GOFLAGS) -trimpath)" $(GO) test -race -count=1 -timeout 25m $(PKGS)
 
 ## clients: what the Python and Node-RED clients' tests need besides Debian's python3-paho-mqtt, python3-cryptography,
 ##          nodejs and npm: the Node-RED package's npm dependencies (npm ci in node-red/), and paho-mqtt 2 from Debian 13's
