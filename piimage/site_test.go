@@ -137,7 +137,7 @@ func (s *siteBroker) checkBridge(ctx context.Context, t *testing.T, pi *pi) {
 			t.Errorf("status.txt does not say %q:\n%s", want, status)
 		}
 	}
-	if left := pi.must("ls -a /boot/firmware/fencegate"); strings.Contains(left, "bridge.txt") || strings.Contains(left, "site") {
+	if left := pi.must("ls -a /boot/firmware/fencegate"); regexp.MustCompile(`(?m)^(bridge\.txt|site)$`).MatchString(left) {
 		t.Errorf("bridge.txt or site/ is still in the card's folder:\n%s", left)
 	}
 	modes := pi.must("stat -c '%n %U:%G %a' /etc/mosquitto/conf.d/bridge.conf /etc/mosquitto/bridge/client.key /etc/fencegate/site/password")

@@ -64,7 +64,8 @@ func checkWiFi(ctx context.Context, t *testing.T, pi *pi, pass string) {
 	// No wlan0, so no wpa_supplicant (nor wpasupplicant's D-Bus one); the
 	// status unit done, not failed; the gateway not ordered after it.
 	units := pi.must("systemctl is-active wpa_supplicant@wlan0 wpa_supplicant; systemctl show fencegate-netstatus -p ActiveState -p SubState -p Result; true")
-	for _, want := range []string{"inactive\ninactive\n", "ActiveState=active\nSubState=exited\nResult=success\n"} {
+	// systemctl show prints the properties in its own order, not the asked one.
+	for _, want := range []string{"inactive\ninactive\n", "ActiveState=active\n", "SubState=exited\n", "Result=success\n"} {
 		if !strings.Contains(units, want) {
 			t.Errorf("want %q:\n%s", want, units)
 		}
