@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/hass"
+	"github.com/fencegate/fencegate/sitebridge"
 	"github.com/fencegate/fencegate/wire"
 )
 
@@ -17,7 +18,8 @@ Prints a Mosquitto ACL (acl_file) for the gateway of a configuration and its
 controllers: the gateway's broker user (mqtt.username) may take its
 commands and publish its answers, states, status and, if configured,
 inputs and Home Assistant discovery; each controller may publish commands
-to this gateway and read the states, the status and its own answers (on
+to this gateway and read the states, the status, the link topic of a
+bridge to a site's broker (docs/site.md) and its own answers (on
 reply/NAME/, which gateway send and package client name), nothing else.
 Reads the configuration alone (as check --config-only).`)
 	cfgPath := fs.String("config", "", "configuration file (YAML)")
@@ -103,6 +105,9 @@ func mosquittoACL(cfg *config.Config, controllers []string) (string, error) {
 		line("topic read %s#", t.ReplyBase()+c+"/")
 		line("topic read %s", t.StateFilter())
 		line("topic read %s", t.Status())
+		// Where a Pi's bridge to a site's broker says whether it is up:
+		// on the site's broker, status alone may be an old "online".
+		line("topic read %s", sitebridge.LinkTopic(t))
 		if len(cfg.Inputs) > 0 {
 			line("topic read %s", t.InputFilter())
 		}
