@@ -36,7 +36,10 @@ func startSiteBroker(t *testing.T) *siteBroker {
 	t.Helper()
 	mosq := testenv.Program(t, "mosquitto")
 	passwd := testenv.Program(t, "mosquitto_passwd")
-	s := &siteBroker{tls: testenv.Port(t), plain: testenv.Port(t), certs: testenv.MakeCerts(t),
+	// Certificates older than the image: the emulated Pi's clock starts
+	// at the image's date (it has no battery clock, and no time server
+	// answers in the test), as a Pi's does until it has the time.
+	s := &siteBroker{tls: testenv.Port(t), plain: testenv.Port(t), certs: testenv.MakePiCerts(t),
 		bridgeUser: "bridge-" + gatewayID, bridgePass: fmt.Sprintf("site-pw-%x", rand.Uint64()),
 		ctlUser: "site-controller", ctlPass: fmt.Sprintf("ctl-%x", rand.Uint64())}
 	dir := t.TempDir()

@@ -16,9 +16,9 @@ import (
 )
 
 // Certs are PEM files of a small public key infrastructure made for one
-// test: a CA, a server certificate it signed for 127.0.0.1, localhost and
-// 10.0.2.2, an expired one for the same names, a client certificate, and a
-// second CA with a client certificate of its own. Each key file is next to its
+// test: a CA, a server certificate it signed for 127.0.0.1 and localhost,
+// an expired one for the same names, a client certificate, and a second CA
+// with a client certificate of its own. Each key file is next to its
 // certificate (0600).
 type Certs struct {
 	Dir string
@@ -42,26 +42,46 @@ type Certs struct {
 // MakeCerts makes a Certs in a new temporary directory.
 func MakeCerts(t testing.TB) *Certs {
 	t.Helper()
+	return makeCerts(t, 0, "127.0.0.1")
+}
+
+// MakePiCerts is MakeCerts for the emulated Raspberry Pi: Server is also
+// for 10.0.2.2 (the host, as QEMU's user network shows it to the Pi), and
+// the CAs, Server, Client and OtherClient are valid since 2020, since the
+// Pi's clock lags (it has none, and starts at the image's date until it
+// has the time from the network).
+func MakePiCerts(t testing.TB) *Certs {
+	t.Helper()
+	return makeCerts(t, time.Since(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)), "127.0.0.1", "10.0.2.2")
+}
+
+// makeCerts makes a Certs whose valid certificates are valid from back
+// before now (besides their usual hour or two), the server's for
+// localhost and the addresses.
+func makeCerts(t testing.TB, back time.Duration, addresses ...string) *Certs {
+	t.Helper()
+	var ips []net.IP
+	for _, a := range addresses {
+		ips = append(ips, net.ParseIP(a))
+	}
 	dir := t.TempDir()
 	c := &Certs{Dir: dir}
-	mk := &certMaker{t: t, dir: dir}
+	mk := &certMaker{t: t, dir: dir, back: back}
 	ca, caKey := mk.ca("fencegate test CA", "ca.crt")
 	other, otherKey := mk.ca("another CA", "other-ca.crt")
 	c.CA, c.OtherCA = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "other-ca.crt")
 	now := time.Now()
 	server := func(name string, notBefore, notAfter time.Time) (string, string) {
 		return mk.leaf(name, ca, caKey, &x509.Certificate{
-			Subject:   pkix.Name{CommonName: "broker"},
-			NotBefore: notBefore,
-			NotAfter:  notAfter,
-			DNSNames:  []string{"localhost"},
-			// 10.0.2.2: the host, as the emulated Pi reaches it
-			// (QEMU's user network).
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.2.2")},
+			Subject:     pkix.Name{CommonName: "broker"},
+			NotBefore:   notBefore,
+			NotAfter:    notAfter,
+			DNSNames:    []string{"localhost"},
+			IPAddresses: ips,
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		})
 	}
-	c.Server, c.ServerKey = server("server", now.Add(-48*time.Hour), now.Add(24*time.Hour))
+	c.Server, c.ServerKey = server("server", now.Add(-48*time.Hour-back), now.Add(24*time.Hour))
 	c.Expired, c.ExpiredKey = server("expired", now.Add(-48*time.Hour), now.Add(-time.Hour))
 	c.Future, c.FutureKey = server("future", now.Add(24*time.Hour), now.Add(48*time.Hour))
 	c.SelfSigned, c.SelfSignedKey = mk.leaf("self-signed", nil, nil, &x509.Certificate{
@@ -75,7 +95,7 @@ func MakeCerts(t testing.TB) *Certs {
 	client := func(name string, ca *x509.Certificate, key *ecdsa.PrivateKey) (string, string) {
 		return mk.leaf(name, ca, key, &x509.Certificate{
 			Subject:     pkix.Name{CommonName: "gateway"},
-			NotBefore:   now.Add(-time.Hour),
+			NotBefore:   now.Add(-time.Hour - back),
 			NotAfter:    now.Add(24 * time.Hour),
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		})
@@ -89,6 +109,7 @@ type certMaker struct {
 	t      testing.TB
 	dir    string
 	serial int64
+	back   time.Duration // how much earlier than usual the CAs are valid from
 }
 
 func (m *certMaker) key() *ecdsa.PrivateKey {
@@ -106,7 +127,7 @@ func (m *certMaker) ca(cn, file string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(m.serial),
 		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             time.Now().Add(-72 * time.Hour),
+		NotBefore:             time.Now().Add(-72*time.Hour - m.back),
 		NotAfter:              time.Now().Add(72 * time.Hour),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
