@@ -130,6 +130,11 @@ func TestImage(t *testing.T) {
 	privMark := fmt.Sprintf("PRIV-%x", rand.Uint64())
 	c.put(t, "id_ed25519", "-----BEGIN OPENSSH PRIVATE KEY-----\n"+privMark+"\n-----END OPENSSH PRIVATE KEY-----\n")
 	secrets = append(secrets, privMark)
+	// A controller's private key in keys/, beside where its public key
+	// goes: never installed, and off the card.
+	keyMark2 := fmt.Sprintf("CTLKEY-%x", rand.Uint64())
+	c.put(t, "keys/ctl.key", "-----BEGIN PRIVATE KEY-----\n"+keyMark2+"\n-----END PRIVATE KEY-----\n")
+	secrets = append(secrets, keyMark2)
 	for _, s := range secrets {
 		if !c.bootHas(t, s) {
 			t.Fatalf("%q is not on the card's boot partition after mcopy: the scan does not see what a laptop would", s)
@@ -250,7 +255,8 @@ func firstBoot(ctx context.Context, t *testing.T, pi *pi, password string) {
 	status := pi.must("cat /boot/firmware/fencegate/status.txt")
 	for _, want := range []string{"gateway.yaml: applied", fmt.Sprintf("store: made (floor: %d)", floor),
 		`"authorized_keys.txt": not a file the Pi takes, so it stays on the card: did you mean authorized_keys?`,
-		`WARNING: "id_ed25519" is a private key, which must never be on the card: the Pi overwrote and removed it`, "broker: controllers " + controller, "broker: broker.key installed",
+		`WARNING: "id_ed25519" is a private key, which must never be on the card: the Pi overwrote and removed it`,
+		"WARNING: keys/ctl.key is a private key, which must never be on the card nor on the gateway", "broker: controllers " + controller, "broker: broker.key installed",
 		"SSH: root's authorized keys set (1 keys)", "host name: greenhouse", "the gateway starts"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("status.txt does not say %q:\n%s", want, status)

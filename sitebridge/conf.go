@@ -1,6 +1,9 @@
 package sitebridge
 
 import (
+	cryptotls "crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/url"
@@ -103,9 +106,18 @@ func Conf(s Site, o Options) (string, error) {
 		return "", fmt.Errorf("broker %s is not TLS, but a client certificate is there (site/client.crt, site/client.key): use the broker's tls:// port, or remove them", s.Broker)
 	case hasCert != hasKey:
 		return "", fmt.Errorf("a client certificate needs both site/client.crt and site/client.key; only %s is there", map[bool]string{true: "client.crt", false: "client.key"}[hasCert])
-	case !tls && o.Password != "":
-		// A password over plain TCP crosses the site's network readable.
-		// Allowed (a test bench, a closed VLAN), and said.
+	}
+	// Mosquitto would load files it cannot use and fail at every
+	// reconnect, saying so only in its log: checked here, said at boot.
+	if tls {
+		if err := checkCA(ca); err != nil {
+			return "", err
+		}
+	}
+	if hasCert {
+		if _, err := cryptotls.LoadX509KeyPair(cert, key); err != nil {
+			return "", fmt.Errorf("site/client.crt and site/client.key are not a certificate and its key (%v): give the key without a passphrase, PEM-encoded, made with this certificate", err)
+		}
 	}
 	if o.Password != "" {
 		if err := checkValue(o.Password); err != nil {
@@ -172,9 +184,14 @@ func Conf(s Site, o Options) (string, error) {
 	line("local_cleansession true")
 	line("bridge_protocol_version mqttv311")
 	line("try_private true")
-	// Down links are seen within a keep-alive and a half, and retried
-	// with backoff so a site broker restarting is not hammered.
-	line("keepalive_interval 15")
+	// A link that drops packets without closing is seen within a
+	// keep-alive and a half (7.5 s, Mosquitto's least): until then the
+	// site's broker still sends commands into it, and TCP delivers them
+	// when the link comes back. 7.5 s is within a controller's wait for
+	// an answer (gateway send, package client: 10 s), so a command is
+	// answered or, once given up on, never applied. Retried with backoff,
+	// so that a site broker restarting is not hammered.
+	line("keepalive_interval 5")
 	line("restart_timeout 2 30")
 	line("start_type automatic")
 	line("notifications true")
@@ -191,6 +208,11 @@ func SiteACL(user string, o Options) (string, error) {
 	if user == "" || strings.ContainsAny(user, "/+#: \t\n\r") {
 		return "", fmt.Errorf("user %q: a broker user name for an ACL, without '/', '+', '#', ':' or spaces", user)
 	}
+	for _, r := range Routes(o) {
+		if strings.ContainsAny(r.Filter, " \t\"") {
+			return "", fmt.Errorf("topic %q has a space or a quote, which a Mosquitto bridge's topic line cannot carry: give the gateway an id (and topic prefix) without one", r.Filter)
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# The site broker's ACL for the bridge of fencegate gateway %q (gateway bridge --site-acl).\n", o.Topics.GatewayID)
 	fmt.Fprintf(&b, "user %s\n", user)
@@ -200,4 +222,34 @@ func SiteACL(user string, o Options) (string, error) {
 	}
 	fmt.Fprintf(&b, "topic write %s\n", LinkTopic(o.Topics))
 	return b.String(), nil
+}
+
+// checkCA checks that the file at path holds at least one PEM
+// certificate and nothing else that matters: a CA, not a key.
+func checkCA(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("site/ca.crt: %w", err)
+	}
+	n := 0
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			break
+		}
+		switch {
+		case strings.Contains(blk.Type, "PRIVATE KEY"):
+			return errors.New("site/ca.crt holds a private key: it takes the site CA's certificate alone (and that key must not travel on a card)")
+		case blk.Type == "CERTIFICATE":
+			if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+				return fmt.Errorf("site/ca.crt: a certificate that does not parse: %v", err)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return errors.New("site/ca.crt holds no PEM certificate (-----BEGIN CERTIFICATE-----): put the site CA's certificate there, PEM-encoded")
+	}
+	return nil
 }

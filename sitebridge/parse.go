@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/fencegate/fencegate/mqttsec"
+	"github.com/fencegate/fencegate/wire"
 )
 
 // MaxFile is the largest bridge file read: a few lines, so anything larger
@@ -42,6 +44,9 @@ func Parse(r io.Reader, name string) (Site, error) {
 	if len(data) > MaxFile {
 		return Site{}, fmt.Errorf("%s: more than %d bytes: a bridge file is a few lines (broker, username)", name, MaxFile)
 	}
+	if bytes.HasPrefix(data, []byte{0xff, 0xfe}) || bytes.HasPrefix(data, []byte{0xfe, 0xff}) {
+		return Site{}, fmt.Errorf("%s: saved as UTF-16 (Notepad's \"Unicode\"): save it as UTF-8", name)
+	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	var s Site
 	seen := map[string]int{}
@@ -70,11 +75,13 @@ func Parse(r io.Reader, name string) (Site, error) {
 			seen["off"] = n
 			continue
 		}
+		// The line itself is never repeated in an error: a line that is
+		// not what it should be may be a password.
 		key, value, ok := strings.Cut(line, ":")
 		if !ok || strings.ContainsAny(strings.TrimSpace(key), " \t") {
-			return Site{}, fmt.Errorf("%s: %q is not \"key: value\" (broker, username, client_id), nor \"off\"", at, clip(line))
+			return Site{}, fmt.Errorf("%s: not \"key: value\" (broker, username, client_id), nor \"off\"", at)
 		}
-		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		key, value = strings.ToLower(strings.TrimSpace(key)), unquote(strings.TrimSpace(value))
 		if s.Off {
 			return Site{}, fmt.Errorf("%s: the file says \"off\" (line %d); a bridge that is off takes no settings", at, seen["off"])
 		}
@@ -93,8 +100,8 @@ func Parse(r io.Reader, name string) (Site, error) {
 			}
 			s.Broker = b
 		case "username":
-			if strings.ContainsAny(value, " \t") {
-				return Site{}, fmt.Errorf("%s: username %q has a space: Mosquitto's bridge cannot send it; ask for a user name without one", at, clip(value))
+			if strings.ContainsAny(value, " \t/+#:") {
+				return Site{}, fmt.Errorf("%s: username %q has a space, '/', '+', '#' or ':', which a bridge's configuration or the site's ACL cannot carry; ask for a user name without them", at, clip(value))
 			}
 			s.Username = value
 		case "client_id":
@@ -105,7 +112,7 @@ func Parse(r io.Reader, name string) (Site, error) {
 		case "password", "remote_password":
 			return Site{}, fmt.Errorf("%s: the password does not go in bridge.txt: put it alone in the card's site/password, which the Pi takes off the card (and then overwrite this file, or give the account a new password)", at)
 		default:
-			return Site{}, fmt.Errorf("%s: unknown key %q: a bridge file has broker, username and client_id (or the single line \"off\")", at, clip(key))
+			return Site{}, fmt.Errorf("%s: not a key of a bridge file, which has broker, username and client_id (or the single line \"off\")", at)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -115,6 +122,15 @@ func Parse(r io.Reader, name string) (Site, error) {
 		return Site{}, fmt.Errorf("%s: no broker: add a line such as \"broker: tls://broker.site.lan:8883\" (the site's broker), or write \"off\" to turn the bridge off", name)
 	}
 	return s, nil
+}
+
+// unquote strips one pair of double quotes around v, as people write
+// values in configuration files.
+func unquote(v string) string {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		return v[1 : len(v)-1]
+	}
+	return v
 }
 
 // brokerURL checks a site broker's URL: one Mosquitto's bridge can dial
@@ -135,13 +151,45 @@ func brokerURL(v string) (string, error) {
 		return "", fmt.Errorf("%s: Mosquitto's bridge speaks MQTT over TCP or TLS, not WebSockets: use the broker's tcp:// or tls:// port", u.Scheme)
 	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
 		return "", errors.New("a broker URL is scheme://host:port, without a path or query")
-	case strings.ContainsAny(u.Hostname(), " \t"):
-		return "", errors.New("the host has a space")
+	}
+	if err := checkHost(u.Hostname()); err != nil {
+		return "", err
 	}
 	return b, nil
 }
 
-// checkValue refuses what a Mosquitto configuration line cannot carry.
+// checkHost allows a host name or an IPv4 address: what Mosquitto's
+// bridge address line takes (an IPv6 literal in brackets it cannot
+// resolve).
+func checkHost(h string) error {
+	if ip := net.ParseIP(h); ip != nil {
+		if ip.To4() == nil {
+			return fmt.Errorf("%s is an IPv6 address, which Mosquitto's bridge cannot dial as written: give the site broker's host name", h)
+		}
+		return nil
+	}
+	if len(h) > 253 {
+		return errors.New("the host name is longer than 253 characters")
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("%q is not a host name (labels of 1 to 63 letters, digits and '-', between dots)", clip(h))
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return fmt.Errorf("%q is not a host name (letters, digits, '-' and dots)", clip(h))
+			}
+		}
+	}
+	return nil
+}
+
+// checkValue refuses what a Mosquitto configuration line cannot carry:
+// Mosquitto refuses to load a configuration with text that is not valid
+// UTF-8 or holds what MQTT forbids in a string (control characters,
+// U+FFFE, U+FFFF...), and a broker that does not start takes the gateway
+// on it down too. The error never repeats the value: it may be a
+// password.
 func checkValue(v string) error {
 	if v == "" {
 		return errors.New("empty")
@@ -149,9 +197,12 @@ func checkValue(v string) error {
 	if len(v) > 1024 {
 		return fmt.Errorf("%d bytes: too long for a setting", len(v))
 	}
-	for i, r := range v {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) {
-			return fmt.Errorf("character %d is a control character (U+%04X): retype the value", i+1, r)
+	if !utf8.ValidString(v) {
+		return errors.New("not valid UTF-8 (a file saved in another encoding, such as Windows' ANSI?): retype it, saved as UTF-8")
+	}
+	for i, r := range []rune(v) {
+		if err := wire.CheckTopicText(string(r)); err != nil {
+			return fmt.Errorf("character %d (U+%04X) is one MQTT forbids in text (a control character or a non-character): retype the value", i+1, r)
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ func TestParse(t *testing.T) {
 		{"tls", "# the site\nbroker: tls://broker.site.lan:8883\nusername: gh-1\n", Site{Broker: "tls://broker.site.lan:8883", Username: "gh-1"}},
 		{"default port", "broker: tcp://broker.site.lan\n", Site{Broker: "tcp://broker.site.lan:1883"}},
 		{"windows", "\xef\xbb\xbfbroker: mqtts://b:8883\r\nusername: u # this Pi\r\nclient_id: pi-7\r\n", Site{Broker: "mqtts://b:8883", Username: "u", ClientID: "pi-7"}},
+		{"capitals and quotes", "Broker: \"tls://b.site.lan:8883\"\nUSERNAME: \"pi-1\"\n", Site{Broker: "tls://b.site.lan:8883", Username: "pi-1"}},
 		{"off", "# no bridge any more\noff\n", Site{Off: true}},
 	} {
 		got, err := Parse(strings.NewReader(c.text), "bridge.txt")
@@ -31,12 +32,18 @@ func TestParseRefuses(t *testing.T) {
 		{"credentials in url", "broker: tls://u:secret@b:8883\n", "holds a user or password"},
 		{"path", "broker: tcp://b:1883/x\n", "without a path"},
 		{"password", "broker: tcp://b:1883\npassword: hunter2\n", "line 2: the password does not go in bridge.txt"},
-		{"unknown", "broker: tcp://b:1883\nbrokr: x\n", `line 2: unknown key "brokr"`},
+		{"unknown", "broker: tcp://b:1883\nbrokr: x\n", `line 2: not a key of a bridge file`},
 		{"twice", "broker: tcp://b:1883\nbroker: tcp://c:1883\n", "line 2: broker is given twice (first on line 1)"},
-		{"not key value", "broker tcp://b:1883\n", "is not \"key: value\""},
+		{"not key value", "broker tcp://b:1883\n", "line 1: not \"key: value\""},
+		{"utf-16", "\xff\xfeb\x00r\x00", "saved as UTF-16"},
+		{"non-character", "broker: tcp://b:1883\nusername: a\xef\xbf\xbeb\n", "line 2: username: character 2 (U+FFFE) is one MQTT forbids"},
+		{"ipv6", "broker: tcp://[::1]:1883\n", "IPv6 address"},
+		{"two hosts", "broker: tcp://h:1883,h2:1883\n", "is not a host name"},
+		{"quote in host", "broker: tcp://h'x:1883\n", "is not a host name"},
+		{"acl characters in user", "broker: tcp://b:1883\nusername: a:b\n", "has a space, '/', '+', '#' or ':'"},
 		{"off and more", "off\nbroker: tcp://b:1883\n", "says \"off\" (line 1)"},
 		{"more and off", "broker: tcp://b:1883\noff\n", "line 2: \"off\" turns the bridge off and stands alone"},
-		{"control", "broker: tcp://b:1883\nusername: a\x1bb\n", "line 2: username: character 2 is a control character"},
+		{"control", "broker: tcp://b:1883\nusername: a\x1bb\n", "line 2: username: character 2 (U+001B) is one MQTT forbids"},
 		{"newline in value", "broker: tcp://b:1883\nusername: a\rremote_password x\n", "control character"},
 		{"invalid utf-8", "broker: tcp://b:1883\nusername: \xff\xfe\n", "line 2: not valid UTF-8"},
 		{"nul", "broker: tcp://b:1883\x00\n", "control character"},
@@ -53,6 +60,13 @@ func TestParseRefuses(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("%s: the error repeats the password: %v", c.name, err)
+		}
+	}
+	// A line that is no setting may be a password: never repeated.
+	for _, line := range []string{"Sup3r:Secret!", "site password: Hunter2-Secret", "Hunter2-Secret", "username: Hunter2\x01x"} {
+		_, err := Parse(strings.NewReader("broker: tcp://b:1883\n"+line+"\n"), "bridge.txt")
+		if err == nil || strings.Contains(err.Error(), "Sup3r") || strings.Contains(err.Error(), "Hunter2") {
+			t.Errorf("line %q: %v; want an error that does not repeat it", line, err)
 		}
 	}
 }

@@ -141,10 +141,20 @@ func onThisMachine(broker string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	h := u.Hostname()
-	if strings.EqualFold(h, "localhost") {
+	h := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	if h == "localhost" {
 		return true, nil
 	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback(), nil
+	if ip := net.ParseIP(h); ip != nil {
+		return ip.IsLoopback(), nil
+	}
+	// This machine's own name (greenhouse, greenhouse.local) is this
+	// machine too: its Mosquitto must not be turned off for it.
+	if me, err := os.Hostname(); err == nil {
+		me = strings.ToLower(me)
+		if h == me || h == me+".local" || strings.HasPrefix(me, h+".") {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -67,7 +67,16 @@ func TestBridgeCarriesWhatTheACLGrants(t *testing.T) {
 	}
 }
 
-// TestBridgeCommand: where the broker is, and what gateway bridge refuses.
+func hostname(t *testing.T) string {
+	h, err := os.Hostname()
+	if err != nil {
+		t.Skip(err)
+	}
+	return h
+}
+
+// TestBridgeCommand: where the broker is (this machine by its own name
+// too), and what gateway bridge refuses.
 func TestBridgeCommand(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, s string) string {
@@ -81,7 +90,8 @@ func TestBridgeCommand(t *testing.T) {
 		return write(strings.NewReplacer(":", "_", "/", "_", "[", "_", "]", "_").Replace(broker)+".yaml", "id: gh-1\nmqtt:\n  broker: "+broker+"\n  username: gateway\nstore: fence.db\nboard: sim\nactuators:\n  - {name: pump, pin: GPIO17}\n")
 	}
 	for broker, want := range map[string]string{
-		"tcp://127.0.0.1:1883": "local\n", "tcp://localhost": "local\n", "tcp://[::1]:1883": "local\n",
+		"tcp://127.0.0.1:1883": "local\n", "tcp://localhost": "local\n", "tcp://[::1]:1883": "local\n", "tcp://LocalHost.:1883": "local\n",
+		"tcp://" + hostname(t) + ":1883": "local\n", "tcp://" + hostname(t) + ".local:1883": "local\n",
 		"tls://broker.site.lan:8883": "direct tls://broker.site.lan:8883\n", "tcp://10.0.0.5:1883": "direct tcp://10.0.0.5:1883\n",
 	} {
 		if out, code := runCLI(t, "bridge", "--config", cfg(broker), "--topology"); code != 0 || out != want {

@@ -17,14 +17,16 @@
 # directly) and copied for Mosquitto to /etc/mosquitto/bridge.
 SITE=$ETC/site
 BRIDGE=$ETC/bridge.txt
-MQ_OFF=/run/fencegate-image/mosquitto-off
+MQ_OFF=${FENCEGATE_MQ_OFF:-/run/fencegate-image/mosquitto-off}
+# (The FENCEGATE_ variables are for piimage's TestCardSite.)
+SITE_GATEWAY=${FENCEGATE_GATEWAY:-/usr/bin/gateway}
 SITE_FILES="ca.crt client.crt client.key password"
 
 card_site() {
 	site_credentials
 	rm -f "$MQ_OFF"
 	[ -e "$USE" ] || return 0 # no configuration yet: bootconfig says so
-	if ! topo=$(gw bridge --config "$USE" --topology 2>&1); then
+	if ! topo=$("$SITE_GATEWAY" bridge --config "$USE" --topology 2>&1); then
 		refuse "broker: $topo"
 		return
 	fi
@@ -37,10 +39,13 @@ card_site() {
 		if has bridge.txt; then
 			refuse "bridge.txt: not used: gateway.yaml's mqtt.broker is the site's broker, so there is nothing to bridge (a bridge is for a gateway on this Pi's Mosquitto, tcp://127.0.0.1:1883); it was removed from the card"
 			off_card bridge.txt
-		elif [ -e "$BRIDGE" ]; then
+		elif [ -e "$BRIDGE" ] && [ -z "$NEW" ]; then
+			# Only once the configuration that connects directly is the
+			# applied one: a new one may yet be refused by its full check,
+			# and the Pi would go back to the old one, and its bridge.
 			say "broker: the bridge to the site's broker is removed: the gateway connects there itself now"
+			rm -f "$BRIDGE"
 		fi
-		rm -f "$BRIDGE"
 		return
 	esac
 	if has bridge.txt; then
@@ -52,6 +57,11 @@ card_site() {
 		else
 			rm -f "$BRIDGE.new"
 			refuse "bridge.txt is not valid, so the bridge stays as it was: $(echo "$out" | sed "s|$BRIDGE.new|fencegate/bridge.txt (on the card)|g" | tr '\n' ' ')"
+			# It stays to be mended, unless it may hold a password.
+			if grep -qi 'pass' "$CARD/bridge.txt"; then
+				off_card bridge.txt
+				say "bridge.txt was removed from the card all the same: it seems to hold a password, which goes in site/password alone"
+			fi
 			return
 		fi
 	fi
@@ -86,7 +96,7 @@ site_bridge() {
 	conf=$(mktemp)
 	# As root: Mosquitto's copies of the credentials are not the
 	# gateway user's to read, and their presence decides the bridge.
-	if ! /usr/bin/gateway bridge --config "$USE" --site "$1" --credentials "$MQ/bridge" --password-file "$SITE/password" \
+	if ! "$SITE_GATEWAY" bridge --config "$USE" --site "$1" --credentials "$MQ/bridge" --password-file "$SITE/password" \
 		--host-id "$(head -c 8 /etc/machine-id 2>/dev/null)" >"$conf"; then
 		rm -f "$conf"
 		return 1
@@ -102,9 +112,9 @@ site_bridge() {
 site_credentials() {
 	[ -d "$CARD/site" ] || return 0
 	install -d -m 0750 -g fencegate "$SITE"
-	for f in "$CARD"/site/* "$CARD"/site/.[!.]*; do
-		[ -f "$f" ] || continue
-		n=${f##*/}
+	# Every file, in folders within too: they are keys and passwords.
+	find "$CARD/site" -mindepth 1 -type f | while IFS= read -r f; do
+		n=${f#"$CARD"/site/}
 		case " $SITE_FILES " in
 		*" $n "*)
 			clean "$f" >"$SITE/$n"
@@ -118,11 +128,21 @@ site_credentials() {
 			say "site: $n installed (/etc/fencegate/site/$n)"
 			;;
 		*)
+			private=""
+			[ "$(card_content "$f")" = private ] && private=yes
 			off_card "site/$n"
-			refuse "site/$n: not a file the Pi takes ($SITE_FILES); it was removed from the card all the same, since this folder holds keys and passwords"
+			refuse "site/$(card_shown "$n"): not a file the Pi takes ($SITE_FILES); it was removed from the card all the same, since this folder holds keys and passwords"
+			[ -n "$private" ] && say "WARNING: site/$(card_shown "$n") was a private key other than this Pi's client.key (a CA's?): it must never travel on a card; make a new one if the card was out of your hands"
 			;;
 		esac
 	done
+	# Names the loop cannot read (a line break in them): off the card
+	# all the same.
+	if [ -n "$(find "$CARD/site" -mindepth 1 -type f)" ]; then
+		find "$CARD/site" -mindepth 1 -type f -exec sh -c '. "$1"; shred_card_file "$2"' _ "$LIB/shred.sh" {} \; 2>/dev/null
+		refuse "site/: files with names the Pi cannot read were removed from the card, unread"
+	fi
+	find "$CARD/site" -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null
 	rmdir "$CARD/site" 2>/dev/null || true
 }
 
