@@ -184,13 +184,12 @@ func Conf(s Site, o Options) (string, error) {
 	line("local_cleansession true")
 	line("bridge_protocol_version mqttv311")
 	line("try_private true")
-	// A link that drops packets without closing is seen within a
-	// keep-alive and a half (7.5 s, Mosquitto's least): until then the
+	// A link that drops packets without closing is seen within about
+	// two keep-alives (10 s at Mosquitto's least, 5 s): until then the
 	// site's broker still sends commands into it, and TCP delivers them
-	// when the link comes back. 7.5 s is within a controller's wait for
-	// an answer (gateway send, package client: 10 s), so a command is
-	// answered or, once given up on, never applied. Retried with backoff,
-	// so that a site broker restarting is not hammered.
+	// if the link comes back, late by up to about a controller's wait
+	// for an answer (docs/site.md). Retried with backoff, so that a site
+	// broker restarting is not hammered.
 	line("keepalive_interval 5")
 	line("restart_timeout 2 30")
 	line("start_type automatic")
