@@ -22,6 +22,9 @@
 // Exactly one of passphrase, eap and open: yes says how the network is
 // secured; a network is never taken as open because its key was left out.
 //
+// A file whose one line, comments aside, is "off" turns Wi-Fi off: Parse
+// returns a Network that is Off, and Remove takes the configuration away.
+//
 // The country matters on every network: it is the radio's regulatory domain,
 // the channels and power it may use. Without one, Broadcom's brcmfmac radio
 // of the Pi stays at the world domain ("country 99") and may never see a
@@ -39,5 +42,9 @@
 // (LoadCA).
 //
 // Errors name the file and the line, say what is wrong and how to mend it,
-// and never quote a value that may be a secret.
+// and never quote a value that may be a secret, nor a key the file does not
+// take (a line "Sup3r:Secret!" is a passphrase as likely as a key): only
+// another name for a key, from a fixed list, is named, with the key meant.
+// A file saved as UTF-16 is one problem, not one per line; and at most
+// MaxProblems are said, then how many more there were.
 package wifi

@@ -110,10 +110,11 @@ func TestParseHostile(t *testing.T) {
 		{"lone CR", "country: DE\rssid: injected\nopen: yes\n", []string{"line 1: a carriage return inside the line"}},
 		{"invalid UTF-8", base + "passphrase: \xff\xfeabcdefgh\n", []string{"line 3: not UTF-8 text"}},
 		{"latin-1 ssid", "country: DE\nssid: Caf\xe9\nopen: yes\n", []string{"line 2: not UTF-8 text"}},
-		{"utf-16", "\xff\xfec\x00o\x00u\x00", []string{"line 1: not UTF-8 text"}},
+		{"utf-16", "\xff\xfec\x00o\x00u\x00", []string{`wifi.txt: saved as UTF-16 ("Unicode"): save it as UTF-8`}},
 		{"huge", strings.Repeat("# padding\n", MaxSize/10+1), []string{"wifi.txt: more than 64 KiB"}},
 		{"unknown key", base + "psk: " + secret + "\n", []string{`line 3: unknown key "psk": did you mean passphrase?`}},
-		{"unknown key long", base + strings.Repeat("k", 100) + ": v\nopen: yes\n", []string{`line 3: unknown key "kkkk`, "…"}},
+		{"unknown key long", base + strings.Repeat("k", 100) + ": v\nopen: yes\n", []string{"line 3: unknown key (not shown", "the keys are country, ssid,"}},
+		{"unknown key a passphrase", base + "Sup3r:" + secret + "\nopen: yes\n", []string{"line 3: unknown key (not shown", "the keys are country, ssid,"}},
 		{"duplicate", base + "ssid: other\nopen: yes\n", []string{"line 3: ssid is given twice (lines 2 and 3): keep one"}},
 		{"duplicate case", base + "SSID: other\nopen: yes\n", []string{"line 3: ssid is given twice"}},
 		{"no colon", base + secret + "\n", []string{"line 3: no ':' on this line"}},
@@ -131,6 +132,10 @@ func TestParseHostile(t *testing.T) {
 		{"phase2 junk", base + "eap: ttls\nphase2: gtc\nidentity: a\npassword: " + secret + "\nca: c.pem\n", []string{"line 4: phase2: want mschapv2 or pap"}},
 		{"injection by line", "country: DE\nssid: a\nopen: yes\n}\nnetwork={\n", []string{"line 4: no ':'", "line 5: no ':'"}},
 		{"many problems in line order", "x: 1\ncountry: ZZ\nssid:\nhidden: 2\n", []string{"line 1: unknown key", "line 2: country", "line 3: ssid is empty", "line 4: hidden"}},
+		{"off and more", "off\ncountry: DE\nssid: a\nopen: yes\n", []string{"line 1: off turns Wi-Fi off and stands alone"}},
+		{"more and off", base + "open: yes\n  OFF\n", []string{"line 4: off turns Wi-Fi off and stands alone"}},
+		{"off twice", "off\noff\n", []string{"line 2: off is given twice (lines 1 and 2)"}},
+		{"off with a bad line", "off\nSup3r:" + secret + "\n", []string{"line 1: off turns Wi-Fi off and stands alone", "line 2: unknown key (not shown"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			n, err := Parse("wifi.txt", []byte(tt.in))
@@ -212,6 +217,97 @@ func TestCountries(t *testing.T) {
 	for _, c := range []string{"UK", "EU", "XK", "D", "DEU", "de", "E ", " D", "E", "", "00", "ZZ"} {
 		if isCountry(c) {
 			t.Errorf("isCountry(%q) = true", c)
+		}
+	}
+}
+
+// TestUnknownKeyNotShown: a key the file does not take is never quoted,
+// since a line with a colon may be a passphrase (Sup3r:Secret!); only a
+// key of a fixed list of other names for wifi.txt's keys is named, with
+// the key meant.
+func TestUnknownKeyNotShown(t *testing.T) {
+	for _, key := range []string{"Sup3r", "my wifi password is", "hunter2", "s3cret-Pass", "x"} {
+		_, err := Parse("wifi.txt", []byte("country: DE\nssid: a\nopen: yes\n"+key+": rest\n"))
+		if err == nil {
+			t.Fatalf("Parse accepted the key %q", key)
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, "wifi.txt, line 4: unknown key (not shown") || strings.Contains(strings.ToLower(msg), strings.ToLower(key)+`"`) ||
+			strings.Contains(strings.ToLower(msg), `"`+strings.ToLower(key)) || strings.Contains(msg, "did you mean") {
+			t.Errorf("unknown key %q:\n%s", key, msg)
+		}
+	}
+	for key, meant := range map[string]string{"psk": "passphrase", "PSK": "passphrase", "Key": "passphrase", "wpa_passphrase": "passphrase",
+		"pasphrase": "passphrase", "essid": "ssid", "sid": "ssid", "ssdi": "ssid", "name": "ssid", "username": "identity", "cacert": "ca"} {
+		_, err := Parse("wifi.txt", []byte("country: DE\nssid: a\nopen: yes\n"+key+": rest\n"))
+		if want := `wifi.txt, line 4: unknown key "` + strings.ToLower(key) + `": did you mean ` + meant + "?"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("key %q: %v; want %q", key, err, want)
+		}
+	}
+}
+
+// TestUTF16: a file saved as UTF-16 (Notepad's "Unicode"), with either
+// byte-order mark or none, is one problem, said once, not one per line.
+func TestUTF16(t *testing.T) {
+	text := "country: DE\r\nssid: a\r\nopen: yes\r\n"
+	le, be := []byte{}, []byte{}
+	for _, c := range []byte(text) {
+		le, be = append(le, c, 0), append(be, 0, c)
+	}
+	for name, in := range map[string][]byte{
+		"LE with BOM": append([]byte{0xFF, 0xFE}, le...), "BE with BOM": append([]byte{0xFE, 0xFF}, be...),
+		"LE": le, "BE": be, "BOM alone": {0xFF, 0xFE},
+	} {
+		_, err := Parse("wifi.txt", in)
+		if want := `wifi.txt: saved as UTF-16 ("Unicode"): save it as UTF-8 (Notepad: Save as, Encoding UTF-8)`; err == nil || err.Error() != want {
+			t.Errorf("%s: %v\nwant %s", name, err, want)
+		}
+	}
+	// One NUL is not UTF-16: it is said at its line.
+	if _, err := Parse("wifi.txt", []byte("country: DE\nssid: a\x00b\nopen: yes\n")); err == nil || !strings.Contains(err.Error(), "line 2: a NUL byte") {
+		t.Errorf("one NUL: %v", err)
+	}
+}
+
+// TestProblemsCapped: a file with many mistakes gives the first
+// MaxProblems of them and a count of the rest, not one line each: the
+// message goes to the card's status.txt.
+func TestProblemsCapped(t *testing.T) {
+	_, err := Parse("wifi.txt", []byte(strings.Repeat("x\n", MaxSize/2)))
+	if err == nil {
+		t.Fatal("Parse accepted it")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != MaxProblems+1 || !strings.HasPrefix(lines[0], "wifi.txt, line 1: no ':'") ||
+		!strings.HasPrefix(lines[MaxProblems-1], "wifi.txt, line 10: ") ||
+		lines[MaxProblems] != "wifi.txt: and 32761 more problems, not shown (mend these first)" {
+		t.Errorf("%d lines:\n%s", len(lines), strings.Join(lines[:min(len(lines), 20)], "\n"))
+	}
+	// Exactly MaxProblems: all shown.
+	_, err = Parse("wifi.txt", []byte("country: DE\nssid: a\nopen: yes\n"+strings.Repeat("x\n", MaxProblems)))
+	if err == nil || strings.Count(err.Error(), "\n") != MaxProblems-1 || strings.Contains(err.Error(), "more problems") {
+		t.Errorf("%d problems: %v", MaxProblems, err)
+	}
+}
+
+// TestOff: a file whose one line is off (comments aside) turns Wi-Fi off:
+// a network that is Off and nothing else, which has no configuration.
+func TestOff(t *testing.T) {
+	for _, in := range []string{"off", "off\n", "\xEF\xBB\xBF# no Wi-Fi here\r\n  Off \r\n\r\n", "OFF\n# ssid: old\n"} {
+		n, err := Parse("wifi.txt", []byte(in))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", in, err)
+		}
+		if !reflect.DeepEqual(*n, Network{Off: true}) || n.Summary() != "Wi-Fi off" {
+			t.Errorf("Parse(%q) = %+v (%s)", in, n, n.Summary())
+		}
+		if cfg, err := n.Config(testCA); err == nil {
+			t.Errorf("Config of Wi-Fi off:\n%s", cfg)
+		}
+	}
+	for _, in := range []string{"off: yes\n", "wifi: off\n", "of\n", "off off\n"} {
+		if n, err := Parse("wifi.txt", []byte(in)); err == nil {
+			t.Errorf("Parse(%q) = %+v", in, n)
 		}
 	}
 }

@@ -25,6 +25,9 @@ var safePath = regexp.MustCompile(`^/[A-Za-z0-9/._-]+$`)
 // and one network block. caPath is where the CA file (LoadCA) is on the
 // Pi; only a WPA2-Enterprise network needs it.
 func (n *Network) Config(caPath string) ([]byte, error) {
+	if n.Off {
+		return nil, fmt.Errorf("wifi: Wi-Fi off has no configuration: remove it (Remove)")
+	}
 	if n.Security == Enterprise && !safePath.MatchString(caPath) {
 		return nil, fmt.Errorf("wifi: the CA file's path %q: want an absolute path of letters, digits, '/', '.', '_' and '-'", caPath)
 	}
@@ -77,8 +80,11 @@ func (n *Network) Config(caPath string) ([]byte, error) {
 }
 
 // Summary says what the network is, in one line, without its key or
-// password: "MyNetwork", country DE, WPA2-Personal.
+// password: "MyNetwork", country DE, WPA2-Personal; or Wi-Fi off.
 func (n *Network) Summary() string {
+	if n.Off {
+		return "Wi-Fi off"
+	}
 	s := fmt.Sprintf("%s, country %s, %s", strconv.Quote(n.SSID), n.Country, n.Security)
 	if n.Security == Enterprise {
 		s += fmt.Sprintf(" (%s, %s)", strings.ToUpper(n.EAP), strings.ToUpper(n.Phase2))

@@ -52,6 +52,33 @@ func (n *Network) Write(path string, ca []byte) error {
 	return nil
 }
 
+// Remove removes the configuration at path and its CA file (CAPath), as
+// for a wifi.txt that turns Wi-Fi off, the configuration first (no
+// configuration names a CA file already gone), and syncs the directory.
+// It returns the paths it removed; none there (nor their directory) is no
+// error.
+func Remove(path string) ([]string, error) {
+	var removed []string
+	for _, p := range []string{path, CAPath(path)} {
+		err := os.Remove(p)
+		switch {
+		case err == nil:
+			removed = append(removed, p)
+		case !errors.Is(err, fs.ErrNotExist):
+			return removed, err
+		}
+	}
+	if len(removed) == 0 {
+		return nil, nil
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return removed, err
+	}
+	defer d.Close()
+	return removed, d.Sync()
+}
+
 // writeAtomic replaces path with data, mode 0600, through a synced
 // temporary file and a rename, and syncs the directory.
 func writeAtomic(path string, data []byte) (err error) {

@@ -56,3 +56,35 @@ func TestWrite(t *testing.T) {
 		t.Error("Write into a missing directory succeeded")
 	}
 }
+
+// TestRemove: Remove takes the configuration away, and its CA file, and
+// says which it removed; nothing there is no error.
+func TestRemove(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "wpa_supplicant-wlan0.conf")
+	other := filepath.Join(dir, "wpa_supplicant.conf")
+	for _, p := range []string{conf, CAPath(conf), other} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := Remove(conf); err != nil || strings.Join(got, " ") != conf+" "+CAPath(conf) {
+		t.Fatalf("Remove = %v, %v", got, err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || ents[0].Name() != "wpa_supplicant.conf" {
+		t.Errorf("after Remove the directory holds %v", ents)
+	}
+	if err := os.WriteFile(conf, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Remove(conf); err != nil || strings.Join(got, " ") != conf {
+		t.Errorf("Remove without a CA file = %v, %v", got, err)
+	}
+	if got, err := Remove(conf); err != nil || len(got) != 0 {
+		t.Errorf("Remove of nothing = %v, %v", got, err)
+	}
+	if _, err := Remove(filepath.Join(dir, "missing", "x.conf")); err != nil {
+		t.Errorf("Remove in a missing directory: %v", err)
+	}
+}
