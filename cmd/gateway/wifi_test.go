@@ -76,3 +76,82 @@ func TestWiFi(t *testing.T) {
 		t.Errorf("gateway wifi --from a missing file: exit %d, want 78\n%s", code, got)
 	}
 }
+
+// TestWiFiReports: what gateway wifi says of a bad file goes to the
+// card's status.txt: a key it does not take is not quoted (the line may
+// be a passphrase), a UTF-16 file is one line, and a file of nonsense
+// gives the first 10 problems and how many more, not one line each.
+func TestWiFiReports(t *testing.T) {
+	dir := t.TempDir()
+	from := filepath.Join(dir, "wifi.txt")
+	for _, tt := range []struct {
+		name, in string
+		want     string // the whole output
+	}{
+		{"a key not shown", "country: DE\nssid: a\nopen: yes\nSup3r:Secret!\n",
+			"gateway: " + from + `, line 4: unknown key (not shown: the line may be a passphrase); the keys are country, ssid, hidden, passphrase, open, eap, identity, anonymous_identity, password, ca, phase2, each followed by ':' ("ssid: MyNetwork")` + "\n"},
+		{"UTF-16", "\xff\xfec\x00o\x00\r\x00\n\x00s\x00\r\x00\n\x00",
+			"gateway: " + from + `: saved as UTF-16 ("Unicode"): save it as UTF-8 (Notepad: Save as, Encoding UTF-8)` + "\n"},
+	} {
+		if err := os.WriteFile(from, []byte(tt.in), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, code := runCLI(t, "wifi", "--from", from); code != 78 || got != tt.want {
+			t.Errorf("%s: exit %d\n%s\nwant exit 78\n%s", tt.name, code, got, tt.want)
+		}
+	}
+	// 64 KiB of x lines: 32768 problems of the lines, 3 of the file.
+	if err := os.WriteFile(from, []byte(strings.Repeat("x\n", 32<<10)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, code := runCLI(t, "wifi", "--from", from)
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	if code != 78 || len(lines) != 11 || !strings.HasPrefix(lines[0], "gateway: "+from+", line 1: no ':'") ||
+		lines[10] != from+": and 32761 more problems, not shown (mend these first)" {
+		t.Errorf("64 KiB of x lines: exit %d, %d lines (%d bytes); want 78, 11 lines:\n%s", code, len(lines), len(got), strings.Join(lines[:min(len(lines), 15)], "\n"))
+	}
+}
+
+// TestWiFiOff: a wifi.txt whose one line is off says so and exits 0; with
+// --out it removes the configuration and its CA file, and says which.
+func TestWiFiOff(t *testing.T) {
+	dir := t.TempDir()
+	from := filepath.Join(dir, "wifi.txt")
+	out := filepath.Join(dir, "wpa_supplicant-wlan0.conf")
+	ca := filepath.Join(dir, "wpa_supplicant-wlan0-ca.pem")
+	if err := os.WriteFile(from, []byte("# no Wi-Fi\r\noff\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, code := runCLI(t, "wifi", "--from", from); code != 0 || got != from+": off: Wi-Fi off\n" {
+		t.Errorf("gateway wifi (check) of off: exit %d\n%s", code, got)
+	}
+	for _, p := range []string{out, ca} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, code := runCLI(t, "wifi", "--from", from, "--out", out); code != 0 || got != from+": off: Wi-Fi off; removed "+out+" and "+ca+"\n" {
+		t.Errorf("gateway wifi --out of off: exit %d\n%s", code, got)
+	}
+	for _, p := range []string{out, ca} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is still there", p)
+		}
+	}
+	if got, code := runCLI(t, "wifi", "--from", from, "--out", out); code != 0 || got != from+": off: Wi-Fi off; no "+out+" to remove\n" {
+		t.Errorf("gateway wifi --out of off, again: exit %d\n%s", code, got)
+	}
+	// off and a network: refused, nothing removed.
+	if err := os.WriteFile(out, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(from, []byte("off\ncountry: DE\nssid: a\nopen: yes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, code := runCLI(t, "wifi", "--from", from, "--out", out); code != 78 || !strings.Contains(got, from+", line 1: off turns Wi-Fi off and stands alone") {
+		t.Errorf("gateway wifi of off and a network: exit %d\n%s", code, got)
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Errorf("a refused file removed the configuration: %v", err)
+	}
+}
