@@ -391,6 +391,8 @@ func (h *harness) retainedTrap(nd *node) func() {
 	t := h.t
 	t.Helper()
 	local := nd.dial(nd.local.URL, "") // a controller on the node's own Mosquitto
+	atSite := nd.dial(nd.h.site.URL, "ctl")
+	lateID := testenv.ID(t, "late")
 	watch := nd.watchState("pump")
 	id := testenv.ID(t, "local")
 	h.localIDs = append(h.localIDs, id)
@@ -418,6 +420,16 @@ func (h *harness) retainedTrap(nd *node) func() {
 		}
 		if s, err := nd.siteState("pump"); err != nil || !s.Fence.Less(high) {
 			t.Errorf("step 2, node %d: while the link is cut the site holds the pump at %s (%v): it should still have its older copy", nd.n, s.Fence, err)
+		}
+		// A command published on the site's broker while the link is
+		// cut, with a token above every other: the bridge's session
+		// there is clean, so it reaches no one, and it must never act
+		// once the link is back (a kept session would deliver it then).
+		lctx, lcancel := context.WithTimeout(context.Background(), answerWait)
+		res, err = atSite.Send(lctx, fence.Command{ID: lateID, Actuator: "pump", Holder: "late", Fence: fence.Fence{Token: high.Token + 1_000_000}, State: fence.StateOff})
+		lcancel()
+		if err == nil || res.Outcome != "" {
+			t.Errorf("step 2, node %d: a command sent at the site while the link is cut was answered %q (%v)", nd.n, res.Outcome, err)
 		}
 		restored := time.Now()
 		if err := nd.proxy.Restore(); err != nil {
@@ -483,6 +495,17 @@ func (h *harness) retainedTrap(nd *node) func() {
 		}
 		if err := nd.awaitApplied(5, "step 2, after the second restore"); err != nil {
 			t.Error(err)
+		}
+		// Commands sent after the link came back were applied: one kept
+		// for the bridge at the site would have come before them.
+		if es, err := nd.applied(); err != nil {
+			t.Errorf("step 2, node %d: %v", nd.n, err)
+		} else {
+			for _, e := range es {
+				if e.ID == lateID {
+					t.Errorf("step 2, node %d: the command sent at the site while the link was cut was applied at %s, after the link came back: late", nd.n, e.At.Format(time.RFC3339Nano))
+				}
+			}
 		}
 		// Never the older copy once the new one was there: every state
 		// the site sent its subscriber since, retained or live.
