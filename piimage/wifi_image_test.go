@@ -34,7 +34,7 @@ func checkWiFi(ctx context.Context, t *testing.T, pi *pi, pass string) {
 	start := time.Now()
 	status := pi.waitFor(ctx, "cat /boot/firmware/fencegate/status.txt", regexp.MustCompile(`(?m)^Wi-Fi: no wlan0.*\r$`))
 	for _, want := range []string{
-		"\r\nWi-Fi: \"" + wifiSSID + "\", country DE, WPA2-Personal (the network: line below says whether the Pi joined)\r\n",
+		"\r\nWi-Fi: \"" + wifiSSID + "\", country DE, WPA2-Personal (the Wi-Fi: line below says whether the Pi joined)\r\n",
 		"\r\nWi-Fi: no wlan0: this Pi has no radio that Linux found",
 	} {
 		if !strings.Contains(status, want) {
