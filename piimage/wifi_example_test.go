@@ -58,6 +58,12 @@ func TestWiFiExample(t *testing.T) {
 			t.Errorf("the example with %v: %v, want %v", alt.keys, n.Security, alt.want)
 		}
 	}
+	// How to turn Wi-Fi off, said as wifi.txt takes it.
+	if m := regexp.MustCompile(`(?m)^# To turn Wi-Fi off: a wifi.txt whose one line is: (\S+)\r?$`).FindStringSubmatch(example); m == nil {
+		t.Error("the example does not say how to turn Wi-Fi off")
+	} else if n, err := wifi.Parse("wifi.txt", []byte(m[1]+"\n")); err != nil || !n.Off {
+		t.Errorf("the example's way to turn Wi-Fi off, %q: %+v, %v", m[1], n, err)
+	}
 	// Commented, as it ships, so that a renamed but unedited file is not
 	// taken for an open network: it has a passphrase.
 	if n, err := wifi.Parse("wifi.txt", b); err != nil || n.Security != wifi.Personal {
