@@ -152,16 +152,8 @@ func (s *siteBroker) checkBridge(ctx context.Context, t *testing.T, pi *pi) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cl, err := client.Dial(dctx, client.Options{Broker: fmt.Sprintf("tcp://127.0.0.1:%d", s.plain), GatewayID: gatewayID,
-		Username: s.ctlUser, Password: s.ctlPass, Resend: 5 * time.Second})
-	if err != nil {
-		t.Fatalf("controller on the site's broker: %v", err)
-	}
+	cl := s.controller(dctx, t, pi, "mosquitto")
 	defer cl.Close()
-	if err := cl.WaitStatus(dctx, "online"); err != nil {
-		t.Fatalf("on the site's broker the gateway is not online (the bridge did not connect?): %v\n%s", err,
-			pi.must("journalctl -b -u mosquitto --no-pager -o short-monotonic | tail -30"))
-	}
 	tok := pi.actuators()["pump"].Fence.Token + 2
 	send := func(token uint64, st fence.State) fence.Result {
 		r, err := cl.Send(dctx, fence.Command{ID: fmt.Sprintf("site-%d", token), Holder: "site-controller", Actuator: "pump",
@@ -180,6 +172,24 @@ func (s *siteBroker) checkBridge(ctx context.Context, t *testing.T, pi *pi) {
 	if st, ok := cl.State("pump"); !ok || st.Fence.Token != tok || st.State != fence.StateOn {
 		t.Errorf("the pump's state on the site's broker: %+v (%v); want on at %d", st, ok, tok)
 	}
+}
+
+// controller connects a controller to the site's broker and waits until
+// the gateway is online there; if it is not, the journal of the Pi's unit
+// (mosquitto, whose bridge carries it, or fencegate) says why.
+func (s *siteBroker) controller(ctx context.Context, t *testing.T, pi *pi, unit string) *client.Client {
+	t.Helper()
+	cl, err := client.Dial(ctx, client.Options{Broker: fmt.Sprintf("tcp://127.0.0.1:%d", s.plain), GatewayID: gatewayID,
+		Username: s.ctlUser, Password: s.ctlPass, Resend: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("controller on the site's broker: %v", err)
+	}
+	if err := cl.WaitStatus(ctx, "online"); err != nil {
+		cl.Close()
+		t.Fatalf("on the site's broker the gateway is not online: %v\n%s", err,
+			pi.must("journalctl -b -u "+unit+" --no-pager -o short-monotonic | tail -30"))
+	}
+	return cl
 }
 
 // gatewayUser is the gateway's own user on the site's broker, for a Pi
@@ -229,16 +239,8 @@ func (s *siteBroker) checkDirect(ctx context.Context, t *testing.T, pi *pi) {
 	pi.waitFor(ctx, "systemctl is-active fencegate", regexp.MustCompile(`^active`))
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cl, err := client.Dial(dctx, client.Options{Broker: fmt.Sprintf("tcp://127.0.0.1:%d", s.plain), GatewayID: gatewayID,
-		Username: s.ctlUser, Password: s.ctlPass, Resend: 5 * time.Second})
-	if err != nil {
-		t.Fatalf("controller on the site's broker: %v", err)
-	}
+	cl := s.controller(dctx, t, pi, "fencegate")
 	defer cl.Close()
-	if err := cl.WaitStatus(dctx, "online"); err != nil {
-		t.Fatalf("the gateway is not online on the site's broker: %v\n%s", err,
-			pi.must("journalctl -b -u fencegate --no-pager -o short-monotonic | tail -30"))
-	}
 	tok := pi.actuators()["pump"].Fence.Token + 1
 	r, err := cl.Send(dctx, fence.Command{ID: fmt.Sprintf("direct-%d", tok), Holder: "site-controller", Actuator: "pump",
 		Fence: fence.Fence{Token: tok}, State: fence.StateOn})
