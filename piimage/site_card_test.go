@@ -54,6 +54,12 @@ func (r *siteRun) has(name string) bool {
 // the gateway built from this tree, and install and chown stubbed for
 // the Pi's users. It returns what status.txt would get.
 func (r *siteRun) run(t *testing.T, use string, new bool) string {
+	return r.runThen(t, use, new, false)
+}
+
+// runThen is run, and if apply, what bootconfig does once it has applied
+// a new configuration (card_site_applied).
+func (r *siteRun) runThen(t *testing.T, use string, new, apply bool) string {
 	t.Helper()
 	lib, err := filepath.Abs(imageLib)
 	if err != nil {
@@ -84,9 +90,10 @@ LIB=$1
 . "$1/shred.sh"
 . "$1/cardfiles.sh"
 . "$1/site.sh"
-card_site`, "sh", lib)
+card_site
+[ -z "$APPLY" ] || card_site_applied`, "sh", lib)
 	cmd.Env = append(os.Environ(), "CARD="+r.card, "STATUS_NEW="+status, "PATH="+bin+":"+os.Getenv("PATH"), "ETC="+r.etc, "MQ="+r.mq,
-		"USE="+use, "NEW="+newVar, "FENCEGATE_MQ_OFF="+r.off, "FENCEGATE_GATEWAY="+gatewayBinary(t))
+		"USE="+use, "NEW="+newVar, "APPLY="+map[bool]string{true: "yes"}[apply], "FENCEGATE_MQ_OFF="+r.off, "FENCEGATE_GATEWAY="+gatewayBinary(t))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -170,8 +177,8 @@ func TestCardSite(t *testing.T) {
 	if !r.has(r.off) || !r.has(filepath.Join(r.etc, "bridge.txt")) {
 		t.Errorf("direct, not yet applied: Mosquitto not marked off (%v), or the bridge file removed already (%v)", r.has(r.off), !r.has(filepath.Join(r.etc, "bridge.txt")))
 	}
-	st = r.run(t, direct, false)
-	wants(t, "direct, applied", st, "broker: the bridge to the site's broker is removed")
+	st = r.runThen(t, direct, true, true)
+	wants(t, "direct, new, then applied", st, "broker: the bridge to the site's broker is removed")
 	if r.has(filepath.Join(r.etc, "bridge.txt")) || r.has(filepath.Join(r.mq, "conf.d", "bridge.conf")) {
 		t.Errorf("direct, applied: the bridge is still there")
 	}

@@ -39,12 +39,13 @@ card_site() {
 		if has bridge.txt; then
 			refuse "bridge.txt: not used: gateway.yaml's mqtt.broker is the site's broker, so there is nothing to bridge (a bridge is for a gateway on this Pi's Mosquitto, tcp://127.0.0.1:1883); it was removed from the card"
 			off_card bridge.txt
-		elif [ -e "$BRIDGE" ] && [ -z "$NEW" ]; then
+		elif [ -e "$BRIDGE" ]; then
 			# Only once the configuration that connects directly is the
-			# applied one: a new one may yet be refused by its full check,
-			# and the Pi would go back to the old one, and its bridge.
-			say "broker: the bridge to the site's broker is removed: the gateway connects there itself now"
-			rm -f "$BRIDGE"
+			# applied one (card_site_applied, for a new one): a new one
+			# may yet be refused by its full check, and the Pi would go
+			# back to the old one, and its bridge.
+			site_drop=yes
+			[ -z "$NEW" ] && card_site_applied
 		fi
 		return
 	esac
@@ -80,6 +81,16 @@ card_site() {
 		return
 	fi
 	say "broker: $out"
+}
+
+# card_site_applied removes the bridge that a configuration connecting to
+# the site's broker directly has no use for, once that configuration is
+# the applied one; bootconfig calls it when it applies a new one.
+site_drop=""
+card_site_applied() {
+	[ -n "$site_drop" ] && [ -e "$BRIDGE" ] || return 0
+	rm -f "$BRIDGE"
+	say "broker: the bridge to the site's broker is removed: the gateway connects there itself now"
 }
 
 # site_bridge FILE writes Mosquitto's bridge.conf from the bridge file FILE
