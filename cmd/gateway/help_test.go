@@ -34,6 +34,8 @@ func TestHelpNeverActs(t *testing.T) {
 		{"sim", "scenario", "paused-controller", "--sim", "http://127.0.0.1:1"},
 		{"keygen", "--out", filepath.Join(dir, "ctl")},
 		{"wifi", "--from", filepath.Join(dir, "wifi.txt"), "--out", filepath.Join(dir, "wpa.conf")},
+		{"bridge", "--config", cfg, "--topology"},
+		{"acl", "--config", cfg},
 		{"bench", "--profile", "single", "--store-dir", filepath.Join(dir, "bench")},
 		{"version"},
 	}
