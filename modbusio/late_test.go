@@ -1,14 +1,12 @@
 package modbusio
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,24 +18,6 @@ import (
 	"github.com/fencegate/fencegate/modbusio/modbussim"
 	"github.com/fencegate/fencegate/tests/testenv"
 )
-
-// syncBuffer is a log's text, written from any goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestLateWriteNeverAfterNewer is issue 33's sequence on a real Modbus
 // TCP module: token 20's "on" reaches a module that is busy (held by the
@@ -84,7 +64,7 @@ func TestLateWriteNeverAfterNewer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	var logs syncBuffer
+	var logs testenv.Buffer
 	const poll = 200 * time.Millisecond
 	bank, err := actuator.New(store, []actuator.Spec{{Name: "pump", Scope: "pump", PinName: "coil0", Poll: poll}},
 		&actuator.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -302,7 +301,7 @@ func TestQEMUScriptBoots(t *testing.T) {
 	q := exec.Command("bash", "qemu.sh", "--card", card, "--ssh-port", strconv.Itoa(ssh), "--mqtt-port", strconv.Itoa(mqtt), xz)
 	q.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home"))
 	q.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	var out lockedBuffer // read while qemu.sh writes it
+	var out testenv.Buffer // read while qemu.sh writes it
 	q.Stdout, q.Stderr = &out, &out
 	if err := q.Start(); err != nil {
 		t.Fatal(err)
@@ -341,22 +340,4 @@ func TestQEMUScriptBoots(t *testing.T) {
 		t.Errorf("qemu.sh did not say where SSH is:\n%s", out.String())
 	}
 	t.Logf("qemu.sh said:\n%s", out.String())
-}
-
-// lockedBuffer is a bytes.Buffer that a process writes while a test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,7 +1,6 @@
 package service_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,27 +20,9 @@ import (
 	"github.com/fencegate/fencegate/wire"
 )
 
-// logBuffer is a goroutine-safe log sink.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // runListening runs a gateway with cfg and returns its API address once it
 // listens, whether or not it reaches the broker; it stops when t ends.
-func runListening(t *testing.T, cfg *config.Config, log *logBuffer) string {
+func runListening(t *testing.T, cfg *config.Config, log *testenv.Buffer) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan service.Info, 1)
@@ -126,7 +106,7 @@ func gatewayConfig(t *testing.T, id, broker, user, password string) *config.Conf
 // commands once the broker lets it.
 func TestBrokerFailuresAreVisible(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
-		var log logBuffer
+		var log testenv.Buffer
 		addr := runListening(t, brokerConfig(t, "tcp://127.0.0.1:1", "", ""), &log)
 		waitFor(t, 10*time.Second, "two failed attempts", func() bool { return apiStatus(t, addr).Broker.Failures >= 2 })
 		st := apiStatus(t, addr)
@@ -148,7 +128,7 @@ topic readwrite fencegate/{id}/#`
 	full = strings.ReplaceAll(full, "{id}", visID)
 	t.Run("wrong password", func(t *testing.T) {
 		b := testenv.MosquittoAuth(t, users, full)
-		var log logBuffer
+		var log testenv.Buffer
 		addr := runListening(t, brokerConfig(t, b.URL, "gateway", "not-the-secret"), &log)
 		waitFor(t, 10*time.Second, "a failed attempt", func() bool { return apiStatus(t, addr).Broker.Failures >= 1 })
 		st := apiStatus(t, addr)
@@ -172,7 +152,7 @@ topic write fencegate/{id}/+/state
 topic write fencegate/{id}/+/set
 user ctl
 topic readwrite fencegate/{id}/#`, "{id}", visID))
-		var log logBuffer
+		var log testenv.Buffer
 		addr := runListening(t, brokerConfig(t, b.URL, "gateway", "secret"), &log)
 		waitFor(t, 20*time.Second, "the starved subscription reported", func() bool {
 			return strings.Contains(apiStatus(t, addr).Broker.LastError, "delivers nothing")

@@ -63,7 +63,7 @@ func TestBrokerTLS(t *testing.T) {
 	connects := func(t *testing.T, b *testenv.TLSBroker, tlsYAML string) {
 		t.Helper()
 		id := testenv.ID(t, "tls")
-		var log logBuffer
+		var log testenv.Buffer
 		addr := runListening(t, tlsGateway(t, id, b.URL, tlsYAML, users["gateway"]), &log)
 		// With the right settings no attempt fails: a failed one is
 		// answer enough, without waiting for the online status.
@@ -94,17 +94,17 @@ func TestBrokerTLS(t *testing.T) {
 		}
 	}
 
-	var refusedAt func(t *testing.T, url, tlsYAML, password string, want ...string) (string, *logBuffer)
+	var refusedAt func(t *testing.T, url, tlsYAML, password string, want ...string) (string, *testenv.Buffer)
 	// refused runs a gateway that the broker (or its own check of the
 	// broker) refuses, and checks that the reason is in the log and the
 	// status, and that it keeps trying.
-	refused := func(t *testing.T, b *testenv.TLSBroker, tlsYAML, password string, want ...string) (addr string, log *logBuffer) {
+	refused := func(t *testing.T, b *testenv.TLSBroker, tlsYAML, password string, want ...string) (addr string, log *testenv.Buffer) {
 		t.Helper()
 		return refusedAt(t, b.URL, tlsYAML, password, want...)
 	}
-	refusedAt = func(t *testing.T, url, tlsYAML, password string, want ...string) (addr string, log *logBuffer) {
+	refusedAt = func(t *testing.T, url, tlsYAML, password string, want ...string) (addr string, log *testenv.Buffer) {
 		t.Helper()
-		log = &logBuffer{}
+		log = &testenv.Buffer{}
 		addr = runListening(t, tlsGateway(t, testenv.ID(t, "tls"), url, tlsYAML, password), log)
 		waitFor(t, 15*time.Second, "two failed attempts", func() bool {
 			st := apiStatus(t, addr)

@@ -409,7 +409,7 @@ func TestSimInterruptedAtStart(t *testing.T) {
 		}
 	}()
 	cmd := exec.Command(binary, "sim", "--broker", "tcp://"+ln.Addr().String(), "--dir", t.TempDir(), "--http", "127.0.0.1:0")
-	var out lockedBuffer
+	var out testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
